@@ -1,0 +1,122 @@
+// Package config defines the dataplane config: the one contract between
+// tern-operator, which renders it per Gateway, and ternd, which loads it.
+//
+// A config is a single versioned document, YAML or JSON. Load parses and
+// defaults it; Validate checks it and returns errors that name the offending
+// field by its path (for example "listeners[0].port").
+package config
+
+// Version is the only config schema version this package understands.
+const Version = "v1"
+
+// Auth types. The aliases of STUNner's v1 API are accepted by NormalizeAuthType.
+const (
+	AuthStatic    = "static"
+	AuthEphemeral = "ephemeral"
+)
+
+// Listener protocols, spelled as in the Gateway API listeners of STUNner.
+const (
+	ProtoTURNUDP  = "TURN-UDP"
+	ProtoTURNTCP  = "TURN-TCP"
+	ProtoTURNTLS  = "TURN-TLS"
+	ProtoTURNDTLS = "TURN-DTLS"
+)
+
+// Config is one dataplane's whole configuration: what one Gateway renders to.
+type Config struct {
+	// Version must be "v1".
+	Version   string     `json:"version"`
+	Admin     Admin      `json:"admin"`
+	Auth      Auth       `json:"auth"`
+	Listeners []Listener `json:"listeners"`
+	Clusters  []Cluster  `json:"clusters,omitempty"`
+	Relay     Relay      `json:"relay"`
+	Limits    Limits     `json:"limits"`
+}
+
+// Admin holds process-level settings.
+type Admin struct {
+	// Name identifies the dataplane in logs and metrics, e.g. "stunner/udp-gateway".
+	Name string `json:"name,omitempty"`
+	// LogLevel is one of debug, info, warn, error; STUNner's "all:INFO" form
+	// is accepted too. Default "info".
+	LogLevel string `json:"logLevel,omitempty"`
+	// MetricsAddress is host:port of the Prometheus /metrics endpoint; empty disables it.
+	MetricsAddress string `json:"metricsAddress,omitempty"`
+	// HealthAddress is host:port of /live and /ready; empty disables it.
+	HealthAddress string `json:"healthAddress,omitempty"`
+}
+
+// Auth selects the TURN long-term credential mechanism (RFC 8489 §9.2).
+type Auth struct {
+	// Type is static or ephemeral; aliases plaintext (static), longterm and
+	// timewindowed (ephemeral) are accepted and normalized by Load.
+	Type string `json:"type"`
+	// Realm is sent in REALM and keys MESSAGE-INTEGRITY. Default "stunner.l7mp.io".
+	Realm string `json:"realm"`
+	// Username and Password are the static credentials.
+	Username string `json:"username,omitempty"`
+	Password string `json:"password,omitempty"`
+	// SharedSecret keys ephemeral (TURN REST API) credentials: username
+	// "<expiry-unix-seconds>:<user>", password base64(HMAC-SHA1(secret, username)).
+	SharedSecret string `json:"sharedSecret,omitempty"`
+}
+
+// Listener is one TURN listener (a Gateway listener).
+type Listener struct {
+	// Name is unique within the config.
+	Name string `json:"name"`
+	// Protocol is TURN-UDP, TURN-TCP, TURN-TLS or TURN-DTLS.
+	Protocol string `json:"protocol"`
+	// Address is the IP to bind, e.g. "127.0.0.1" or "0.0.0.0".
+	Address string `json:"address"`
+	// Port is the port to bind, 1-65535.
+	Port int `json:"port"`
+	// PublicAddress and PublicPort are what clients are told to use (for ICE
+	// configs); informational for the dataplane.
+	PublicAddress string `json:"publicAddress,omitempty"`
+	PublicPort    int    `json:"publicPort,omitempty"`
+	// Cert and Key are PEM file paths for TURN-TLS and TURN-DTLS.
+	Cert string `json:"cert,omitempty"`
+	Key  string `json:"key,omitempty"`
+	// Routes names the clusters whose peers clients of this listener may reach.
+	Routes []string `json:"routes,omitempty"`
+}
+
+// Cluster is a set of peers that a route allows (a UDPRoute backend).
+type Cluster struct {
+	// Name is unique within the config.
+	Name string `json:"name"`
+	// Endpoints are IP addresses or CIDR prefixes ("10.0.0.5", "10.0.0.0/24").
+	Endpoints []string `json:"endpoints"`
+	// MinPort and MaxPort restrict the peer port range, inclusive; 0/0 allows all ports.
+	MinPort int `json:"minPort,omitempty"`
+	MaxPort int `json:"maxPort,omitempty"`
+}
+
+// Relay says where relay sockets are bound.
+type Relay struct {
+	// Address is the IP relay sockets bind to; default the first listener's
+	// address (or 127.0.0.1 when that is a wildcard).
+	Address string `json:"address,omitempty"`
+	// PublicAddress, when set, is advertised in XOR-RELAYED-ADDRESS instead of Address
+	// (e.g. the node IP under hostNetwork behind 1:1 NAT).
+	PublicAddress string `json:"publicAddress,omitempty"`
+	// MinPort and MaxPort bound the relay port range, inclusive. Default 20000-29999.
+	MinPort int `json:"minPort,omitempty"`
+	MaxPort int `json:"maxPort,omitempty"`
+}
+
+// Limits are the engine's lifetimes and quotas. Durations are in seconds.
+type Limits struct {
+	// MaxLifetime clamps a requested allocation LIFETIME, seconds. Default 600.
+	MaxLifetime int `json:"maxLifetime,omitempty"`
+	// NonceLifetime is how long a NONCE stays valid before 438, seconds. Default 600.
+	NonceLifetime int `json:"nonceLifetime,omitempty"`
+	// AllocationsPerUser and AllocationsPerIP cap concurrent allocations (486); 0 means no cap.
+	AllocationsPerUser int `json:"allocationsPerUser,omitempty"`
+	AllocationsPerIP   int `json:"allocationsPerIP,omitempty"`
+	// MaxAllocations caps all allocations (508); 0 means the relay port range is the cap.
+	MaxAllocations int `json:"maxAllocations,omitempty"`
+}

@@ -1,0 +1,55 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+)
+
+// TestLocalExample keeps deploy/examples/local.yaml loadable and saying
+// what its comments claim.
+func TestLocalExample(t *testing.T) {
+	c, err := Load("../../deploy/examples/local.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Config{
+		Version: "v1",
+		Admin:   Admin{Name: "tern-local", LogLevel: "info", MetricsAddress: "127.0.0.1:8080", HealthAddress: "127.0.0.1:8086"},
+		Auth:    Auth{Type: AuthStatic, Realm: "stunner.l7mp.io", Username: "user", Password: "pass"},
+		Listeners: []Listener{{
+			Name: "udp", Protocol: ProtoTURNUDP, Address: "127.0.0.1", Port: 3478, Routes: []string{"local"},
+		}},
+		Clusters: []Cluster{{Name: "local", Endpoints: []string{"127.0.0.1/32"}}},
+		Relay:    Relay{Address: "127.0.0.1", MinPort: 20000, MaxPort: 29999},
+		Limits:   Limits{MaxLifetime: 600, NonceLifetime: 600}, // nonceLifetime defaulted
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("got  %+v\nwant %+v", c, want)
+	}
+}
+
+func ExampleParse() {
+	c, err := Parse([]byte(`
+version: v1
+auth: {type: plaintext, username: user, password: pass}
+listeners:
+  - {name: udp, protocol: udp, port: 3478, routes: [media]}
+clusters:
+  - {name: media, endpoints: ["10.0.0.7/24"]}
+`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	p, _ := c.Clusters[0].Prefixes()
+	fmt.Println(c.Auth.Type, c.Listeners[0].Protocol, c.Listeners[0].Address, c.Relay.Address, c.Relay.MinPort, c.Relay.MaxPort, p)
+
+	_, err = Parse([]byte(`{"version": "v1", "listeners": [{"name": "udp", "protocol": "TURN-UDP", "port": 70000}]}`))
+	fmt.Println(err)
+	// Output:
+	// static TURN-UDP 0.0.0.0 127.0.0.1 20000 29999 [10.0.0.0/24]
+	// auth.username: required for static auth
+	// auth.password: required for static auth
+	// listeners[0].port: must be 1-65535, got 70000
+}

@@ -1,0 +1,134 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Defaults applied by SetDefaults.
+const (
+	DefaultLogLevel      = "info"
+	DefaultRealm         = "stunner.l7mp.io"
+	DefaultListenAddress = "0.0.0.0"
+	DefaultRelayAddress  = "127.0.0.1"
+	// The default relay range sits below Linux's ephemeral range
+	// (32768-60999) so relay ports never collide with outgoing connections.
+	DefaultRelayMinPort  = 20000
+	DefaultRelayMaxPort  = 29999
+	DefaultMaxLifetime   = 600 // seconds
+	DefaultNonceLifetime = 600 // seconds
+)
+
+// Load reads the config file at path and returns Parse's result. Errors,
+// whether from reading, decoding or validation, are wrapped with the path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load config: %w", err) // *PathError already names the path
+	}
+	c, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("load config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse decodes a config from YAML or JSON (JSON is YAML), applies
+// SetDefaults and then Validate. Decoding is strict: an unknown or duplicate
+// field is an error that names it. It returns the config, or nil and either
+// the decoding error or Validate's error (a join of *FieldError).
+func Parse(data []byte) (*Config, error) {
+	var c Config
+	if err := yaml.UnmarshalStrict(data, &c); err != nil {
+		return nil, fmt.Errorf("parse config: %w", err)
+	}
+	c.SetDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// SetDefaults fills unset fields with their defaults and normalizes aliases:
+// auth types to AuthStatic/AuthEphemeral and listener protocols to the
+// Proto* constants. It never fails; values it cannot normalize are left for
+// Validate to report. Version is required and is not defaulted.
+func (c *Config) SetDefaults() {
+	if c.Admin.LogLevel == "" {
+		c.Admin.LogLevel = DefaultLogLevel
+	}
+	if c.Auth.Realm == "" {
+		c.Auth.Realm = DefaultRealm
+	}
+	if c.Auth.Type == "" {
+		c.Auth.Type = AuthStatic
+	}
+	if t, err := NormalizeAuthType(c.Auth.Type); err == nil {
+		c.Auth.Type = t
+	}
+	for i := range c.Listeners {
+		l := &c.Listeners[i]
+		if l.Address == "" {
+			l.Address = DefaultListenAddress
+		}
+		if p, ok := normalizeProtocol(l.Protocol); ok {
+			l.Protocol = p
+		}
+	}
+	if c.Relay.Address == "" {
+		c.Relay.Address = DefaultRelayAddress
+		// Relay on the listener's IP so replies leave from the address clients
+		// already reach; a wildcard cannot be put in XOR-RELAYED-ADDRESS.
+		if len(c.Listeners) > 0 {
+			if a, err := netip.ParseAddr(c.Listeners[0].Address); err == nil && !a.IsUnspecified() {
+				c.Relay.Address = c.Listeners[0].Address
+			}
+		}
+	}
+	if c.Relay.MinPort == 0 {
+		c.Relay.MinPort = DefaultRelayMinPort
+	}
+	if c.Relay.MaxPort == 0 {
+		c.Relay.MaxPort = DefaultRelayMaxPort
+	}
+	if c.Limits.MaxLifetime == 0 {
+		c.Limits.MaxLifetime = DefaultMaxLifetime
+	}
+	if c.Limits.NonceLifetime == 0 {
+		c.Limits.NonceLifetime = DefaultNonceLifetime
+	}
+}
+
+// NormalizeAuthType maps an auth type, case-insensitively, to AuthStatic
+// ("static", "plaintext") or AuthEphemeral ("ephemeral", "longterm",
+// "timewindowed"), the spellings STUNner's API accepts. Any other string is
+// an error.
+func NormalizeAuthType(s string) (string, error) {
+	switch strings.ToLower(s) {
+	case "static", "plaintext":
+		return AuthStatic, nil
+	case "ephemeral", "longterm", "timewindowed":
+		return AuthEphemeral, nil
+	}
+	return "", fmt.Errorf("unknown auth type %q: want static (or plaintext) or ephemeral (or longterm, timewindowed)", s)
+}
+
+// normalizeProtocol maps a protocol name, case-insensitively, to a Proto*
+// constant; the bare transport names are accepted as shorthands.
+func normalizeProtocol(s string) (string, bool) {
+	switch strings.ToUpper(s) {
+	case ProtoTURNUDP, "UDP":
+		return ProtoTURNUDP, true
+	case ProtoTURNTCP, "TCP":
+		return ProtoTURNTCP, true
+	case ProtoTURNTLS, "TLS":
+		return ProtoTURNTLS, true
+	case ProtoTURNDTLS, "DTLS":
+		return ProtoTURNDTLS, true
+	}
+	return "", false
+}

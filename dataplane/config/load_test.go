@@ -1,0 +1,210 @@
+package config
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+const minimalYAML = `
+version: v1
+auth:
+  username: user
+  password: pass
+listeners:
+  - name: udp
+    protocol: TURN-UDP
+    port: 3478
+`
+
+const minimalJSON = `{
+  "version": "v1",
+  "auth": {"username": "user", "password": "pass"},
+  "listeners": [{"name": "udp", "protocol": "TURN-UDP", "port": 3478}]
+}`
+
+func TestParseDefaults(t *testing.T) {
+	want := &Config{
+		Version: "v1",
+		Admin:   Admin{LogLevel: "info"},
+		Auth:    Auth{Type: AuthStatic, Realm: "stunner.l7mp.io", Username: "user", Password: "pass"},
+		Listeners: []Listener{{
+			Name: "udp", Protocol: ProtoTURNUDP, Address: "0.0.0.0", Port: 3478,
+		}},
+		Relay:  Relay{Address: "127.0.0.1", MinPort: 20000, MaxPort: 29999},
+		Limits: Limits{MaxLifetime: 600, NonceLifetime: 600},
+	}
+	for name, in := range map[string]string{"yaml": minimalYAML, "json": minimalJSON} {
+		t.Run(name, func(t *testing.T) {
+			c, err := Parse([]byte(in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(c, want) {
+				t.Errorf("got  %+v\nwant %+v", c, want)
+			}
+		})
+	}
+}
+
+func TestSetDefaultsKeepsSetValues(t *testing.T) {
+	c := &Config{
+		Admin:     Admin{LogLevel: "debug"},
+		Auth:      Auth{Type: AuthEphemeral, Realm: "example.com"},
+		Listeners: []Listener{{Address: "10.0.0.1"}},
+		Relay:     Relay{Address: "10.0.0.2", MinPort: 1000, MaxPort: 2000},
+		Limits:    Limits{MaxLifetime: 60, NonceLifetime: 30},
+	}
+	want := *c
+	want.Listeners = []Listener{{Address: "10.0.0.1"}}
+	c.SetDefaults()
+	if !reflect.DeepEqual(*c, want) {
+		t.Errorf("got  %+v\nwant %+v", *c, want)
+	}
+	if c.Version != "" {
+		t.Errorf("Version defaulted to %q; it is required and must stay empty", c.Version)
+	}
+}
+
+func TestSetDefaultsRelayAddress(t *testing.T) {
+	for _, tc := range []struct {
+		listeners []Listener
+		want      string
+	}{
+		{nil, "127.0.0.1"},
+		{[]Listener{{Address: ""}}, "127.0.0.1"},
+		{[]Listener{{Address: "0.0.0.0"}}, "127.0.0.1"},
+		{[]Listener{{Address: "::"}}, "127.0.0.1"},
+		{[]Listener{{Address: "not-an-ip"}}, "127.0.0.1"},
+		{[]Listener{{Address: "10.1.2.3"}, {Address: "10.9.9.9"}}, "10.1.2.3"},
+		{[]Listener{{Address: "2001:db8::1"}}, "2001:db8::1"},
+	} {
+		c := &Config{Listeners: tc.listeners}
+		c.SetDefaults()
+		if c.Relay.Address != tc.want {
+			t.Errorf("listeners %+v: relay address %q, want %q", tc.listeners, c.Relay.Address, tc.want)
+		}
+	}
+}
+
+func TestProtocolAliases(t *testing.T) {
+	for in, want := range map[string]string{
+		"TURN-UDP": ProtoTURNUDP, "turn-udp": ProtoTURNUDP, "udp": ProtoTURNUDP, "UDP": ProtoTURNUDP,
+		"turn-tcp": ProtoTURNTCP, "TCP": ProtoTURNTCP,
+		"Turn-Tls": ProtoTURNTLS, "tls": ProtoTURNTLS,
+		"turn-dtls": ProtoTURNDTLS, "DTLS": ProtoTURNDTLS,
+		"sctp": "sctp", "": "",
+	} {
+		c := &Config{Listeners: []Listener{{Protocol: in}}}
+		c.SetDefaults()
+		if got := c.Listeners[0].Protocol; got != want {
+			t.Errorf("protocol %q normalized to %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestNormalizeAuthType(t *testing.T) {
+	for in, want := range map[string]string{
+		"static": AuthStatic, "STATIC": AuthStatic, "plaintext": AuthStatic, "PlainText": AuthStatic,
+		"ephemeral": AuthEphemeral, "longterm": AuthEphemeral, "LongTerm": AuthEphemeral, "timewindowed": AuthEphemeral,
+	} {
+		got, err := NormalizeAuthType(in)
+		if err != nil || got != want {
+			t.Errorf("NormalizeAuthType(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "oauth", "static "} {
+		if got, err := NormalizeAuthType(in); err == nil {
+			t.Errorf("NormalizeAuthType(%q) = %q, want error", in, got)
+		}
+	}
+}
+
+func TestParseAliases(t *testing.T) {
+	in := `
+version: v1
+auth: {type: timewindowed, sharedSecret: s3cret}
+listeners:
+  - {name: a, protocol: udp, port: 3478}
+  - {name: b, protocol: Turn-Tcp, port: 3478}
+`
+	c, err := Parse([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Auth.Type != AuthEphemeral || c.Listeners[0].Protocol != ProtoTURNUDP || c.Listeners[1].Protocol != ProtoTURNTCP {
+		t.Errorf("aliases not normalized: auth %q, protocols %q %q", c.Auth.Type, c.Listeners[0].Protocol, c.Listeners[1].Protocol)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		want     []string // substrings of the error
+	}{
+		{"unknown top-level field", minimalYAML + "bogus: 1\n", []string{`"bogus"`}},
+		{"unknown nested field", strings.Replace(minimalYAML, "port: 3478", "port: 3478\n    tls: true", 1), []string{`"tls"`}},
+		{"unknown field json", `{"version":"v1","listners":[]}`, []string{`"listners"`}},
+		{"duplicate field", minimalYAML + "version: v1\n", []string{"version"}},
+		{"wrong type", strings.Replace(minimalYAML, "port: 3478", "port: [1]", 1), []string{"port"}},
+		{"not yaml", "version: [v1\n", []string{"parse config"}},
+		{"not an object", "[1, 2]", []string{"parse config"}},
+		{"validation", strings.Replace(minimalYAML, "port: 3478", "port: 70000", 1), []string{"listeners[0].port: must be 1-65535, got 70000"}},
+		{"empty", "", []string{"version:", "listeners:"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte(tc.in))
+			if err == nil {
+				t.Fatalf("Parse succeeded: %+v", c)
+			}
+			if c != nil {
+				t.Errorf("Parse returned a config with error %v", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestParseValidationErrorIsFieldErrors(t *testing.T) {
+	_, err := Parse([]byte(`{"version":"v2","auth":{"type":"oauth"}}`))
+	fes := fieldErrors(err)
+	if len(fes) < 3 {
+		t.Fatalf("want several FieldErrors, got %v", err)
+	}
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Field != "version" {
+		t.Errorf("errors.As: first field error %+v, want version", fe)
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(good, []byte(minimalYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte(`{"version":"v1","extra":1}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := Load(good); err != nil || c.Listeners[0].Name != "udp" {
+		t.Errorf("Load(good) = %+v, %v", c, err)
+	}
+	_, err := Load(bad)
+	if err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), `"extra"`) {
+		t.Errorf("Load(bad) error %v: want path and field name", err)
+	}
+	missing := filepath.Join(dir, "missing.yaml")
+	_, err = Load(missing)
+	if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), missing) {
+		t.Errorf("Load(missing) error %v: want ErrNotExist naming the path", err)
+	}
+}

@@ -1,0 +1,287 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// maxRealmBytes is RFC 8489 §14.9's limit on REALM: fewer than 128
+// characters and at most 763 bytes.
+const maxRealmBytes = 763
+
+// FieldError is one validation failure. Field is the path of the offending
+// field as spelled in the config, e.g. "listeners[1].port".
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+// Error returns "<field>: <msg>".
+func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
+
+// Validate checks c, which should have had SetDefaults applied (Validate
+// wants the normalized auth type and protocol spellings). It returns nil, or
+// errors.Join of one *FieldError per failed rule, so every problem is
+// reported at once; use errors.As to get at them.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)})
+	}
+
+	if c.Version != Version {
+		bad("version", "must be %q, got %q", Version, c.Version)
+	}
+
+	// admin
+	if _, err := ParseLogLevel(c.Admin.LogLevel); err != nil {
+		bad("admin.logLevel", "%v", err)
+	}
+	for _, f := range []struct{ name, addr string }{
+		{"admin.metricsAddress", c.Admin.MetricsAddress},
+		{"admin.healthAddress", c.Admin.HealthAddress},
+	} {
+		if f.addr != "" && !validHostPort(f.addr) {
+			bad(f.name, "must be host:port with a numeric port, got %q", f.addr)
+		}
+	}
+
+	// auth
+	if c.Auth.Type != AuthStatic && c.Auth.Type != AuthEphemeral {
+		bad("auth.type", "must be %q or %q, got %q", AuthStatic, AuthEphemeral, c.Auth.Type)
+	}
+	switch {
+	case c.Auth.Realm == "":
+		bad("auth.realm", "must not be empty")
+	case len(c.Auth.Realm) > maxRealmBytes:
+		bad("auth.realm", "must be at most %d bytes (RFC 8489), got %d", maxRealmBytes, len(c.Auth.Realm))
+	case !utf8.ValidString(c.Auth.Realm):
+		bad("auth.realm", "must be valid UTF-8")
+	case strings.IndexFunc(c.Auth.Realm, unicode.IsControl) >= 0:
+		bad("auth.realm", "must not contain control characters")
+	}
+	// Check the credentials of the type meant, even if spelled as an alias.
+	switch t, _ := NormalizeAuthType(c.Auth.Type); t {
+	case AuthStatic:
+		if c.Auth.Username == "" {
+			bad("auth.username", "required for static auth")
+		}
+		if c.Auth.Password == "" {
+			bad("auth.password", "required for static auth")
+		}
+	case AuthEphemeral:
+		if c.Auth.SharedSecret == "" {
+			bad("auth.sharedSecret", "required for ephemeral auth")
+		}
+	}
+
+	// clusters, before listeners so routes can be checked against them
+	clusters := map[string]int{}
+	for i, cl := range c.Clusters {
+		p := fmt.Sprintf("clusters[%d]", i)
+		if cl.Name == "" {
+			bad(p+".name", "must not be empty")
+		} else if j, dup := clusters[cl.Name]; dup {
+			bad(p+".name", "duplicate name %q (also clusters[%d])", cl.Name, j)
+		} else {
+			clusters[cl.Name] = i
+		}
+		for k, ep := range cl.Endpoints {
+			if _, err := parseEndpoint(ep); err != nil {
+				bad(fmt.Sprintf("%s.endpoints[%d]", p, k), "must be an IP address or CIDR prefix, got %q", ep)
+			}
+		}
+		checkPortRange(bad, p, cl.MinPort, cl.MaxPort, 0)
+	}
+
+	// listeners
+	if len(c.Listeners) == 0 {
+		bad("listeners", "at least one listener is required")
+	}
+	listeners := map[string]int{}
+	for i, l := range c.Listeners {
+		p := fmt.Sprintf("listeners[%d]", i)
+		if l.Name == "" {
+			bad(p+".name", "must not be empty")
+		} else if j, dup := listeners[l.Name]; dup {
+			bad(p+".name", "duplicate name %q (also listeners[%d])", l.Name, j)
+		} else {
+			listeners[l.Name] = i
+		}
+		switch l.Protocol {
+		case ProtoTURNUDP, ProtoTURNTCP:
+		case ProtoTURNTLS, ProtoTURNDTLS:
+			if l.Cert == "" {
+				bad(p+".cert", "required for %s", l.Protocol)
+			}
+			if l.Key == "" {
+				bad(p+".key", "required for %s", l.Protocol)
+			}
+		default:
+			bad(p+".protocol", "must be one of %s, %s, %s, %s, got %q",
+				ProtoTURNUDP, ProtoTURNTCP, ProtoTURNTLS, ProtoTURNDTLS, l.Protocol)
+		}
+		if _, err := netip.ParseAddr(l.Address); err != nil {
+			bad(p+".address", "must be an IP address, got %q", l.Address)
+		}
+		if l.Port < 1 || l.Port > 65535 {
+			bad(p+".port", "must be 1-65535, got %d", l.Port)
+		}
+		if l.PublicAddress != "" {
+			if _, err := netip.ParseAddr(l.PublicAddress); err != nil {
+				bad(p+".publicAddress", "must be an IP address, got %q", l.PublicAddress)
+			}
+		}
+		if l.PublicPort < 0 || l.PublicPort > 65535 {
+			bad(p+".publicPort", "must be 0-65535, got %d", l.PublicPort)
+		}
+		for k, r := range l.Routes {
+			if _, ok := clusters[r]; !ok {
+				bad(fmt.Sprintf("%s.routes[%d]", p, k), "no cluster named %q", r)
+			}
+		}
+	}
+
+	// relay
+	if _, err := netip.ParseAddr(c.Relay.Address); err != nil {
+		bad("relay.address", "must be an IP address, got %q", c.Relay.Address)
+	}
+	if c.Relay.PublicAddress != "" {
+		if _, err := netip.ParseAddr(c.Relay.PublicAddress); err != nil {
+			bad("relay.publicAddress", "must be an IP address, got %q", c.Relay.PublicAddress)
+		}
+	}
+	checkPortRange(bad, "relay", c.Relay.MinPort, c.Relay.MaxPort, 1)
+
+	// limits
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"limits.maxLifetime", c.Limits.MaxLifetime},
+		{"limits.nonceLifetime", c.Limits.NonceLifetime},
+		{"limits.allocationsPerUser", c.Limits.AllocationsPerUser},
+		{"limits.allocationsPerIP", c.Limits.AllocationsPerIP},
+		{"limits.maxAllocations", c.Limits.MaxAllocations},
+	} {
+		if f.v < 0 {
+			bad(f.name, "must not be negative, got %d", f.v)
+		}
+	}
+
+	return errors.Join(errs...)
+}
+
+// checkPortRange reports prefix.minPort and prefix.maxPort outside lo-65535,
+// and min > max. A cluster's 0/0 means "all ports", so the order is only
+// checked when either bound is set.
+func checkPortRange(bad func(string, string, ...any), prefix string, lo, hi, minAllowed int) {
+	ok := true
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"minPort", lo}, {"maxPort", hi}} {
+		if f.v < minAllowed || f.v > 65535 {
+			bad(prefix+"."+f.name, "must be %d-65535, got %d", minAllowed, f.v)
+			ok = false
+		}
+	}
+	if ok && (lo != 0 || hi != 0) && lo > hi {
+		bad(prefix+".minPort", "must not exceed maxPort (%d), got %d", hi, lo)
+	}
+}
+
+// validHostPort reports whether s is host:port with a numeric port 0-65535;
+// the host may be an IP, a name or empty (all interfaces).
+func validHostPort(s string) bool {
+	if _, err := netip.ParseAddrPort(s); err == nil {
+		return true
+	}
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return false
+	}
+	_, err = strconv.ParseUint(port, 10, 16)
+	return err == nil
+}
+
+// Prefixes returns the cluster's endpoints as masked prefixes: a bare IPv4
+// address becomes a /32, a bare IPv6 address a /128. It fails on the first
+// endpoint that is neither an IP address nor a CIDR prefix.
+func (cl Cluster) Prefixes() ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(cl.Endpoints))
+	for _, ep := range cl.Endpoints {
+		p, err := parseEndpoint(ep)
+		if err != nil {
+			return nil, fmt.Errorf("cluster %q: %w", cl.Name, err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func parseEndpoint(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, err
+		}
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	// A zone would be silently dropped, and peer addresses never carry one.
+	if a.Zone() != "" {
+		return netip.Prefix{}, fmt.Errorf("endpoint %q: IPv6 zone not allowed", s)
+	}
+	return a.Prefix(a.BitLen())
+}
+
+// ParseLogLevel maps a log level to a slog.Level. It takes one of debug,
+// info, warn (or warning) and error, case-insensitively, or STUNner's
+// per-scope form "all:INFO" / "all:DEBUG,turn:INFO", where the "all" entry
+// decides and the other scopes are only checked for syntax (slog has one
+// level); without an "all" entry the level is info. Anything else is an error.
+func ParseLogLevel(s string) (slog.Level, error) {
+	if !strings.Contains(s, ":") {
+		return parseLevelName(s)
+	}
+	level := slog.LevelInfo
+	for entry := range strings.SplitSeq(s, ",") {
+		scope, name, ok := strings.Cut(strings.TrimSpace(entry), ":")
+		if !ok || scope == "" {
+			return 0, fmt.Errorf("invalid log level %q: want scope:LEVEL entries, got %q", s, entry)
+		}
+		l, err := parseLevelName(name)
+		if err != nil {
+			return 0, fmt.Errorf("invalid log level %q: scope %q: %w", s, scope, err)
+		}
+		if strings.EqualFold(scope, "all") {
+			level = l
+		}
+	}
+	return level, nil
+}
+
+func parseLevelName(s string) (slog.Level, error) {
+	switch strings.ToLower(s) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn", "warning":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("unknown log level %q: want debug, info, warn or error", s)
+}

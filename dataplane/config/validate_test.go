@@ -1,0 +1,198 @@
+package config
+
+import (
+	"log/slog"
+	"net/netip"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestValidateOK(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		modify func(*Config)
+	}{
+		{"minimal", func(*Config) {}},
+		{"ephemeral", func(c *Config) { c.Auth = Auth{Type: AuthEphemeral, Realm: "r", SharedSecret: "s"} }},
+		{"tls with cert", func(c *Config) {
+			c.Listeners[0].Protocol, c.Listeners[0].Cert, c.Listeners[0].Key = ProtoTURNTLS, "/c.pem", "/k.pem"
+		}},
+		{"ipv6 everywhere", func(c *Config) {
+			c.Listeners[0].Address, c.Listeners[0].PublicAddress, c.Relay.Address = "::", "2001:db8::1", "::1"
+			c.Clusters[0].Endpoints = []string{"2001:db8::/32", "::1"}
+		}},
+		{"cluster port range", func(c *Config) { c.Clusters[0].MinPort, c.Clusters[0].MaxPort = 5000, 5000 }},
+		{"cluster only maxPort", func(c *Config) { c.Clusters[0].MaxPort = 5000 }},
+		{"no clusters and no routes", func(c *Config) { c.Clusters, c.Listeners[0].Routes = nil, nil }},
+		{"admin addresses", func(c *Config) { c.Admin.MetricsAddress, c.Admin.HealthAddress = ":8080", "localhost:8086" }},
+		{"admin ipv6 address", func(c *Config) { c.Admin.MetricsAddress = "[::1]:8080" }},
+		{"stunner log level", func(c *Config) { c.Admin.LogLevel = "all:DEBUG,turn:INFO" }},
+		{"max realm", func(c *Config) { c.Auth.Realm = strings.Repeat("é", maxRealmBytes/2) }},
+		{"relay single port", func(c *Config) { c.Relay.MinPort, c.Relay.MaxPort = 1, 1 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := validConfig()
+			tc.modify(c)
+			if err := c.Validate(); err != nil {
+				t.Errorf("Validate: %v", err)
+			}
+		})
+	}
+}
+
+// TestValidateRules has one case per rule; want is the exact "field: msg"
+// prefix the error must contain, so a rule reporting the wrong path fails.
+func TestValidateRules(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		modify func(*Config)
+		want   string
+	}{
+		{"version empty", func(c *Config) { c.Version = "" }, `version: must be "v1", got ""`},
+		{"version wrong", func(c *Config) { c.Version = "v2" }, `version: must be "v1", got "v2"`},
+
+		{"log level", func(c *Config) { c.Admin.LogLevel = "verbose" }, `admin.logLevel: unknown log level "verbose"`},
+		{"log level stunner form", func(c *Config) { c.Admin.LogLevel = "all:LOUD" }, `admin.logLevel: invalid log level "all:LOUD"`},
+		{"metrics address", func(c *Config) { c.Admin.MetricsAddress = "8080" }, `admin.metricsAddress: must be host:port`},
+		{"health address port", func(c *Config) { c.Admin.HealthAddress = "localhost:http" }, `admin.healthAddress: must be host:port`},
+		{"health address range", func(c *Config) { c.Admin.HealthAddress = "localhost:65536" }, `admin.healthAddress: must be host:port`},
+
+		{"auth type", func(c *Config) { c.Auth.Type = "oauth" }, `auth.type: must be "static" or "ephemeral", got "oauth"`},
+		{"auth type alias unnormalized", func(c *Config) { c.Auth.Type = "plaintext" }, `auth.type: must be "static" or "ephemeral", got "plaintext"`},
+		{"realm empty", func(c *Config) { c.Auth.Realm = "" }, `auth.realm: must not be empty`},
+		{"realm too long", func(c *Config) { c.Auth.Realm = strings.Repeat("a", 764) }, `auth.realm: must be at most 763 bytes (RFC 8489), got 764`},
+		{"realm control char", func(c *Config) { c.Auth.Realm = "a\nb" }, `auth.realm: must not contain control characters`},
+		{"realm invalid utf8", func(c *Config) { c.Auth.Realm = "a\xffb" }, `auth.realm: must be valid UTF-8`},
+		{"static username", func(c *Config) { c.Auth.Username = "" }, `auth.username: required for static auth`},
+		{"static password", func(c *Config) { c.Auth.Password = "" }, `auth.password: required for static auth`},
+		{"ephemeral secret", func(c *Config) { c.Auth.Type = AuthEphemeral }, `auth.sharedSecret: required for ephemeral auth`},
+
+		{"no listeners", func(c *Config) { c.Listeners = nil }, `listeners: at least one listener is required`},
+		{"listener name", func(c *Config) { c.Listeners[0].Name = "" }, `listeners[0].name: must not be empty`},
+		{"listener name duplicate", func(c *Config) { c.Listeners = append(c.Listeners, c.Listeners[0]) },
+			`listeners[1].name: duplicate name "udp" (also listeners[0])`},
+		{"protocol", func(c *Config) { c.Listeners[0].Protocol = "SCTP" },
+			`listeners[0].protocol: must be one of TURN-UDP, TURN-TCP, TURN-TLS, TURN-DTLS, got "SCTP"`},
+		{"address", func(c *Config) { c.Listeners[0].Address = "localhost" }, `listeners[0].address: must be an IP address, got "localhost"`},
+		{"port zero", func(c *Config) { c.Listeners[0].Port = 0 }, `listeners[0].port: must be 1-65535, got 0`},
+		{"port high", func(c *Config) {
+			c.Listeners = append(c.Listeners, Listener{Name: "b", Protocol: ProtoTURNTCP, Address: "::", Port: 70000})
+		}, `listeners[1].port: must be 1-65535, got 70000`},
+		{"public port", func(c *Config) { c.Listeners[0].PublicPort = -1 }, `listeners[0].publicPort: must be 0-65535, got -1`},
+		{"public port high", func(c *Config) { c.Listeners[0].PublicPort = 65536 }, `listeners[0].publicPort: must be 0-65535, got 65536`},
+		{"public address", func(c *Config) { c.Listeners[0].PublicAddress = "example.com" },
+			`listeners[0].publicAddress: must be an IP address, got "example.com"`},
+		{"tls cert", func(c *Config) { c.Listeners[0].Protocol, c.Listeners[0].Key = ProtoTURNTLS, "k" }, `listeners[0].cert: required for TURN-TLS`},
+		{"dtls key", func(c *Config) { c.Listeners[0].Protocol, c.Listeners[0].Cert = ProtoTURNDTLS, "c" }, `listeners[0].key: required for TURN-DTLS`},
+		{"route", func(c *Config) { c.Listeners[0].Routes = []string{"local", "nope"} }, `listeners[0].routes[1]: no cluster named "nope"`},
+
+		{"cluster name", func(c *Config) { c.Clusters[0].Name, c.Listeners[0].Routes = "", nil }, `clusters[0].name: must not be empty`},
+		{"cluster name duplicate", func(c *Config) { c.Clusters = append(c.Clusters, c.Clusters[0]) },
+			`clusters[1].name: duplicate name "local" (also clusters[0])`},
+		{"endpoint", func(c *Config) { c.Clusters[0].Endpoints = []string{"10.0.0.1", "10.0.0.0/33"} },
+			`clusters[0].endpoints[1]: must be an IP address or CIDR prefix, got "10.0.0.0/33"`},
+		{"endpoint hostname", func(c *Config) { c.Clusters[0].Endpoints = []string{"db.svc"} },
+			`clusters[0].endpoints[0]: must be an IP address or CIDR prefix, got "db.svc"`},
+		{"endpoint zone", func(c *Config) { c.Clusters[0].Endpoints = []string{"fe80::1%eth0"} },
+			`clusters[0].endpoints[0]: must be an IP address or CIDR prefix`},
+		{"cluster minPort", func(c *Config) { c.Clusters[0].MinPort = -1 }, `clusters[0].minPort: must be 0-65535, got -1`},
+		{"cluster maxPort", func(c *Config) { c.Clusters[0].MaxPort = 65536 }, `clusters[0].maxPort: must be 0-65535, got 65536`},
+		{"cluster min > max", func(c *Config) { c.Clusters[0].MinPort, c.Clusters[0].MaxPort = 6000, 5000 },
+			`clusters[0].minPort: must not exceed maxPort (5000), got 6000`},
+		{"cluster min without max", func(c *Config) { c.Clusters[0].MinPort = 6000 },
+			`clusters[0].minPort: must not exceed maxPort (0), got 6000`},
+
+		{"relay address", func(c *Config) { c.Relay.Address = "" }, `relay.address: must be an IP address, got ""`},
+		{"relay public address", func(c *Config) { c.Relay.PublicAddress = "node" }, `relay.publicAddress: must be an IP address, got "node"`},
+		{"relay minPort", func(c *Config) { c.Relay.MinPort = 0 }, `relay.minPort: must be 1-65535, got 0`},
+		{"relay maxPort", func(c *Config) { c.Relay.MaxPort = 65536 }, `relay.maxPort: must be 1-65535, got 65536`},
+		{"relay min > max", func(c *Config) { c.Relay.MinPort, c.Relay.MaxPort = 30000, 20000 },
+			`relay.minPort: must not exceed maxPort (20000), got 30000`},
+
+		{"maxLifetime", func(c *Config) { c.Limits.MaxLifetime = -1 }, `limits.maxLifetime: must not be negative, got -1`},
+		{"nonceLifetime", func(c *Config) { c.Limits.NonceLifetime = -1 }, `limits.nonceLifetime: must not be negative, got -1`},
+		{"allocationsPerUser", func(c *Config) { c.Limits.AllocationsPerUser = -1 }, `limits.allocationsPerUser: must not be negative, got -1`},
+		{"allocationsPerIP", func(c *Config) { c.Limits.AllocationsPerIP = -1 }, `limits.allocationsPerIP: must not be negative, got -1`},
+		{"maxAllocations", func(c *Config) { c.Limits.MaxAllocations = -1 }, `limits.maxAllocations: must not be negative, got -1`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := validConfig()
+			tc.modify(c)
+			err := c.Validate()
+			if err == nil {
+				t.Fatalf("Validate succeeded, want %q", tc.want)
+			}
+			fes := fieldErrors(err)
+			if len(fes) != 1 || !strings.HasPrefix(fes[0].Error(), tc.want) {
+				t.Errorf("Validate:\n%v\nwant exactly one error starting %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestValidateReportsAll(t *testing.T) {
+	c := validConfig()
+	c.Version = ""
+	c.Listeners[0].Port = 0
+	c.Relay.MaxPort = 0
+	err := c.Validate()
+	var fields []string
+	for _, fe := range fieldErrors(err) {
+		fields = append(fields, fe.Field)
+	}
+	if want := []string{"version", "listeners[0].port", "relay.maxPort"}; !reflect.DeepEqual(fields, want) {
+		t.Errorf("fields %q, want %q (in document order)", fields, want)
+	}
+}
+
+func TestFieldErrorString(t *testing.T) {
+	e := &FieldError{Field: "listeners[1].port", Msg: "must be 1-65535, got 70000"}
+	if got, want := e.Error(), "listeners[1].port: must be 1-65535, got 70000"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestPrefixes(t *testing.T) {
+	cl := Cluster{Name: "c", Endpoints: []string{"10.0.0.5", "10.0.0.7/24", "2001:db8::1", "2001:db8::1/64", "0.0.0.0/0"}}
+	got, err := cl.Prefixes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []netip.Prefix
+	for _, s := range []string{"10.0.0.5/32", "10.0.0.0/24", "2001:db8::1/128", "2001:db8::/64", "0.0.0.0/0"} {
+		want = append(want, netip.MustParsePrefix(s))
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	if got, err := (Cluster{}).Prefixes(); err != nil || len(got) != 0 {
+		t.Errorf("empty cluster: %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "10.0.0.256", "10.0.0.0/33", "host", "fe80::1%eth0", "10.0.0.0/-1"} {
+		if _, err := (Cluster{Name: "c", Endpoints: []string{bad}}).Prefixes(); err == nil || !strings.Contains(err.Error(), `cluster "c"`) {
+			t.Errorf("endpoint %q: error %v, want one naming the cluster", bad, err)
+		}
+	}
+}
+
+func TestParseLogLevel(t *testing.T) {
+	for in, want := range map[string]slog.Level{
+		"debug": slog.LevelDebug, "DEBUG": slog.LevelDebug, "info": slog.LevelInfo, "Info": slog.LevelInfo,
+		"warn": slog.LevelWarn, "warning": slog.LevelWarn, "WARNING": slog.LevelWarn, "error": slog.LevelError,
+		"all:INFO": slog.LevelInfo, "all:DEBUG": slog.LevelDebug, "all:ERROR": slog.LevelError,
+		"all:DEBUG,turn:INFO": slog.LevelDebug, "turn:INFO,all:WARN": slog.LevelWarn,
+		"all:debug, turn:info": slog.LevelDebug, "ALL:warn": slog.LevelWarn,
+		"turn:DEBUG": slog.LevelInfo, // no "all": slog has one level, default info
+	} {
+		got, err := ParseLogLevel(in)
+		if err != nil || got != want {
+			t.Errorf("ParseLogLevel(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "trace", "all", "all:", ":INFO", "all:INFO,", "all:INFO,turn", "all:LOUD", "all:INFO,turn:LOUD", "info:"} {
+		if got, err := ParseLogLevel(in); err == nil {
+			t.Errorf("ParseLogLevel(%q) = %v, want error", in, got)
+		}
+	}
+}

@@ -1,0 +1,139 @@
+package turn
+
+import (
+	"crypto/hmac"
+	"crypto/md5" //nolint:gosec // RFC 8489 §9.2.2 defines the long-term key as MD5.
+	"crypto/rand"
+	"crypto/sha1" //nolint:gosec // RFC 8489 §9.2 MESSAGE-INTEGRITY and the TURN REST API use HMAC-SHA1.
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Authenticator finds the long-term credential key of a user (RFC 8489
+// §9.2.2): MD5(username ":" realm ":" password). It is called once per
+// authenticated request, never per relayed packet.
+type Authenticator interface {
+	// Key returns the key for username in realm at time now, or false when
+	// the user is unknown or the credential has expired.
+	Key(username, realm string, now time.Time) ([]byte, bool)
+}
+
+// LongTermKey returns MD5(username ":" realm ":" password), the key of RFC
+// 8489 §9.2.2 (16 bytes).
+func LongTermKey(username, realm, password string) []byte {
+	h := md5.New() //nolint:gosec
+	h.Write([]byte(username + ":" + realm + ":" + password))
+	return h.Sum(nil)
+}
+
+// StaticAuth is a single static username and password (STUNner's "static"
+// auth type; alias "plaintext").
+type StaticAuth struct {
+	Username string
+	Password string
+}
+
+// Key implements Authenticator.
+func (s StaticAuth) Key(username, realm string, _ time.Time) ([]byte, bool) {
+	if subtle.ConstantTimeCompare([]byte(username), []byte(s.Username)) != 1 {
+		return nil, false
+	}
+	return LongTermKey(username, realm, s.Password), true
+}
+
+// EphemeralAuth is the TURN REST API scheme (STUNner's "ephemeral" auth type;
+// aliases "longterm", "timewindowed"): the username is
+// "<expiry-unix-seconds>:<user>" (or just the expiry) and the password is
+// base64(HMAC-SHA1(Secret, username)). A username whose expiry has passed is
+// refused.
+type EphemeralAuth struct {
+	Secret string
+}
+
+// Key implements Authenticator.
+func (e EphemeralAuth) Key(username, realm string, now time.Time) ([]byte, bool) {
+	ts, _, _ := strings.Cut(username, ":")
+	expiry, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || expiry < now.Unix() {
+		return nil, false
+	}
+	return LongTermKey(username, realm, EphemeralPassword(e.Secret, username)), true
+}
+
+// EphemeralPassword returns base64(HMAC-SHA1(secret, username)), the TURN
+// REST API password for username.
+func EphemeralPassword(secret, username string) string {
+	m := hmac.New(sha1.New, []byte(secret))
+	m.Write([]byte(username))
+	return base64.StdEncoding.EncodeToString(m.Sum(nil))
+}
+
+// EphemeralUsername returns "<expiry-unix-seconds>:<user>" for a credential
+// valid until expiry.
+func EphemeralUsername(user string, expiry time.Time) string {
+	return strconv.FormatInt(expiry.Unix(), 10) + ":" + user
+}
+
+// nonceMaker issues and checks NONCE values (RFC 8489 §9.2). A nonce is
+// hex(issue time, seconds) followed by hex of a truncated HMAC-SHA256 over
+// the issue time and the client IP under a per-process random key, so it
+// cannot be forged, is bound to the client, and expires.
+type nonceMaker struct {
+	key [32]byte
+}
+
+const nonceLen = 16 + 32
+
+func newNonceMaker() *nonceMaker {
+	n := &nonceMaker{}
+	if _, err := rand.Read(n.key[:]); err != nil {
+		panic("turn: no randomness for nonce key: " + err.Error())
+	}
+	return n
+}
+
+func (n *nonceMaker) mac(ts uint64, client netip.Addr) []byte {
+	m := hmac.New(sha256.New, n.key[:])
+	var b [8 + 16]byte
+	binary.BigEndian.PutUint64(b[:8], ts)
+	a := client.Unmap().As16()
+	copy(b[8:], a[:])
+	m.Write(b[:])
+	return m.Sum(nil)[:16]
+}
+
+func (n *nonceMaker) make(now time.Time, client netip.Addr) string {
+	ts := uint64(now.Unix())
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], ts)
+	return hex.EncodeToString(b[:]) + hex.EncodeToString(n.mac(ts, client))
+}
+
+// valid reports whether nonce was issued by this maker to client no longer
+// than lifetime before now.
+func (n *nonceMaker) valid(nonce string, now time.Time, client netip.Addr, lifetime time.Duration) bool {
+	if len(nonce) != nonceLen {
+		return false
+	}
+	tb, err := hex.DecodeString(nonce[:16])
+	if err != nil {
+		return false
+	}
+	mb, err := hex.DecodeString(nonce[16:])
+	if err != nil {
+		return false
+	}
+	ts := binary.BigEndian.Uint64(tb)
+	if !hmac.Equal(mb, n.mac(ts, client)) {
+		return false
+	}
+	issued := time.Unix(int64(ts), 0)
+	return !now.Before(issued.Add(-time.Second)) && now.Sub(issued) < lifetime
+}

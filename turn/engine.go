@@ -1,0 +1,410 @@
+package turn
+
+import (
+	"encoding/binary"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Lifetimes fixed by RFC 8656.
+const (
+	// DefaultLifetime is the allocation lifetime when the client asks for
+	// less or nothing (RFC 8656 §7.2): 600 s.
+	DefaultLifetime = 600 * time.Second
+	// PermissionLifetime is how long a permission lasts (RFC 8656 §9): 300 s.
+	PermissionLifetime = 300 * time.Second
+	// ChannelLifetime is how long a channel binding lasts (RFC 8656 §12): 600 s.
+	ChannelLifetime = 600 * time.Second
+)
+
+// Errors a RelayAllocator returns; the engine maps them to error responses.
+var (
+	// ErrNoCapacity: no relay port is free, or the reservation token is
+	// unknown or expired (508 Insufficient Capacity, RFC 8656 §7.2).
+	ErrNoCapacity = errors.New("turn: no relay capacity")
+	// ErrAddressFamily: no relay address of the requested family (440).
+	ErrAddressFamily = errors.New("turn: address family not supported")
+)
+
+// RelayRequest is what an Allocate asks of the relay socket (RFC 8656 §7.2).
+type RelayRequest struct {
+	// Client is the allocation's 5-tuple.
+	Client FiveTuple
+	// IPv6 asks for an IPv6 relayed address (REQUESTED-ADDRESS-FAMILY).
+	IPv6 bool
+	// EvenPort asks for an even port (EVEN-PORT); ReservePair also reserves
+	// the next port for a later Allocate that presents the returned token.
+	EvenPort    bool
+	ReservePair bool
+	// Token, when non-zero, claims a port reserved by an earlier
+	// Allocate (RESERVATION-TOKEN).
+	Token uint64
+	// DontFragment asks for the DF bit on relayed packets (DONT-FRAGMENT).
+	DontFragment bool
+}
+
+// RelayAllocator opens relay sockets for allocations; the dataplane
+// implements it. Allocate returns the relay, the reservation token of a
+// reserved pair (0 when none), or ErrNoCapacity / ErrAddressFamily. The
+// allocation a is not yet in the table when Allocate runs; the relay's
+// reader may keep a and pass it to HandlePeer.
+type RelayAllocator interface {
+	Allocate(a *Allocation, req RelayRequest) (Relay, uint64, error)
+}
+
+// Settings are the engine's tunables that a config reload may change in place.
+type Settings struct {
+	// Realm is sent in REALM and keys MESSAGE-INTEGRITY.
+	Realm string
+	// Auth finds credential keys.
+	Auth Authenticator
+	// MaxLifetime clamps requested allocation lifetimes; default 600 s.
+	MaxLifetime time.Duration
+	// NonceLifetime is how long a NONCE is accepted before 438; default 600 s.
+	NonceLifetime time.Duration
+	// AllocationsPerUser and AllocationsPerIP cap live allocations per
+	// USERNAME and per client IP (486); 0 is no cap.
+	AllocationsPerUser int
+	AllocationsPerIP   int
+	// MaxAllocations caps all live allocations (508); 0 is no cap.
+	MaxAllocations int
+}
+
+// Config builds an Engine.
+type Config struct {
+	Settings
+	// Relays opens relay sockets. Required.
+	Relays RelayAllocator
+	// Clock defaults to SystemClock.
+	Clock Clock
+	// Logger gets session-level events (allocation created and deleted,
+	// with the client's 5-tuple); nothing per packet. Default slog.Default().
+	Logger *slog.Logger
+	// Software, when set, is sent in SOFTWARE on responses.
+	Software string
+}
+
+// Engine is the TURN server state machine. It is safe for concurrent use by
+// any number of listener and relay workers.
+type Engine struct {
+	relays   RelayAllocator
+	clock    Clock
+	log      *slog.Logger
+	software string
+	nonces   *nonceMaker
+	settings atomic.Pointer[Settings]
+	allocs   table
+
+	quotaMu sync.Mutex
+	perUser map[string]int
+	perIP   map[netip.Addr]int
+}
+
+// New returns an Engine, or an error when cfg lacks Relays, Auth or Realm.
+func New(cfg Config) (*Engine, error) {
+	if cfg.Relays == nil {
+		return nil, errors.New("turn: Config.Relays is required")
+	}
+	e := &Engine{
+		relays:   cfg.Relays,
+		clock:    cfg.Clock,
+		log:      cfg.Logger,
+		software: cfg.Software,
+		nonces:   newNonceMaker(),
+		perUser:  map[string]int{},
+		perIP:    map[netip.Addr]int{},
+	}
+	if e.clock == nil {
+		e.clock = SystemClock{}
+	}
+	if e.log == nil {
+		e.log = slog.Default()
+	}
+	if err := e.Reconfigure(cfg.Settings); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Reconfigure swaps in new settings; requests already being handled finish
+// with the old ones. Existing allocations keep their credentials. It returns
+// an error, and changes nothing, when Realm or Auth is missing.
+func (e *Engine) Reconfigure(s Settings) error {
+	if s.Realm == "" {
+		return errors.New("turn: Settings.Realm is required")
+	}
+	if s.Auth == nil {
+		return errors.New("turn: Settings.Auth is required")
+	}
+	if s.MaxLifetime <= 0 {
+		s.MaxLifetime = DefaultLifetime
+	}
+	if s.NonceLifetime <= 0 {
+		s.NonceLifetime = 600 * time.Second
+	}
+	e.settings.Store(&s)
+	return nil
+}
+
+// Allocations returns the number of live allocations.
+func (e *Engine) Allocations() int { return int(e.allocs.count.Load()) }
+
+// Lookup returns the allocation of a 5-tuple, or nil.
+func (e *Engine) Lookup(ft FiveTuple) *Allocation { return e.allocs.get(ft) }
+
+func (e *Engine) now() int64 { return e.clock.Now().UnixNano() }
+
+// ResultKind says what HandleClient wants done with a packet.
+type ResultKind uint8
+
+// Result kinds.
+const (
+	// Drop: nothing to send; Result.Drop says why.
+	Drop ResultKind = iota
+	// Reply: send Result.Reply to the client on the transport it came from.
+	Reply
+	// Forward: send Result.Payload from the allocation's relay socket
+	// (Result.Alloc.Relay()) to Result.Peer.
+	Forward
+)
+
+// DropReason says why a packet was dropped, for per-worker counters.
+type DropReason uint8
+
+// Drop reasons.
+const (
+	DropNone DropReason = iota
+	// DropMalformed: not STUN or ChannelData, truncated, or failed FINGERPRINT.
+	DropMalformed
+	// DropNoAllocation: ChannelData or Send from a 5-tuple with no allocation.
+	DropNoAllocation
+	// DropNoChannel: ChannelData on an unbound channel.
+	DropNoChannel
+	// DropNoPermission: no permission for the peer's IP.
+	DropNoPermission
+	// DropForbidden: the peer is not in the listener's allowlist.
+	DropForbidden
+	// DropUnexpected: a STUN message the server ignores (a response, an
+	// indication other than Send).
+	DropUnexpected
+	numDropReasons
+)
+
+// NumDropReasons is the number of DropReason values, for counter arrays.
+const NumDropReasons = int(numDropReasons)
+
+// String names the reason for metrics labels.
+func (d DropReason) String() string {
+	switch d {
+	case DropNone:
+		return "none"
+	case DropMalformed:
+		return "malformed"
+	case DropNoAllocation:
+		return "no_allocation"
+	case DropNoChannel:
+		return "no_channel"
+	case DropNoPermission:
+		return "no_permission"
+	case DropForbidden:
+		return "forbidden"
+	case DropUnexpected:
+		return "unexpected"
+	}
+	return "unknown"
+}
+
+// Result is the outcome of HandleClient. Callers reuse one Result per
+// worker; HandleClient overwrites every field it sets.
+type Result struct {
+	Kind ResultKind
+	Drop DropReason
+	// Reply is the response to send back (Kind Reply). It is freshly
+	// allocated; the caller may keep it.
+	Reply []byte
+	// Alloc, Peer and Payload describe a packet to relay (Kind Forward).
+	// Payload aliases the packet passed to HandleClient.
+	Alloc   *Allocation
+	Peer    netip.AddrPort
+	Payload []byte
+}
+
+func (r *Result) drop(why DropReason) {
+	r.Kind, r.Drop, r.Reply, r.Alloc, r.Payload = Drop, why, nil, nil, nil
+}
+
+// HandleClient processes one packet pkt received from client ft on
+// transport tr: a STUN request or indication, or a ChannelData message
+// (RFC 8656 §12.4). On a stream transport pkt must be one whole framed
+// message. The outcome is written to r; a malformed packet is dropped and
+// reported, never a panic. It does not keep pkt, except through r.Payload.
+func (e *Engine) HandleClient(tr Transport, ft FiveTuple, pkt []byte, r *Result) {
+	switch {
+	case isChannelData(pkt):
+		e.channelData(ft, pkt, r)
+	case !isSTUN(pkt):
+		r.drop(DropMalformed)
+	case binary.BigEndian.Uint16(pkt[0:2]) == typeSendIndication:
+		e.sendIndication(tr, ft, pkt, r)
+	default:
+		e.request(tr, ft, pkt, r)
+	}
+}
+
+// channelData relays a ChannelData message (RFC 8656 §12.5).
+func (e *Engine) channelData(ft FiveTuple, pkt []byte, r *Result) {
+	if len(pkt) < channelDataHdr {
+		r.drop(DropMalformed)
+		return
+	}
+	num := binary.BigEndian.Uint16(pkt[0:2])
+	n := int(binary.BigEndian.Uint16(pkt[2:4]))
+	if num > maxChannelNumber || channelDataHdr+n > len(pkt) {
+		r.drop(DropMalformed)
+		return
+	}
+	a := e.allocs.get(ft)
+	if a == nil {
+		r.drop(DropNoAllocation)
+		return
+	}
+	now := e.now()
+	c := a.channelByNumber(num, now)
+	if c == nil {
+		r.drop(DropNoChannel)
+		return
+	}
+	if !a.hasPermission(c.peer.Addr(), now) {
+		r.drop(DropNoPermission)
+		return
+	}
+	r.Kind, r.Drop, r.Reply = Forward, DropNone, nil
+	r.Alloc, r.Peer, r.Payload = a, c.peer, pkt[channelDataHdr:channelDataHdr+n]
+}
+
+// sendIndication relays the DATA of a Send indication (RFC 8656 §10.2). It
+// walks the attributes itself instead of decoding with pion so that it makes
+// no allocation.
+func (e *Engine) sendIndication(tr Transport, ft FiveTuple, pkt []byte, r *Result) {
+	size := stunHeaderSize + int(binary.BigEndian.Uint16(pkt[2:4]))
+	if size > len(pkt) {
+		r.drop(DropMalformed)
+		return
+	}
+	txid := pkt[8:20]
+	var (
+		peer            netip.AddrPort
+		data            []byte
+		hasPeer, hasDat bool
+	)
+	for b := pkt[stunHeaderSize:size]; len(b) > 0; {
+		if len(b) < attrHeaderSize {
+			r.drop(DropMalformed)
+			return
+		}
+		t := binary.BigEndian.Uint16(b[0:2])
+		l := int(binary.BigEndian.Uint16(b[2:4]))
+		if attrHeaderSize+l > len(b) {
+			r.drop(DropMalformed)
+			return
+		}
+		v := b[attrHeaderSize : attrHeaderSize+l]
+		switch t {
+		case attrXORPeerAddress:
+			if !hasPeer {
+				peer, hasPeer = parseXORAddr(v, txid)
+				if !hasPeer {
+					r.drop(DropMalformed)
+					return
+				}
+			}
+		case attrData:
+			if !hasDat {
+				data, hasDat = v, true
+			}
+		}
+		adv := attrHeaderSize + pad4(l)
+		if adv > len(b) {
+			adv = len(b)
+		}
+		b = b[adv:]
+	}
+	if !hasPeer || !hasDat {
+		r.drop(DropMalformed)
+		return
+	}
+	a := e.allocs.get(ft)
+	if a == nil {
+		r.drop(DropNoAllocation)
+		return
+	}
+	if !a.hasPermission(peer.Addr(), e.now()) {
+		r.drop(DropNoPermission)
+		return
+	}
+	if !tr.PeerAllowed(peer) {
+		r.drop(DropForbidden)
+		return
+	}
+	r.Kind, r.Drop, r.Reply = Forward, DropNone, nil
+	r.Alloc, r.Peer, r.Payload = a, peer, data
+}
+
+// HandlePeer frames a datagram that a's relay socket received from peer for
+// the client (RFC 8656 §11.3 and §12.5): as ChannelData when a channel is
+// bound to peer, else as a Data indication. The payload is buf[off:off+n];
+// off must be at least PeerHeadroom and buf must have PeerTailroom bytes
+// after the payload, so that the message is built in place. It returns the
+// message to send to a.FiveTuple.Client over a.Transport, or false when the
+// datagram must be dropped (no permission for the peer's IP, or the
+// allocation is gone).
+func (e *Engine) HandlePeer(a *Allocation, peer netip.AddrPort, buf []byte, off, n int) ([]byte, bool) {
+	if off < PeerHeadroom || off+n+PeerTailroom > len(buf) || n > 0xFFFF-PeerHeadroom {
+		return nil, false
+	}
+	if a.deleted.Load() {
+		return nil, false
+	}
+	now := e.now()
+	if !a.hasPermission(peer.Addr(), now) {
+		return nil, false
+	}
+	end := off + n
+	if c := a.channelByPeer(peer, now); c != nil {
+		start := off - channelDataHdr
+		binary.BigEndian.PutUint16(buf[start:], c.number)
+		binary.BigEndian.PutUint16(buf[start+2:], uint16(n))
+		if a.FiveTuple.Proto.stream() {
+			for (end-off)&3 != 0 {
+				buf[end] = 0
+				end++
+			}
+		}
+		return buf[start:end], true
+	}
+	alen := xorAddrLen(peer)
+	start := off - (stunHeaderSize + attrHeaderSize + alen + attrHeaderSize)
+	h := buf[start:]
+	binary.BigEndian.PutUint16(h[0:2], typeDataIndication)
+	binary.BigEndian.PutUint16(h[2:4], uint16(attrHeaderSize+alen+attrHeaderSize+pad4(n)))
+	binary.BigEndian.PutUint32(h[4:8], magicCookie)
+	binary.LittleEndian.PutUint64(h[8:16], rand.Uint64())
+	binary.LittleEndian.PutUint32(h[16:20], rand.Uint32())
+	p := h[stunHeaderSize:]
+	binary.BigEndian.PutUint16(p[0:2], attrXORPeerAddress)
+	binary.BigEndian.PutUint16(p[2:4], uint16(alen))
+	putXORAddr(p[4:], peer, h[8:20])
+	d := p[attrHeaderSize+alen:]
+	binary.BigEndian.PutUint16(d[0:2], attrData)
+	binary.BigEndian.PutUint16(d[2:4], uint16(n))
+	for (end-off)&3 != 0 {
+		buf[end] = 0
+		end++
+	}
+	return buf[start:end], true
+}

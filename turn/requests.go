@@ -1,0 +1,385 @@
+package turn
+
+import (
+	"encoding/binary"
+	"errors"
+	"net/netip"
+	"time"
+
+	"github.com/pion/stun/v2"
+)
+
+// knownAttrs are the comprehension-required attributes the TURN methods
+// understand; any other in 0x0000-0x7FFF gets 420 (RFC 8489 §7.3.1).
+var knownAttrs = map[stun.AttrType]bool{
+	stun.AttrUsername: true, stun.AttrMessageIntegrity: true, stun.AttrRealm: true,
+	stun.AttrNonce: true, stun.AttrXORPeerAddress: true, stun.AttrData: true,
+	stun.AttrLifetime: true, stun.AttrRequestedTransport: true, stun.AttrDontFragment: true,
+	stun.AttrEvenPort: true, stun.AttrReservationToken: true, stun.AttrChannelNumber: true,
+	stun.AttrRequestedAddressFamily: true,
+}
+
+const protoUDP = 17
+
+// request answers a STUN request (slow path: it allocates).
+func (e *Engine) request(tr Transport, ft FiveTuple, pkt []byte, r *Result) {
+	m := &stun.Message{Raw: pkt}
+	if err := m.Decode(); err != nil {
+		r.drop(DropMalformed)
+		return
+	}
+	if m.Contains(stun.AttrFingerprint) && stun.Fingerprint.Check(m) != nil {
+		r.drop(DropMalformed)
+		return
+	}
+	if m.Type.Class != stun.ClassRequest {
+		r.drop(DropUnexpected)
+		return
+	}
+	rq := &req{e: e, tr: tr, ft: ft, m: m, s: e.settings.Load(), now: e.clock.Now()}
+	var resp []byte
+	switch m.Type.Method {
+	case stun.MethodBinding:
+		resp = rq.success(xorAttr{stun.AttrXORMappedAddress, ft.Client})
+	case stun.MethodAllocate, stun.MethodRefresh, stun.MethodCreatePermission, stun.MethodChannelBind:
+		resp = rq.turn()
+	default:
+		resp = rq.fail(stun.CodeBadRequest, nil)
+	}
+	r.Kind, r.Drop, r.Reply, r.Alloc, r.Payload = Reply, DropNone, resp, nil, nil
+}
+
+// req is one request being answered.
+type req struct {
+	e   *Engine
+	tr  Transport
+	ft  FiveTuple
+	m   *stun.Message
+	s   *Settings
+	now time.Time
+	key []byte // set once authenticated: responses carry MESSAGE-INTEGRITY
+	usr string
+}
+
+// respond encodes a response of class c with attrs, adding
+// MESSAGE-INTEGRITY when the request was authenticated and FINGERPRINT when
+// the request carried one.
+func (q *req) respond(c stun.MessageClass, attrs ...stun.Setter) []byte {
+	setters := make([]stun.Setter, 0, len(attrs)+4)
+	setters = append(setters, stun.NewTransactionIDSetter(q.m.TransactionID), stun.NewType(q.m.Type.Method, c))
+	if q.e.software != "" {
+		setters = append(setters, stun.NewSoftware(q.e.software))
+	}
+	setters = append(setters, attrs...)
+	if q.key != nil {
+		setters = append(setters, stun.MessageIntegrity(q.key))
+	}
+	if q.m.Contains(stun.AttrFingerprint) {
+		setters = append(setters, stun.Fingerprint)
+	}
+	out, err := stun.Build(setters...)
+	if err != nil {
+		// Only our own attribute encoders can fail here; answer with a bare 500.
+		out, _ = stun.Build(stun.NewTransactionIDSetter(q.m.TransactionID),
+			stun.NewType(q.m.Type.Method, stun.ClassErrorResponse), stun.CodeServerError)
+	}
+	return out.Raw
+}
+
+func (q *req) success(attrs ...stun.Setter) []byte {
+	return q.respond(stun.ClassSuccessResponse, attrs...)
+}
+
+func (q *req) fail(code stun.ErrorCode, extra []stun.Setter) []byte {
+	return q.respond(stun.ClassErrorResponse, append([]stun.Setter{code}, extra...)...)
+}
+
+// challenge answers 401 or 438 with a fresh NONCE and the REALM, and no
+// MESSAGE-INTEGRITY (RFC 8489 §9.2.4).
+func (q *req) challenge(code stun.ErrorCode) []byte {
+	q.key = nil
+	return q.fail(code, []stun.Setter{
+		stun.NewRealm(q.s.Realm),
+		stun.NewNonce(q.e.nonces.make(q.now, q.ft.Client.Addr())),
+	})
+}
+
+// authenticate checks the long-term credentials of RFC 8489 §9.2.4. It
+// returns the error response to send, or nil when the request is
+// authenticated (q.key and q.usr are then set).
+func (q *req) authenticate() []byte {
+	if !q.m.Contains(stun.AttrMessageIntegrity) {
+		return q.challenge(stun.CodeUnauthorized)
+	}
+	var (
+		user  stun.Username
+		realm stun.Realm
+		nonce stun.Nonce
+	)
+	if user.GetFrom(q.m) != nil || realm.GetFrom(q.m) != nil || nonce.GetFrom(q.m) != nil {
+		return q.fail(stun.CodeBadRequest, nil)
+	}
+	if !q.e.nonces.valid(string(nonce), q.now, q.ft.Client.Addr(), q.s.NonceLifetime) {
+		return q.challenge(stun.CodeStaleNonce)
+	}
+	key, ok := q.s.Auth.Key(string(user), q.s.Realm, q.now)
+	if !ok || string(realm) != q.s.Realm || stun.MessageIntegrity(key).Check(q.m) != nil {
+		q.e.log.Debug("authentication failed", "client", q.ft.String(), "username", string(user))
+		return q.challenge(stun.CodeUnauthorized)
+	}
+	q.key, q.usr = key, string(user)
+	return nil
+}
+
+// unknownAttrs returns the comprehension-required attributes not understood.
+func (q *req) unknownAttrs() []stun.AttrType {
+	var unknown []stun.AttrType
+	for _, a := range q.m.Attributes {
+		if a.Type.Required() && !knownAttrs[a.Type] {
+			unknown = append(unknown, a.Type)
+		}
+	}
+	return unknown
+}
+
+// turn authenticates and dispatches the TURN methods.
+func (q *req) turn() []byte {
+	if resp := q.authenticate(); resp != nil {
+		return resp
+	}
+	if u := q.unknownAttrs(); len(u) > 0 {
+		return q.fail(stun.CodeUnknownAttribute, []stun.Setter{stun.UnknownAttributes(u)})
+	}
+	if q.m.Type.Method == stun.MethodAllocate {
+		return q.allocate()
+	}
+	a := q.e.allocs.get(q.ft)
+	if a == nil || a.deleted.Load() {
+		return q.fail(stun.CodeAllocMismatch, nil)
+	}
+	if a.Username != q.usr {
+		return q.fail(stun.CodeWrongCredentials, nil)
+	}
+	switch q.m.Type.Method {
+	case stun.MethodRefresh:
+		return q.refresh(a)
+	case stun.MethodCreatePermission:
+		return q.createPermission(a)
+	default:
+		return q.channelBind(a)
+	}
+}
+
+// lifetime computes the lifetime to grant (RFC 8656 §7.2 step 9 and §8):
+// the default unless the client asked for more, clamped to MaxLifetime.
+func (q *req) lifetime() time.Duration {
+	def := min(DefaultLifetime, q.s.MaxLifetime)
+	v, err := q.m.Get(stun.AttrLifetime)
+	if err != nil || len(v) != 4 {
+		return def
+	}
+	asked := time.Duration(binary.BigEndian.Uint32(v)) * time.Second
+	if asked > def {
+		return min(asked, q.s.MaxLifetime)
+	}
+	return def
+}
+
+func lifetimeAttr(d time.Duration) stun.RawAttribute {
+	v := make([]byte, 4)
+	binary.BigEndian.PutUint32(v, uint32(d/time.Second))
+	return stun.RawAttribute{Type: stun.AttrLifetime, Value: v}
+}
+
+// allocate handles Allocate (RFC 8656 §7.2).
+func (q *req) allocate() []byte {
+	e := q.e
+	if a := e.allocs.get(q.ft); a != nil {
+		// A retransmitted Allocate gets the original success response again;
+		// anything else on a 5-tuple that has an allocation is a mismatch.
+		if a.lastTxID == q.m.TransactionID && a.Username == q.usr {
+			return a.lastResp
+		}
+		return q.fail(stun.CodeAllocMismatch, nil)
+	}
+	tv, err := q.m.Get(stun.AttrRequestedTransport)
+	if err != nil || len(tv) < 1 {
+		return q.fail(stun.CodeBadRequest, nil)
+	}
+	if tv[0] != protoUDP {
+		return q.fail(stun.CodeUnsupportedTransProto, nil)
+	}
+	rr := RelayRequest{Client: q.ft, DontFragment: q.m.Contains(stun.AttrDontFragment)}
+	if v, err := q.m.Get(stun.AttrReservationToken); err == nil {
+		if len(v) != 8 || q.m.Contains(stun.AttrEvenPort) || q.m.Contains(stun.AttrRequestedAddressFamily) {
+			return q.fail(stun.CodeBadRequest, nil)
+		}
+		rr.Token = binary.BigEndian.Uint64(v)
+		if rr.Token == 0 {
+			return q.fail(stun.CodeInsufficientCapacity, nil)
+		}
+	}
+	if v, err := q.m.Get(stun.AttrEvenPort); err == nil {
+		if len(v) < 1 {
+			return q.fail(stun.CodeBadRequest, nil)
+		}
+		rr.EvenPort, rr.ReservePair = true, v[0]&0x80 != 0
+	}
+	if v, err := q.m.Get(stun.AttrRequestedAddressFamily); err == nil {
+		switch {
+		case len(v) < 1:
+			return q.fail(stun.CodeBadRequest, nil)
+		case v[0] == familyIPv6:
+			rr.IPv6 = true
+		case v[0] != familyIPv4:
+			return q.fail(stun.CodeAddrFamilyNotSupported, nil)
+		}
+	}
+	clientIP := q.ft.Client.Addr().Unmap()
+	if !e.reserveQuota(q.s, q.usr, clientIP) {
+		return q.fail(stun.CodeAllocQuotaReached, nil)
+	}
+	if q.s.MaxAllocations > 0 && e.Allocations() >= q.s.MaxAllocations {
+		e.releaseQuota(q.usr, clientIP)
+		return q.fail(stun.CodeInsufficientCapacity, nil)
+	}
+	a := &Allocation{FiveTuple: q.ft, Transport: q.tr, Username: q.usr, key: q.key, lastTxID: q.m.TransactionID}
+	relay, token, err := e.relays.Allocate(a, rr)
+	if err != nil {
+		e.releaseQuota(q.usr, clientIP)
+		if errors.Is(err, ErrAddressFamily) {
+			return q.fail(stun.CodeAddrFamilyNotSupported, nil)
+		}
+		e.log.Warn("relay allocation failed", "client", q.ft.String(), "error", err)
+		return q.fail(stun.CodeInsufficientCapacity, nil)
+	}
+	a.relay = relay
+	lt := q.lifetime()
+	a.expires.Store(q.now.Add(lt).UnixNano())
+	ra := relay.Addr()
+	attrs := []stun.Setter{xorAttr{stun.AttrXORRelayedAddress, ra}, lifetimeAttr(lt)}
+	if token != 0 {
+		v := make([]byte, 8)
+		binary.BigEndian.PutUint64(v, token)
+		attrs = append(attrs, stun.RawAttribute{Type: stun.AttrReservationToken, Value: v})
+	}
+	attrs = append(attrs, xorAttr{stun.AttrXORMappedAddress, q.ft.Client})
+	a.lastResp = q.success(attrs...)
+	if existing := e.allocs.insert(a); existing != nil {
+		// Lost a race with a retransmission handled by another worker.
+		_ = relay.Close()
+		e.releaseQuota(q.usr, clientIP)
+		if existing.lastTxID == q.m.TransactionID {
+			return existing.lastResp
+		}
+		return q.fail(stun.CodeAllocMismatch, nil)
+	}
+	e.log.Info("allocation created", "client", q.ft.String(), "relay", ra.String(),
+		"username", q.usr, "lifetime", lt.String())
+	return a.lastResp
+}
+
+// refresh handles Refresh (RFC 8656 §8): lifetime 0 deletes.
+func (q *req) refresh(a *Allocation) []byte {
+	v, err := q.m.Get(stun.AttrLifetime)
+	if err == nil && len(v) == 4 && binary.BigEndian.Uint32(v) == 0 {
+		q.e.deleteAllocation(a, "refreshed to 0")
+		return q.success(lifetimeAttr(0))
+	}
+	lt := q.lifetime()
+	a.expires.Store(q.now.Add(lt).UnixNano())
+	return q.success(lifetimeAttr(lt))
+}
+
+// peerAddrs returns the XOR-PEER-ADDRESS values of the request.
+func (q *req) peerAddrs() ([]netip.AddrPort, bool) {
+	var peers []netip.AddrPort
+	for _, at := range q.m.Attributes {
+		if at.Type != stun.AttrXORPeerAddress {
+			continue
+		}
+		p, ok := parseXORAddr(at.Value, q.m.TransactionID[:])
+		if !ok {
+			return nil, false
+		}
+		peers = append(peers, p)
+	}
+	return peers, len(peers) > 0
+}
+
+// sameFamily reports whether peer can be reached from a's relayed address.
+func sameFamily(a *Allocation, peer netip.AddrPort) bool {
+	return a.relay.Addr().Addr().Unmap().Is4() == peer.Addr().Unmap().Is4()
+}
+
+// createPermission handles CreatePermission (RFC 8656 §9.2): all peers are
+// installed, or none.
+func (q *req) createPermission(a *Allocation) []byte {
+	peers, ok := q.peerAddrs()
+	if !ok {
+		return q.fail(stun.CodeBadRequest, nil)
+	}
+	for _, p := range peers {
+		if !sameFamily(a, p) {
+			return q.fail(stun.CodePeerAddrFamilyMismatch, nil)
+		}
+		// A permission is per IP (RFC 8656 §9): port 0 asks whether any
+		// port of the IP is allowed.
+		if !q.tr.PeerAllowed(netip.AddrPortFrom(p.Addr().Unmap(), 0)) {
+			q.e.log.Info("permission refused: peer not allowed", "client", q.ft.String(), "peer", p.Addr().String())
+			return q.fail(stun.CodeForbidden, nil)
+		}
+	}
+	exp := q.now.Add(PermissionLifetime).UnixNano()
+	a.mu.Lock()
+	for _, p := range peers {
+		a.addPermission(p.Addr().Unmap(), exp)
+	}
+	a.mu.Unlock()
+	return q.success()
+}
+
+// channelBind handles ChannelBind (RFC 8656 §11.2).
+func (q *req) channelBind(a *Allocation) []byte {
+	v, err := q.m.Get(stun.AttrChannelNumber)
+	peers, ok := q.peerAddrs()
+	if err != nil || len(v) < 2 || !ok || len(peers) != 1 {
+		return q.fail(stun.CodeBadRequest, nil)
+	}
+	num := binary.BigEndian.Uint16(v)
+	if num < minChannelNumber || num > maxChannelNumber {
+		return q.fail(stun.CodeBadRequest, nil)
+	}
+	peer := netip.AddrPortFrom(peers[0].Addr().Unmap(), peers[0].Port())
+	if !sameFamily(a, peer) {
+		return q.fail(stun.CodePeerAddrFamilyMismatch, nil)
+	}
+	if !q.tr.PeerAllowed(peer) {
+		q.e.log.Info("channel bind refused: peer not allowed", "client", q.ft.String(), "peer", peer.String())
+		return q.fail(stun.CodeForbidden, nil)
+	}
+	now := q.now.UnixNano()
+	a.mu.Lock()
+	bound := a.bindChannel(num, peer, now, q.now.Add(ChannelLifetime).UnixNano())
+	if bound {
+		a.addPermission(peer.Addr(), q.now.Add(PermissionLifetime).UnixNano())
+	}
+	a.mu.Unlock()
+	if !bound {
+		return q.fail(stun.CodeBadRequest, nil)
+	}
+	return q.success()
+}
+
+// xorAttr encodes an XOR address attribute of any type from a netip.AddrPort.
+type xorAttr struct {
+	t  stun.AttrType
+	ap netip.AddrPort
+}
+
+func (x xorAttr) AddTo(m *stun.Message) error {
+	v := make([]byte, 20)
+	n := putXORAddr(v, x.ap, m.TransactionID[:])
+	m.Add(x.t, v[:n])
+	return nil
+}
