@@ -29,6 +29,9 @@ var (
 	ErrNoCapacity = errors.New("turn: no relay capacity")
 	// ErrAddressFamily: no relay address of the requested family (440).
 	ErrAddressFamily = errors.New("turn: address family not supported")
+	// ErrDontFragment: the relay cannot set DF; the client gets 420 with
+	// DONT-FRAGMENT in UNKNOWN-ATTRIBUTES (RFC 8656 §7.2) and may retry without.
+	ErrDontFragment = errors.New("turn: DONT-FRAGMENT not supported")
 )
 
 // RelayRequest is what an Allocate asks of the relay socket (RFC 8656 §7.2).
@@ -50,7 +53,8 @@ type RelayRequest struct {
 
 // RelayAllocator opens relay sockets for allocations; the dataplane
 // implements it. Allocate returns the relay, the reservation token of a
-// reserved pair (0 when none), or ErrNoCapacity / ErrAddressFamily. The
+// reserved pair (0 when none), or ErrNoCapacity, ErrAddressFamily or
+// ErrDontFragment. The
 // allocation a is not yet in the table when Allocate runs; the relay's
 // reader may keep a and pass it to HandlePeer.
 type RelayAllocator interface {

@@ -83,6 +83,7 @@ func TestAllocateErrors(t *testing.T) {
 		{"relay fails otherwise", []stun.Setter{transportUDP()}, errBoom, 508},
 		{"IPv6 relay not available", []stun.Setter{transportUDP(),
 			stun.RawAttribute{Type: stun.AttrRequestedAddressFamily, Value: []byte{2, 0, 0, 0}}}, ErrAddressFamily, 440},
+		{"DF unsupported", []stun.Setter{transportUDP(), stun.RawAttribute{Type: stun.AttrDontFragment}}, ErrDontFragment, 420},
 		{"bad family", []stun.Setter{transportUDP(),
 			stun.RawAttribute{Type: stun.AttrRequestedAddressFamily, Value: []byte{9, 0, 0, 0}}}, nil, 440},
 	}
@@ -99,7 +100,11 @@ func TestAllocateErrors(t *testing.T) {
 			}
 			if tc.want == 420 {
 				v, err := m.Get(stun.AttrUnknownAttributes)
-				if err != nil || binary.BigEndian.Uint16(v) != 0x7777 {
+				want := uint16(0x7777)
+				if tc.fail == ErrDontFragment {
+					want = uint16(stun.AttrDontFragment)
+				}
+				if err != nil || binary.BigEndian.Uint16(v) != want {
 					t.Errorf("UNKNOWN-ATTRIBUTES = %x", v)
 				}
 			}
@@ -390,7 +395,8 @@ func TestChannelBindRules(t *testing.T) {
 		want int
 	}{
 		{"below range", 0x3FFF, peerAddr, 400},
-		{"above range", 0x5000, peerAddr, 400},
+		{"above range", 0x8000, peerAddr, 400},
+		{"RFC 5766 range", 0x7FFE, netip.MustParseAddrPort("198.51.100.13:1"), 0},
 		{"outside allowlist", 0x4000, deniedPeer, 403},
 		{"port outside the route's range", 0x4000, netip.MustParseAddrPort("198.51.100.200:6000"), 403},
 		{"bind", 0x4000, peerAddr, 0},

@@ -91,6 +91,9 @@ func (q *req) success(attrs ...stun.Setter) []byte {
 }
 
 func (q *req) fail(code stun.ErrorCode, extra []stun.Setter) []byte {
+	if code != stun.CodeUnauthorized {
+		q.e.log.Debug("request refused", "client", q.ft.String(), "method", q.m.Type.Method.String(), "code", int(code))
+	}
 	return q.respond(stun.ClassErrorResponse, append([]stun.Setter{code}, extra...)...)
 }
 
@@ -247,8 +250,11 @@ func (q *req) allocate() []byte {
 	relay, token, err := e.relays.Allocate(a, rr)
 	if err != nil {
 		e.releaseQuota(q.usr, clientIP)
-		if errors.Is(err, ErrAddressFamily) {
+		switch {
+		case errors.Is(err, ErrAddressFamily):
 			return q.fail(stun.CodeAddrFamilyNotSupported, nil)
+		case errors.Is(err, ErrDontFragment):
+			return q.fail(stun.CodeUnknownAttribute, []stun.Setter{stun.UnknownAttributes{stun.AttrDontFragment}})
 		}
 		e.log.Warn("relay allocation failed", "client", q.ft.String(), "error", err)
 		return q.fail(stun.CodeInsufficientCapacity, nil)
@@ -344,6 +350,7 @@ func (q *req) channelBind(a *Allocation) []byte {
 	v, err := q.m.Get(stun.AttrChannelNumber)
 	peers, ok := q.peerAddrs()
 	if err != nil || len(v) < 2 || !ok || len(peers) != 1 {
+		q.e.log.Debug("channel bind: missing or repeated attribute", "client", q.ft.String())
 		return q.fail(stun.CodeBadRequest, nil)
 	}
 	num := binary.BigEndian.Uint16(v)
@@ -366,6 +373,7 @@ func (q *req) channelBind(a *Allocation) []byte {
 	}
 	a.mu.Unlock()
 	if !bound {
+		q.e.log.Debug("channel bind: number or peer already bound", "client", q.ft.String(), "channel", num, "peer", peer.String())
 		return q.fail(stun.CodeBadRequest, nil)
 	}
 	return q.success()

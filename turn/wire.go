@@ -12,7 +12,11 @@ const (
 	magicCookie      = 0x2112A442
 	channelDataHdr   = 4
 	minChannelNumber = 0x4000
-	maxChannelNumber = 0x4FFF
+	// maxChannelNumber: RFC 8656 §12 narrows channel numbers to
+	// 0x4000-0x4FFF, but RFC 5766 allowed up to 0x7FFF and its clients still
+	// use that range (coturn's turnutils_uclient picks numbers at random in
+	// it), as does coturn's server. Refusing them would break those clients.
+	maxChannelNumber = 0x7FFF
 
 	// Message types (method | class bits) used on the zero-allocation paths.
 	typeSendIndication = 0x0016
@@ -97,9 +101,9 @@ func parseXORAddr(v []byte, txid []byte) (netip.AddrPort, bool) {
 	return netip.AddrPort{}, false
 }
 
-// isChannelData reports whether b starts like a ChannelData message
-// (RFC 8656 §12.4: first two bits 01, channel numbers 0x4000-0x4FFF).
-func isChannelData(b []byte) bool { return len(b) >= 1 && b[0]&0xF0 == 0x40 }
+// isChannelData reports whether b starts like a ChannelData message (RFC
+// 8656 §12.4: first two bits 01; see maxChannelNumber for the range).
+func isChannelData(b []byte) bool { return len(b) >= 1 && b[0]&0xC0 == 0x40 }
 
 // isSTUN reports whether b starts like a STUN message (RFC 8489 §5: first two
 // bits 00, magic cookie in place, length a multiple of 4).

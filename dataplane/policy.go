@@ -1,0 +1,106 @@
+package dataplane
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/tern-gw/tern/dataplane/config"
+)
+
+// rule is one allowed peer prefix with an optional port range.
+type rule struct {
+	prefix    netip.Prefix
+	minPort   uint16
+	maxPort   uint16 // 0: all ports
+	sensitive bool   // the prefix lies inside a protected range: it names it explicitly
+}
+
+// policy is a listener's compiled peer allowlist (DESIGN.md, Security model):
+// the union of the clusters its routes name. It is immutable; a config
+// change builds a new one and swaps it in.
+type policy struct {
+	rules     []rule
+	protected []netip.Prefix
+}
+
+// defaultProtected are ranges a peer may be in only when a cluster names them
+// explicitly (a prefix inside the range, not a wider one that covers it):
+// loopback, link-local (which holds the cloud metadata address
+// 169.254.169.254), unspecified and multicast.
+var defaultProtected = []netip.Prefix{
+	netip.MustParsePrefix("127.0.0.0/8"),
+	netip.MustParsePrefix("169.254.0.0/16"),
+	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("224.0.0.0/4"),
+	netip.MustParsePrefix("::1/128"),
+	netip.MustParsePrefix("fe80::/10"),
+	netip.MustParsePrefix("::/128"),
+	netip.MustParsePrefix("ff00::/8"),
+}
+
+// newPolicy compiles the allowlist of routes (cluster names) against
+// clusters. own are the dataplane's own addresses (listeners, relay), which
+// are protected like loopback. It returns an error naming an unknown route or
+// a bad endpoint.
+func newPolicy(routes []string, clusters []config.Cluster, own []netip.Addr) (*policy, error) {
+	p := &policy{protected: append([]netip.Prefix(nil), defaultProtected...)}
+	for _, a := range own {
+		if a.IsValid() && !a.IsUnspecified() {
+			p.protected = append(p.protected, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+		}
+	}
+	byName := make(map[string]config.Cluster, len(clusters))
+	for _, c := range clusters {
+		byName[c.Name] = c
+	}
+	for _, name := range routes {
+		c, ok := byName[name]
+		if !ok {
+			return nil, fmt.Errorf("route %q names no cluster", name)
+		}
+		prefixes, err := c.Prefixes()
+		if err != nil {
+			return nil, fmt.Errorf("cluster %q: %w", name, err)
+		}
+		for _, pf := range prefixes {
+			r := rule{prefix: pf, minPort: uint16(c.MinPort), maxPort: uint16(c.MaxPort)}
+			for _, pr := range p.protected {
+				if pr.Bits() <= pf.Bits() && pr.Contains(pf.Addr()) {
+					r.sensitive = true
+					break
+				}
+			}
+			p.rules = append(p.rules, r)
+		}
+	}
+	return p, nil
+}
+
+// allowed reports whether peer may be reached. Port 0 asks whether any port
+// of the peer's IP is allowed (permissions are per IP, RFC 8656 §9).
+func (p *policy) allowed(peer netip.AddrPort) bool {
+	ip := peer.Addr().Unmap()
+	protected := false
+	for _, pr := range p.protected {
+		if pr.Contains(ip) {
+			protected = true
+			break
+		}
+	}
+	for i := range p.rules {
+		r := &p.rules[i]
+		if !r.prefix.Contains(ip) {
+			continue
+		}
+		if protected && !r.sensitive {
+			// A wide prefix such as 0.0.0.0/0 does not open loopback, the
+			// metadata address or the dataplane itself.
+			continue
+		}
+		port := peer.Port()
+		if r.maxPort == 0 || port == 0 || (port >= r.minPort && port <= r.maxPort) {
+			return true
+		}
+	}
+	return false
+}
