@@ -94,13 +94,13 @@ var (
 )
 
 type fixture struct {
-	t      *testing.T
+	t      testing.TB
 	e      *Engine
 	clock  *ManualClock
 	relays *testRelays
 }
 
-func newFixture(t *testing.T, mutate ...func(*Config)) *fixture {
+func newFixture(t testing.TB, mutate ...func(*Config)) *fixture {
 	t.Helper()
 	f := &fixture{t: t, clock: NewManualClock(t0), relays: &testRelays{}}
 	cfg := Config{
@@ -150,7 +150,7 @@ func channelNumber(n uint16) stun.Setter {
 }
 
 // raw builds a request without authentication.
-func raw(t *testing.T, method stun.Method, attrs ...stun.Setter) []byte {
+func raw(t testing.TB, method stun.Method, attrs ...stun.Setter) []byte {
 	t.Helper()
 	s := append([]stun.Setter{stun.TransactionID, stun.NewType(method, stun.ClassRequest)}, attrs...)
 	m, err := stun.Build(s...)
@@ -222,7 +222,7 @@ func code(m *stun.Message) int {
 	return int(ec.Code)
 }
 
-func xorGet(t *testing.T, m *stun.Message, at stun.AttrType) netip.AddrPort {
+func xorGet(t testing.TB, m *stun.Message, at stun.AttrType) netip.AddrPort {
 	t.Helper()
 	v, err := m.Get(at)
 	if err != nil {
@@ -235,7 +235,7 @@ func xorGet(t *testing.T, m *stun.Message, at stun.AttrType) netip.AddrPort {
 	return ap
 }
 
-func lifetimeOf(t *testing.T, m *stun.Message) uint32 {
+func lifetimeOf(t testing.TB, m *stun.Message) uint32 {
 	t.Helper()
 	v, err := m.Get(stun.AttrLifetime)
 	if err != nil || len(v) != 4 {
@@ -252,7 +252,7 @@ func channelData(n uint16, payload []byte) []byte {
 	return b
 }
 
-func sendIndication(t *testing.T, peer netip.AddrPort, data []byte) []byte {
+func sendIndication(t testing.TB, peer netip.AddrPort, data []byte) []byte {
 	t.Helper()
 	m, err := stun.Build(stun.TransactionID, stun.NewType(stun.MethodSend, stun.ClassIndication),
 		peerAttr(peer), stun.RawAttribute{Type: stun.AttrData, Value: data})
