@@ -1,0 +1,175 @@
+package dataplane
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pion/turn/v4"
+
+	"github.com/tern-gw/tern/dataplane/config"
+)
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort(t *testing.T, network string) int {
+	t.Helper()
+	switch network {
+	case "udp":
+		c, err := net.ListenPacket("udp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		return c.LocalAddr().(*net.UDPAddr).Port
+	default:
+		l, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return l.Addr().(*net.TCPAddr).Port
+	}
+}
+
+// startServer runs a dataplane on loopback with relay ports [min, max].
+func startServer(t *testing.T, min, max int) (*Server, *config.Config) {
+	t.Helper()
+	doc := fmt.Sprintf(`
+version: v1
+admin: {name: test, metricsAddress: "127.0.0.1:%d", healthAddress: "127.0.0.1:%d"}
+auth: {type: static, realm: stunner.l7mp.io, username: user, password: pass}
+listeners:
+  - {name: udp, protocol: TURN-UDP, address: 127.0.0.1, port: %d, routes: [local]}
+clusters:
+  - {name: local, endpoints: ["127.0.0.1/32"]}
+relay: {address: 127.0.0.1, minPort: %d, maxPort: %d}
+`, freePort(t, "tcp"), freePort(t, "tcp"), freePort(t, "udp"), min, max)
+	cfg, err := config.Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(cfg, Options{UDPThreads: 2, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		srv.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	return srv, cfg
+}
+
+func listenAddr(cfg *config.Config) string {
+	return fmt.Sprintf("%s:%d", cfg.Listeners[0].Address, cfg.Listeners[0].Port)
+}
+
+// pionClient returns a started pion/turn client for cfg's listener.
+func pionClient(t *testing.T, cfg *config.Config, user, pass string) *turn.Client {
+	t.Helper()
+	conn, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := turn.NewClient(&turn.ClientConfig{
+		STUNServerAddr: listenAddr(cfg), TURNServerAddr: listenAddr(cfg),
+		Username: user, Password: pass, Realm: cfg.Auth.Realm, Conn: conn,
+		RTO: 200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(); conn.Close() })
+	return c
+}
+
+func scrape(t *testing.T, cfg *config.Config) string {
+	t.Helper()
+	resp, err := http.Get("http://" + cfg.Admin.MetricsAddress + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func metric(t *testing.T, cfg *config.Config, name string) string {
+	t.Helper()
+	for _, line := range strings.Split(scrape(t, cfg), "\n") {
+		if strings.HasPrefix(line, name+" ") {
+			return strings.TrimPrefix(line, name+" ")
+		}
+	}
+	t.Fatalf("metric %s not exposed", name)
+	return ""
+}
+
+func TestRelayPortsExhausted(t *testing.T) {
+	_, cfg := startServer(t, 29990, 29990)
+	first := pionClient(t, cfg, "user", "pass")
+	relay, err := first.Allocate()
+	if err != nil {
+		t.Fatalf("first allocation: %v", err)
+	}
+	defer relay.Close()
+	if got := relay.LocalAddr().(*net.UDPAddr).Port; got != 29990 {
+		t.Errorf("relay port %d, want 29990", got)
+	}
+	second := pionClient(t, cfg, "user", "pass")
+	if _, err := second.Allocate(); err == nil || !strings.Contains(err.Error(), "508") {
+		t.Fatalf("allocation beyond the port range: %v, want 508", err)
+	}
+	if got := metric(t, cfg, "stunner_allocations_active"); got != "1" {
+		t.Errorf("stunner_allocations_active = %s, want 1", got)
+	}
+}
+
+func TestMalformedPacketsAreCounted(t *testing.T) {
+	_, cfg := startServer(t, 29980, 29989)
+	c, err := net.Dial("udp4", listenAddr(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, pkt := range [][]byte{{0xFF, 0xFF}, {0x40}, []byte("GET / HTTP/1.1\r\n\r\n")} {
+		if _, err := c.Write(pkt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A Binding afterwards still gets answered: the worker survived.
+	cl := pionClient(t, cfg, "user", "pass")
+	if _, err := cl.SendBindingRequest(); err != nil {
+		t.Fatalf("binding after garbage: %v", err)
+	}
+	if got := metric(t, cfg, `tern_dropped_packets_total{reason="malformed"}`); got != "3" {
+		t.Errorf("malformed drops = %s, want 3", got)
+	}
+}
+
+func TestHealth(t *testing.T) {
+	srv, cfg := startServer(t, 29970, 29979)
+	get := func(path string) int {
+		resp, err := http.Get("http://" + cfg.Admin.HealthAddress + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if get("/live") != 200 || get("/ready") != 200 {
+		t.Fatal("a started server is not live and ready")
+	}
+	srv.ready.Store(false)
+	if get("/ready") != http.StatusServiceUnavailable {
+		t.Fatal("/ready is 200 while not ready")
+	}
+}
