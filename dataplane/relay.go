@@ -1,24 +1,20 @@
 package dataplane
 
 import (
-	"context"
+	crand "crypto/rand"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	crand "crypto/rand"
-
 	"github.com/tern-gw/tern/turn"
 )
 
 // reservationLifetime is how long a port reserved by EVEN-PORT with the R
-// bit waits for the Allocate that claims it (RFC 8656 §14.6 suggests 30 s).
+// bit waits for the Allocate that claims it (RFC 8656 §14.9 suggests 30 s).
 const reservationLifetime = 30 * time.Second
 
 // maxPeerPayload is the largest peer datagram relayed, in bytes; larger ones
@@ -26,12 +22,14 @@ const reservationLifetime = 30 * time.Second
 const maxPeerPayload = 8192
 
 // relayPool opens relay sockets on one address within a port range and
-// implements turn.RelayAllocator.
+// implements turn.RelayAllocator. The socket work is platform-specific
+// (relay_linux.go: non-blocking sockets served by epoll workers).
 type relayPool struct {
 	bind     netip.Addr // address relay sockets bind to
 	public   netip.Addr // address advertised in XOR-RELAYED-ADDRESS
 	min, max uint16
 	srv      *Server
+	io       *relayIO // platform part: socket creation and serving
 
 	mu           sync.Mutex
 	used         []bool // indexed by port-min
@@ -39,20 +37,23 @@ type relayPool struct {
 }
 
 type reservation struct {
-	conn    *net.UDPConn
+	sock    relaySocket
 	port    uint16
 	expires time.Time
 }
 
-func newRelayPool(srv *Server, bind, public netip.Addr, min, max uint16) *relayPool {
+func newRelayPool(srv *Server, bind, public netip.Addr, min, max uint16) (*relayPool, error) {
 	if !public.IsValid() {
 		public = bind
 	}
-	return &relayPool{
+	p := &relayPool{
 		bind: bind, public: public, min: min, max: max, srv: srv,
 		used:         make([]bool, int(max)-int(min)+1),
 		reservations: map[uint64]*reservation{},
 	}
+	var err error
+	p.io, err = newRelayIO(p)
+	return p, err
 }
 
 // Allocate implements turn.RelayAllocator: it binds a UDP socket on a free
@@ -63,33 +64,38 @@ func (p *relayPool) Allocate(a *turn.Allocation, req turn.RelayRequest) (turn.Re
 		return nil, 0, turn.ErrAddressFamily
 	}
 	var (
-		conn  *net.UDPConn
+		sock  relaySocket
 		port  uint16
 		token uint64
 		err   error
 	)
 	if req.Token != 0 {
-		conn, port, err = p.claim(req.Token)
+		sock, port, err = p.claim(req.Token)
 	} else {
-		conn, port, token, err = p.open(req.EvenPort, req.ReservePair)
+		sock, port, token, err = p.open(req.EvenPort, req.ReservePair)
 	}
 	if err != nil {
 		return nil, 0, err
 	}
 	if req.DontFragment {
-		if rc, err := conn.SyscallConn(); err != nil || setDontFragment(rc, p.bind.Is6()) != nil {
-			p.closePort(conn, port)
+		if err := sock.setDontFragment(p.bind.Is6()); err != nil {
+			sock.close()
+			p.release(port)
 			return nil, 0, turn.ErrDontFragment
 		}
 	}
-	r := &relay{conn: conn, port: port, addr: netip.AddrPortFrom(p.public, port), pool: p, alloc: a}
-	go r.serve()
+	r := &relay{sock: sock, port: port, addr: netip.AddrPortFrom(p.public, port), pool: p, alloc: a}
+	if err := p.io.start(r); err != nil {
+		sock.close()
+		p.release(port)
+		return nil, 0, err
+	}
 	return r, token, nil
 }
 
 // open binds a socket on a free port; with pair it also binds port+1 and
 // holds it under a fresh reservation token.
-func (p *relayPool) open(even, pair bool) (*net.UDPConn, uint16, uint64, error) {
+func (p *relayPool) open(even, pair bool) (relaySocket, uint16, uint64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := len(p.used)
@@ -103,37 +109,37 @@ func (p *relayPool) open(even, pair bool) (*net.UDPConn, uint16, uint64, error) 
 		if pair && (idx+1 >= n || p.used[idx+1]) {
 			continue
 		}
-		conn, err := p.listen(port)
+		sock, err := p.io.bind(port)
 		if err != nil {
 			continue // taken by another process: try the next one
 		}
 		var token uint64
 		if pair {
-			next, err := p.listen(port + 1)
+			next, err := p.io.bind(port + 1)
 			if err != nil {
-				conn.Close()
+				sock.close()
 				continue
 			}
 			token = newToken()
 			p.used[idx+1] = true
-			p.reservations[token] = &reservation{conn: next, port: port + 1, expires: time.Now().Add(reservationLifetime)}
+			p.reservations[token] = &reservation{sock: next, port: port + 1, expires: time.Now().Add(reservationLifetime)}
 		}
 		p.used[idx] = true
-		return conn, port, token, nil
+		return sock, port, token, nil
 	}
-	return nil, 0, 0, turn.ErrNoCapacity
+	return relaySocket{}, 0, 0, turn.ErrNoCapacity
 }
 
 // claim takes the socket reserved under token.
-func (p *relayPool) claim(token uint64) (*net.UDPConn, uint16, error) {
+func (p *relayPool) claim(token uint64) (relaySocket, uint16, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	r, ok := p.reservations[token]
 	if !ok {
-		return nil, 0, turn.ErrNoCapacity
+		return relaySocket{}, 0, turn.ErrNoCapacity
 	}
 	delete(p.reservations, token)
-	return r.conn, r.port, nil
+	return r.sock, r.port, nil
 }
 
 // sweep releases reservations nobody claimed in time.
@@ -142,31 +148,29 @@ func (p *relayPool) sweep(now time.Time) {
 	defer p.mu.Unlock()
 	for tok, r := range p.reservations {
 		if now.After(r.expires) {
-			r.conn.Close()
+			r.sock.close()
 			p.used[r.port-p.min] = false
 			delete(p.reservations, tok)
 		}
 	}
 }
 
-func (p *relayPool) listen(port uint16) (*net.UDPConn, error) {
-	network := "udp4"
-	if p.bind.Is6() {
-		network = "udp6"
-	}
-	var lc net.ListenConfig
-	pc, err := lc.ListenPacket(context.Background(), network, netip.AddrPortFrom(p.bind, port).String())
-	if err != nil {
-		return nil, err
-	}
-	return pc.(*net.UDPConn), nil
-}
-
-func (p *relayPool) closePort(conn *net.UDPConn, port uint16) {
-	conn.Close()
+// release frees a port once its socket is closed.
+func (p *relayPool) release(port uint16) {
 	p.mu.Lock()
 	p.used[port-p.min] = false
 	p.mu.Unlock()
+}
+
+// close stops the relay workers and closes reserved sockets.
+func (p *relayPool) close() {
+	p.mu.Lock()
+	for tok, r := range p.reservations {
+		r.sock.close()
+		delete(p.reservations, tok)
+	}
+	p.mu.Unlock()
+	p.io.close()
 }
 
 func newToken() uint64 {
@@ -183,63 +187,25 @@ func newToken() uint64 {
 
 // relay is one allocation's relay socket (turn.Relay).
 type relay struct {
-	conn   *net.UDPConn
+	sock   relaySocket
 	port   uint16
 	addr   netip.AddrPort
 	pool   *relayPool
 	alloc  *turn.Allocation
 	closed atomic.Bool
+	worker int // platform part: which relay worker serves it
 }
 
 // Addr implements turn.Relay.
 func (r *relay) Addr() netip.AddrPort { return r.addr }
 
-// Close implements turn.Relay: it closes the socket, which ends serve, and
-// frees the port.
+// Close implements turn.Relay: the socket is closed by the worker that
+// serves it (so its descriptor is not reused while being read), then the
+// port is freed.
 func (r *relay) Close() error {
 	if !r.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	r.pool.closePort(r.conn, r.port)
+	r.pool.io.stop(r)
 	return nil
-}
-
-// send writes a client's payload to peer.
-func (r *relay) send(b []byte, peer netip.AddrPort) error {
-	_, err := r.conn.WriteToUDPAddrPort(b, peer)
-	return err
-}
-
-// serve reads datagrams from peers and hands them, framed by the engine, to
-// the client's transport.
-func (r *relay) serve() {
-	buf := make([]byte, turn.PeerHeadroom+maxPeerPayload+1+turn.PeerTailroom)
-	payload := buf[turn.PeerHeadroom : turn.PeerHeadroom+maxPeerPayload+1]
-	srv := r.pool.srv
-	out, _ := r.alloc.Transport.(clientWriter)
-	st := srv.stats
-	for {
-		n, from, err := r.conn.ReadFromUDPAddrPort(payload)
-		if err != nil {
-			if r.closed.Load() || errors.Is(err, net.ErrClosed) {
-				return
-			}
-			continue
-		}
-		st.peerRx.Add(1)
-		st.peerRxBytes.Add(uint64(n))
-		if n > maxPeerPayload {
-			st.drops[turn.DropMalformed].Add(1)
-			continue
-		}
-		from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
-		msg, ok := srv.engine.HandlePeer(r.alloc, from, buf, turn.PeerHeadroom, n)
-		if !ok {
-			st.drops[turn.DropNoPermission].Add(1)
-			continue
-		}
-		if out != nil {
-			out.writeToClient(msg, r.alloc.FiveTuple.Client)
-		}
-	}
 }

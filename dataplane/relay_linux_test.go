@@ -19,9 +19,7 @@ func TestDontFragmentSetsDF(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rc, _ := r.(*relay).conn.SyscallConn()
-		var mode int
-		_ = rc.Control(func(fd uintptr) { mode, err = unix.GetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_MTU_DISCOVER) })
+		mode, err := unix.GetsockoptInt(r.(*relay).sock.fd, unix.IPPROTO_IP, unix.IP_MTU_DISCOVER)
 		if err != nil {
 			t.Fatal(err)
 		}

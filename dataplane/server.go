@@ -28,6 +28,9 @@ type Options struct {
 	// UDPThreads is the number of SO_REUSEPORT sockets, each with its own
 	// reader, per TURN-UDP listener. Default runtime.NumCPU().
 	UDPThreads int
+	// RelayThreads is the number of epoll workers serving relay sockets.
+	// Default runtime.NumCPU().
+	RelayThreads int
 	// SocketBuffer is SO_RCVBUF/SO_SNDBUF of listener sockets in bytes;
 	// default 4 MiB (as coturn). The kernel caps it at net.core.rmem_max.
 	SocketBuffer int
@@ -43,7 +46,6 @@ type Server struct {
 	clock  *coarseClock
 	engine *turn.Engine
 	relays *relayPool
-	stats  *stats
 
 	listenersMu sync.Mutex
 	listeners   []*udpListener
@@ -62,13 +64,16 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	if opts.UDPThreads <= 0 {
 		opts.UDPThreads = runtime.NumCPU()
 	}
+	if opts.RelayThreads <= 0 {
+		opts.RelayThreads = runtime.NumCPU()
+	}
 	if opts.SocketBuffer == 0 {
 		opts.SocketBuffer = 4 << 20
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Server{cfg: cfg, opts: opts, log: opts.Logger, clock: newCoarseClock(), stats: &stats{}, stop: make(chan struct{})}
+	s := &Server{cfg: cfg, opts: opts, log: opts.Logger, clock: newCoarseClock(), stop: make(chan struct{})}
 	bind, err := netip.ParseAddr(cfg.Relay.Address)
 	if err != nil {
 		return nil, fmt.Errorf("relay.address: %w", err)
@@ -79,10 +84,13 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 			return nil, fmt.Errorf("relay.publicAddress: %w", err)
 		}
 	}
-	s.relays = newRelayPool(s, bind, public, uint16(cfg.Relay.MinPort), uint16(cfg.Relay.MaxPort))
 	settings, err := engineSettings(cfg)
 	if err != nil {
 		return nil, err
+	}
+	s.relays, err = newRelayPool(s, bind, public, uint16(cfg.Relay.MinPort), uint16(cfg.Relay.MaxPort))
+	if err != nil {
+		return nil, fmt.Errorf("relay workers: %w", err)
 	}
 	s.engine, err = turn.New(turn.Config{
 		Settings: settings,
@@ -92,6 +100,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		Software: "tern",
 	})
 	if err != nil {
+		s.relays.close()
 		return nil, err
 	}
 	return s, nil
@@ -179,6 +188,7 @@ func (s *Server) Close() {
 			l.close()
 		}
 		s.engine.Close()
+		s.relays.close()
 		close(s.stop)
 		s.bg.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

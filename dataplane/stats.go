@@ -9,48 +9,74 @@ import (
 	"github.com/tern-gw/tern/turn"
 )
 
-// counter is a uint64 counter on its own cache line, so that workers
-// updating different counters do not share lines.
-type counter struct {
-	atomic.Uint64
-	_ [56]byte
+// workerStats are one worker's packet counters. Only the owning worker
+// writes them (atomically, so /metrics can read them), and each worker's
+// set sits on its own cache lines: no counter is shared between workers.
+type workerStats struct {
+	_                   [64]byte
+	rx, rxBytes         atomic.Uint64 // from clients
+	tx, txBytes         atomic.Uint64 // to clients
+	peerRx, peerRxBytes atomic.Uint64 // from peers, on relay sockets
+	peerTx, peerTxBytes atomic.Uint64 // to peers
+	drops               [turn.NumDropReasons]atomic.Uint64
+	_                   [64]byte
 }
 
-// stats are the dataplane-wide packet counters.
-type stats struct {
-	peerRx, peerRxBytes counter // datagrams from peers on relay sockets
-	peerTx, peerTxBytes counter // datagrams to peers
-	drops               [turn.NumDropReasons]counter
+func (w *workerStats) addTo(sum *statsSum) {
+	sum.rx += w.rx.Load()
+	sum.rxBytes += w.rxBytes.Load()
+	sum.tx += w.tx.Load()
+	sum.txBytes += w.txBytes.Load()
+	sum.peerRx += w.peerRx.Load()
+	sum.peerRxBytes += w.peerRxBytes.Load()
+	sum.peerTx += w.peerTx.Load()
+	sum.peerTxBytes += w.peerTxBytes.Load()
+	for i := range w.drops {
+		sum.drops[i] += w.drops[i].Load()
+	}
 }
 
-// listenerStats are one listener's counters (STUNner's
-// stunner_listener_packets_total / _bytes_total with direction rx|tx).
-type listenerStats struct {
-	rx, rxBytes counter
-	tx, txBytes counter
+// statsSum is a fold of workerStats.
+type statsSum struct {
+	rx, rxBytes, tx, txBytes, peerRx, peerRxBytes, peerTx, peerTxBytes uint64
+	drops                                                              [turn.NumDropReasons]uint64
 }
 
-// writeMetrics writes the dataplane's metrics in Prometheus text format.
+// writeMetrics writes the dataplane's metrics in Prometheus text format,
+// under the names STUNner's dashboards and the seeds' adopters query.
 func (s *Server) writeMetrics(w io.Writer) {
 	metrics.WriteGaugeUint64(w, "stunner_allocations_active", uint64(s.engine.Allocations()))
-	var rxBytes, txBytes uint64
+	var total statsSum
 	s.listenersMu.Lock()
 	for _, l := range s.listeners {
-		st := &l.stats
+		var ls statsSum
+		l.foldStats(&ls)
 		name := `{name="` + l.cfg.Name + `",direction=`
-		metrics.WriteCounterUint64(w, "stunner_listener_packets_total"+name+`"rx"}`, st.rx.Load())
-		metrics.WriteCounterUint64(w, "stunner_listener_packets_total"+name+`"tx"}`, st.tx.Load())
-		metrics.WriteCounterUint64(w, "stunner_listener_bytes_total"+name+`"rx"}`, st.rxBytes.Load())
-		metrics.WriteCounterUint64(w, "stunner_listener_bytes_total"+name+`"tx"}`, st.txBytes.Load())
-		rxBytes += st.rxBytes.Load()
-		txBytes += st.txBytes.Load()
+		metrics.WriteCounterUint64(w, "stunner_listener_packets_total"+name+`"rx"}`, ls.rx)
+		metrics.WriteCounterUint64(w, "stunner_listener_packets_total"+name+`"tx"}`, ls.tx)
+		metrics.WriteCounterUint64(w, "stunner_listener_bytes_total"+name+`"rx"}`, ls.rxBytes)
+		metrics.WriteCounterUint64(w, "stunner_listener_bytes_total"+name+`"tx"}`, ls.txBytes)
+		total.rxBytes += ls.rxBytes
+		total.txBytes += ls.txBytes
+		for i := range ls.drops {
+			total.drops[i] += ls.drops[i]
+		}
+		total.peerTx += ls.peerTx
+		total.peerTxBytes += ls.peerTxBytes
 	}
 	s.listenersMu.Unlock()
-	metrics.WriteCounterUint64(w, "stunner_bytes_received_total", rxBytes+s.stats.peerRxBytes.Load())
-	metrics.WriteCounterUint64(w, "stunner_bytes_sent_total", txBytes+s.stats.peerTxBytes.Load())
-	metrics.WriteCounterUint64(w, `tern_peer_packets_total{direction="rx"}`, s.stats.peerRx.Load())
-	metrics.WriteCounterUint64(w, `tern_peer_packets_total{direction="tx"}`, s.stats.peerTx.Load())
+	var rs statsSum
+	s.relays.io.foldStats(&rs)
+	for i := range rs.drops {
+		total.drops[i] += rs.drops[i]
+	}
+	metrics.WriteCounterUint64(w, "stunner_bytes_received_total", total.rxBytes+rs.peerRxBytes)
+	metrics.WriteCounterUint64(w, "stunner_bytes_sent_total", total.txBytes+total.peerTxBytes)
+	metrics.WriteCounterUint64(w, `tern_peer_packets_total{direction="rx"}`, rs.peerRx)
+	metrics.WriteCounterUint64(w, `tern_peer_packets_total{direction="tx"}`, total.peerTx)
+	metrics.WriteCounterUint64(w, `tern_peer_bytes_total{direction="rx"}`, rs.peerRxBytes)
+	metrics.WriteCounterUint64(w, `tern_peer_bytes_total{direction="tx"}`, total.peerTxBytes)
 	for i := 1; i < turn.NumDropReasons; i++ {
-		metrics.WriteCounterUint64(w, `tern_dropped_packets_total{reason="`+turn.DropReason(i).String()+`"}`, s.stats.drops[i].Load())
+		metrics.WriteCounterUint64(w, `tern_dropped_packets_total{reason="`+turn.DropReason(i).String()+`"}`, total.drops[i])
 	}
 }
