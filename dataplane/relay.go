@@ -149,17 +149,39 @@ func (p *relayPool) sweep(now time.Time) {
 	for tok, r := range p.reservations {
 		if now.After(r.expires) {
 			r.sock.close()
-			p.used[r.port-p.min] = false
+			if int(r.port-p.min) < len(p.used) {
+				p.used[r.port-p.min] = false
+			}
 			delete(p.reservations, tok)
 		}
 	}
 }
 
-// release frees a port once its socket is closed.
+// release frees a port once its socket is closed. A port outside the
+// range is one of a range replaced by reset.
 func (p *relayPool) release(port uint16) {
 	p.mu.Lock()
-	p.used[port-p.min] = false
+	if port >= p.min && int(port-p.min) < len(p.used) {
+		p.used[port-p.min] = false
+	}
 	p.mu.Unlock()
+}
+
+// reset moves the pool to a new address and port range, for a relay
+// config change. The caller has deleted every allocation first; relays
+// still being closed release ports of the old range, which release ignores.
+func (p *relayPool) reset(bind, public netip.Addr, min, max uint16) {
+	if !public.IsValid() {
+		public = bind
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for tok, r := range p.reservations {
+		r.sock.close()
+		delete(p.reservations, tok)
+	}
+	p.bind, p.public, p.min, p.max = bind, public, min, max
+	p.used = make([]bool, int(max)-int(min)+1)
 }
 
 // close stops the relay workers and closes reserved sockets.

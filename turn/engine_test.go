@@ -586,3 +586,20 @@ func mustType(t *testing.T, mt stun.MessageType) []byte {
 	}
 	return m.Raw
 }
+
+func TestDrainingRefusesNewAllocations(t *testing.T) {
+	f, c, _ := allocated(t)
+	f.e.SetDraining(true)
+	other := f.client("user", "pass")
+	other.ft.Client = netip.MustParseAddrPort("203.0.113.50:1")
+	if m := other.do(stun.MethodAllocate, transportUDP()); code(m) != 508 {
+		t.Fatalf("Allocate while draining: code %d, want 508", code(m))
+	}
+	// The existing allocation still refreshes and binds channels.
+	if m := c.do(stun.MethodRefresh); code(m) != 0 {
+		t.Fatalf("Refresh while draining: %d", code(m))
+	}
+	if m := c.do(stun.MethodChannelBind, channelNumber(0x4001), peerAttr(peerAddr)); code(m) != 0 {
+		t.Fatalf("ChannelBind while draining: %d", code(m))
+	}
+}

@@ -205,6 +205,9 @@ func (q *req) allocate() []byte {
 		}
 		return q.fail(stun.CodeAllocMismatch, nil)
 	}
+	if e.draining.Load() {
+		return q.fail(stun.CodeInsufficientCapacity, nil)
+	}
 	tv, err := q.m.Get(stun.AttrRequestedTransport)
 	if err != nil || len(tv) < 1 {
 		return q.fail(stun.CodeBadRequest, nil)

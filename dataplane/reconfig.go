@@ -1,0 +1,131 @@
+package dataplane
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/tern-gw/tern/dataplane/config"
+)
+
+// Reconfigure applies a new config to the running server by the reconcile
+// rules of the seed reference (seeds/003, Gateway and GatewayConfig):
+//   - auth, limits, routes and clusters change in place; permissions and
+//     channels to peers no longer allowed are dropped, allocations stay;
+//   - a listener added or removed starts or stops only that listener;
+//   - a listener whose protocol, address, port or certificate changed is
+//     restarted alone;
+//   - a realm or relay change restarts every listener.
+//
+// A config that fails validation is rejected with an error that names the
+// field, and the running config stays. A listener that fails to start is
+// reported in the error; the rest of the change is applied.
+func (s *Server) Reconfigure(next *config.Config) error {
+	if err := next.Validate(); err != nil {
+		return fmt.Errorf("config rejected, running config kept: %w", err)
+	}
+	settings, err := engineSettings(next)
+	if err != nil {
+		return fmt.Errorf("config rejected, running config kept: %w", err)
+	}
+	bind, public, err := relayAddrs(next.Relay)
+	if err != nil {
+		return fmt.Errorf("config rejected, running config kept: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("server closed")
+	}
+	prev := s.cfg
+	restartAll := prev.Auth.Realm != next.Auth.Realm || prev.Relay != next.Relay
+	if restartAll {
+		why := "realm changed"
+		if prev.Relay != next.Relay {
+			why = "relay changed"
+		}
+		for _, lc := range prev.Listeners {
+			s.stopListener(lc.Name, why)
+		}
+		if prev.Relay != next.Relay {
+			s.relays.reset(bind, public, uint16(next.Relay.MinPort), uint16(next.Relay.MaxPort))
+		}
+	}
+	if err := s.engine.Reconfigure(settings); err != nil {
+		return err
+	}
+	s.cfg = next
+	s.setLogLevel(next)
+	var errs []error
+	if prev.Admin.HealthAddress != next.Admin.HealthAddress || prev.Admin.MetricsAddress != next.Admin.MetricsAddress {
+		s.http.close()
+		if s.http, err = startHTTP(s, next.Admin); err != nil {
+			errs = append(errs, err)
+		}
+	}
+
+	want := map[string]config.Listener{}
+	for _, lc := range next.Listeners {
+		want[lc.Name] = lc
+	}
+	s.listenersMu.Lock()
+	running := map[string]listener{}
+	for n, l := range s.listeners {
+		running[n] = l
+	}
+	s.listenersMu.Unlock()
+	for name := range running {
+		if _, ok := want[name]; !ok {
+			s.stopListener(name, "removed")
+		}
+	}
+	var start []config.Listener
+	for _, lc := range next.Listeners {
+		l, ok := running[lc.Name]
+		switch {
+		case !ok:
+			start = append(start, lc)
+		case needsRestart(l, lc):
+			s.stopListener(lc.Name, "protocol, address, port or certificate changed")
+			start = append(start, lc)
+		default:
+			pol, err := newPolicy(lc.Routes, next.Clusters, s.ownAddrs(next))
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			s.listenersMu.Lock()
+			l.setSpec(lc)
+			s.listenersMu.Unlock()
+			l.setPolicy(pol)
+		}
+	}
+	if err := s.startListeners(next, start); err != nil {
+		errs = append(errs, err)
+	}
+	// Routes may have shrunk: drop permissions and channels to peers the
+	// new allowlists refuse.
+	s.engine.Revalidate()
+	s.ready.Store(s.running() > 0)
+	s.log.Info("config applied", "listeners", s.running(), "restart_all", restartAll)
+	return errors.Join(errs...)
+}
+
+// needsRestart reports whether a listener change can only be applied by
+// restarting it: protocol, address, port, or the certificate (its paths, or
+// the files' contents, which a Secret update changes in place).
+func needsRestart(l listener, next config.Listener) bool {
+	cur := l.spec()
+	if cur.Protocol != next.Protocol || cur.Address != next.Address || cur.Port != next.Port ||
+		cur.Cert != next.Cert || cur.Key != next.Key {
+		return true
+	}
+	cert, key := l.keyPair()
+	if cert == nil {
+		return false
+	}
+	nc, err1 := os.ReadFile(next.Cert)
+	nk, err2 := os.ReadFile(next.Key)
+	return err1 != nil || err2 != nil || !bytes.Equal(cert, nc) || !bytes.Equal(key, nk)
+}
