@@ -36,8 +36,9 @@ func freePort(t *testing.T, network string) int {
 	}
 }
 
-// startServer runs a dataplane on loopback with relay ports [min, max].
-func startServer(t *testing.T, min, max int) (*Server, *config.Config) {
+// testConfig is a loopback config with one TURN-UDP listener "udp" and
+// relay ports [min, max].
+func testConfig(t *testing.T, min, max int) *config.Config {
 	t.Helper()
 	doc := fmt.Sprintf(`
 version: v1
@@ -53,7 +54,13 @@ relay: {address: 127.0.0.1, minPort: %d, maxPort: %d}
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(cfg, Options{UDPThreads: 2, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	return cfg
+}
+
+// startWith runs a dataplane from cfg until the test ends.
+func startWith(t *testing.T, cfg *config.Config) *Server {
+	t.Helper()
+	srv, err := New(cfg, Options{UDPThreads: 2, RelayThreads: 2, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,12 +69,19 @@ relay: {address: 127.0.0.1, minPort: %d, maxPort: %d}
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	return srv, cfg
+	return srv
 }
 
-func listenAddr(cfg *config.Config) string {
-	return fmt.Sprintf("%s:%d", cfg.Listeners[0].Address, cfg.Listeners[0].Port)
+// startServer runs a dataplane on loopback with relay ports [min, max].
+func startServer(t *testing.T, min, max int) (*Server, *config.Config) {
+	t.Helper()
+	cfg := testConfig(t, min, max)
+	return startWith(t, cfg), cfg
 }
+
+func listenAddr(cfg *config.Config) string { return addrOf(cfg.Listeners[0]) }
+
+func addrOf(l config.Listener) string { return fmt.Sprintf("%s:%d", l.Address, l.Port) }
 
 // pionClient returns a started pion/turn client for cfg's listener.
 func pionClient(t *testing.T, cfg *config.Config, user, pass string) *turn.Client {
