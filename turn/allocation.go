@@ -95,7 +95,6 @@ type Allocation struct {
 	// must carry the same one (441 otherwise).
 	Username string
 
-	key     []byte // long-term credential key of Username
 	relay   Relay
 	expires atomic.Int64 // unix ns
 	deleted atomic.Bool

@@ -249,7 +249,7 @@ func (q *req) allocate() []byte {
 		e.releaseQuota(q.usr, clientIP)
 		return q.fail(stun.CodeInsufficientCapacity, nil)
 	}
-	a := &Allocation{FiveTuple: q.ft, Transport: q.tr, Username: q.usr, key: q.key, lastTxID: q.m.TransactionID}
+	a := &Allocation{FiveTuple: q.ft, Transport: q.tr, Username: q.usr, lastTxID: q.m.TransactionID}
 	relay, token, err := e.relays.Allocate(a, rr)
 	if err != nil {
 		e.releaseQuota(q.usr, clientIP)
