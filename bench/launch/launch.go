@@ -1,0 +1,208 @@
+// Package launch starts the servers ternbench compares — ternd, coturn,
+// pion/turn and the raw forwarder — on loopback with comparable settings,
+// and stops them again. It stops only the processes it started, by PID.
+package launch
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/tern-gw/tern/bench"
+	"github.com/tern-gw/tern/bench/turnclient"
+)
+
+// Names are the targets a Launcher can start, in the order results list them.
+var Names = []string{"ternd", "coturn", "pion", "forwarder"}
+
+// Launcher starts bench servers. Every server listens on 127.0.0.1 at
+// BasePort + 100·i (i its index in Names) and relays from an address of its
+// own (127.0.0.2, .3, .4, .5), so their wide relay port ranges never meet.
+type Launcher struct {
+	// Dir receives configs and logs.
+	Dir string
+	// Ternd is the ternd binary.
+	Ternd string
+	// Self is the ternbench binary, run as "serve-pion" and
+	// "serve-forwarder".
+	Self string
+	// Turnserver is coturn's binary; default "turnserver" from PATH.
+	Turnserver string
+	// Threads is listener sockets (or coturn relay threads) per server;
+	// default 2, the cores of the reference machine.
+	Threads int
+	// BasePort is ternd's TURN port; the others follow. Default 23478,
+	// away from 3478 so a developer's own ternd does not collide.
+	BasePort int
+	// MinPort and MaxPort are every server's relay range; default
+	// 4000-65535, room for ~60k allocations on one relay address.
+	MinPort, MaxPort int
+	// SocketBuffer is SO_RCVBUF/SO_SNDBUF where a server has a knob for
+	// it, bytes; default 4 MiB (coturn's CLI has none).
+	SocketBuffer int
+
+	procs []*proc
+}
+
+// Credentials and realm of every launched server.
+const (
+	User  = "user"
+	Pass  = "pass"
+	Realm = "stunner.l7mp.io"
+)
+
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func (l *Launcher) defaults() {
+	if l.Threads == 0 {
+		l.Threads = 2
+	}
+	if l.BasePort == 0 {
+		l.BasePort = 23478
+	}
+	if l.MinPort == 0 {
+		l.MinPort, l.MaxPort = 4000, 65535
+	}
+	if l.SocketBuffer == 0 {
+		l.SocketBuffer = 4 << 20
+	}
+	if l.Turnserver == "" {
+		l.Turnserver = "turnserver"
+	}
+}
+
+func (l *Launcher) addr(i int) netip.AddrPort {
+	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), uint16(l.BasePort+100*i))
+}
+
+func relayIP(i int) netip.Addr { return netip.AddrFrom4([4]byte{127, 0, 0, byte(2 + i)}) }
+
+// Start launches the named server, waits until it answers, and returns it
+// as a target with its PID.
+func (l *Launcher) Start(name string) (bench.Target, error) {
+	l.defaults()
+	i := slices.Index(Names, name)
+	if i < 0 {
+		return bench.Target{}, fmt.Errorf("launch: unknown server %q (want one of %v)", name, Names)
+	}
+	if err := os.MkdirAll(l.Dir, 0o755); err != nil {
+		return bench.Target{}, err
+	}
+	t := bench.Target{Name: name, Kind: bench.KindTURN, Addr: l.addr(i),
+		Creds: turnclient.Credentials{Username: User, Password: Pass}}
+	// The servers bind with SO_REUSEPORT, so a leftover server on the same
+	// port would not make the new one fail: it would silently take half the
+	// clients. Refuse instead.
+	if probe(t) == nil || probe(bench.Target{Kind: bench.KindRaw, Addr: t.Addr}) == nil {
+		return t, fmt.Errorf("launch %s: something already answers on %v; stop it or pick another -base-port", name, t.Addr)
+	}
+	var args []string
+	switch name {
+	case "ternd":
+		cfg := filepath.Join(l.Dir, "ternd.yaml")
+		if err := os.WriteFile(cfg, []byte(l.terndConfig(t.Addr, relayIP(i))), 0o644); err != nil {
+			return t, err
+		}
+		args = []string{l.Ternd, "-c", cfg, "--udp-thread-num", fmt.Sprint(l.Threads),
+			"--socket-buffer", fmt.Sprint(l.SocketBuffer)}
+		t.Description = fmt.Sprintf("ternd, %d SO_REUSEPORT listener sockets, %d B socket buffers", l.Threads, l.SocketBuffer)
+	case "coturn":
+		args = l.coturnArgs(t.Addr, relayIP(i))
+		t.Description = fmt.Sprintf("coturn (Debian) `%s`", strings.ReplaceAll(shellJoin(args[1:]), l.Dir, "$WORK"))
+	case "pion":
+		args = []string{l.Self, "serve-pion", "-listen", t.Addr.String(), "-relay-ip", relayIP(i).String(),
+			"-min-port", fmt.Sprint(l.MinPort), "-max-port", fmt.Sprint(l.MaxPort),
+			"-threads", fmt.Sprint(l.Threads), "-realm", Realm, "-user", User, "-pass", Pass,
+			"-socket-buffer", fmt.Sprint(l.SocketBuffer)}
+		t.Description = fmt.Sprintf("pion/turn v4.1.4 server (bench/pionserver), %d SO_REUSEPORT listeners", l.Threads)
+	case "forwarder":
+		t.Kind = bench.KindRaw
+		args = []string{l.Self, "serve-forwarder", "-listen", t.Addr.String(), "-relay-ip", relayIP(i).String(),
+			"-threads", fmt.Sprint(l.Threads), "-socket-buffer", fmt.Sprint(l.SocketBuffer)}
+		t.Description = fmt.Sprintf("raw recvmmsg/sendmmsg UDP forwarder (bench/forwarder), no TURN, %d listeners", l.Threads)
+	}
+	p, err := l.spawn(name, args)
+	if err != nil {
+		return t, err
+	}
+	t.PID = p.cmd.Process.Pid
+	if err := waitReady(t, p.done, 10*time.Second); err != nil {
+		l.stop(p)
+		return t, fmt.Errorf("launch %s: %w (log: %s)", name, err, l.logPath(name))
+	}
+	return t, nil
+}
+
+func (l *Launcher) logPath(name string) string { return filepath.Join(l.Dir, name+".log") }
+
+func (l *Launcher) spawn(name string, args []string) (*proc, error) {
+	logf, err := os.Create(l.logPath(name))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = procAttr()
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("launch %s: %w", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); logf.Close(); close(p.done) }()
+	l.procs = append(l.procs, p)
+	return p, nil
+}
+
+// Stop stops every server this launcher started: SIGTERM to its PID, then
+// SIGKILL to the same PID if it has not exited within 5 s.
+func (l *Launcher) Stop() {
+	for _, p := range l.procs {
+		l.stop(p)
+	}
+	l.procs = nil
+}
+
+func (l *Launcher) stop(p *proc) {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// waitReady polls the server with the request a client would start with
+// until it answers: a Binding request for TURN servers, a bind for the
+// forwarder.
+func waitReady(t bench.Target, exited <-chan struct{}, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		select {
+		case <-exited:
+			return errors.New("exited during startup")
+		default:
+		}
+		if probe(t) == nil {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("no answer on %v within %v", t.Addr, timeout)
+}

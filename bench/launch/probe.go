@@ -1,0 +1,51 @@
+package launch
+
+import (
+	"errors"
+	"net"
+	"time"
+
+	"github.com/pion/stun/v2"
+
+	"github.com/tern-gw/tern/bench"
+	"github.com/tern-gw/tern/bench/forwarder"
+)
+
+// probe sends one readiness request to t and waits 200 ms for the answer.
+func probe(t bench.Target) error {
+	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	var req []byte
+	if t.Kind == bench.KindRaw {
+		req = forwarder.Control(forwarder.OpBind, conn.LocalAddr().(*net.UDPAddr).AddrPort())
+	} else {
+		m, err := stun.Build(stun.TransactionID, stun.BindingRequest, stun.Fingerprint)
+		if err != nil {
+			return err
+		}
+		req = m.Raw
+	}
+	if _, err := conn.WriteToUDPAddrPort(req, t.Addr); err != nil {
+		return err
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	buf := make([]byte, 1500)
+	n, _, err := conn.ReadFromUDPAddrPort(buf)
+	if err != nil {
+		return err
+	}
+	if t.Kind == bench.KindRaw {
+		_, _ = conn.WriteToUDPAddrPort(forwarder.Control(forwarder.OpUnbind, t.Addr), t.Addr)
+		if _, _, ok := forwarder.ParseControl(buf[:n]); !ok {
+			return errors.New("not a forwarder reply")
+		}
+		return nil
+	}
+	if !stun.IsMessage(buf[:n]) {
+		return errors.New("not a STUN reply")
+	}
+	return nil
+}

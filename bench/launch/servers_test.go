@@ -1,0 +1,45 @@
+package launch
+
+import (
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tern-gw/tern/dataplane/config"
+)
+
+// TestTerndConfigValid checks the generated config against ternd's own
+// loader, so a schema change there fails here rather than mid-benchmark.
+func TestTerndConfigValid(t *testing.T) {
+	l := &Launcher{}
+	l.defaults()
+	p := filepath.Join(t.TempDir(), "ternd.yaml")
+	if err := os.WriteFile(p, []byte(l.terndConfig(l.addr(0), relayIP(0))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Relay.MinPort != 4000 || cfg.Relay.MaxPort != 65535 || cfg.Listeners[0].Port != 23478 {
+		t.Fatalf("config %+v", cfg)
+	}
+}
+
+func TestCoturnArgs(t *testing.T) {
+	l := &Launcher{Dir: "/w"}
+	l.defaults()
+	args := l.coturnArgs(netip.MustParseAddrPort("127.0.0.1:23578"), relayIP(1))
+	for _, want := range []string{"-n", "--lt-cred-mech", "--allow-loopback-peers", "--no-cli", "--no-tls", "--no-dtls",
+		"--relay-ip=127.0.0.3", "--listening-ip=127.0.0.1", "user:pass", "stunner.l7mp.io", "/w/coturn.db"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("coturn args lack %q: %s", want, strings.Join(args, " "))
+		}
+	}
+	if i := slices.Index(args, "--relay-threads"); i < 0 || args[i+1] != "2" {
+		t.Errorf("relay threads not 2: %v", args)
+	}
+}

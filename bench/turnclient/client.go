@@ -1,0 +1,200 @@
+package turnclient
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/pion/stun/v2"
+)
+
+// Credentials are static long-term credentials (RFC 8489 §9.2).
+type Credentials struct {
+	Username, Password string
+}
+
+// Client drives one TURN allocation from one UDP socket. It is not safe
+// for concurrent use, and it reads from the socket only while a request is
+// outstanding.
+type Client struct {
+	conn    *net.UDPConn
+	server  netip.AddrPort
+	creds   Credentials
+	realm   string
+	nonce   string
+	relayed netip.AddrPort
+
+	// Timeout is the wait for a response before a retransmission; it
+	// doubles on each retry (RFC 8489 §6.2.1), up to Retries sends.
+	Timeout time.Duration
+	Retries int
+
+	buf []byte
+}
+
+// New returns a client that talks to server over conn.
+func New(conn *net.UDPConn, server netip.AddrPort, creds Credentials) *Client {
+	return &Client{conn: conn, server: server, creds: creds,
+		Timeout: 250 * time.Millisecond, Retries: 4, buf: make([]byte, 1500)}
+}
+
+// Relayed is the XOR-RELAYED-ADDRESS of the last successful Allocate.
+func (c *Client) Relayed() netip.AddrPort { return c.relayed }
+
+// Realm and Nonce are what the server sent in its last 401 or 438.
+func (c *Client) Realm() string { return c.realm }
+
+// Nonce is the current NONCE.
+func (c *Client) Nonce() string { return c.nonce }
+
+// SetAuth presets REALM and NONCE (e.g. to refresh an allocation made from
+// an earlier socket on the same address) so the first request is signed.
+func (c *Client) SetAuth(realm, nonce string) { c.realm, c.nonce = realm, nonce }
+
+// ErrorResponse is a TURN error response, e.g. 508 Insufficient Capacity.
+type ErrorResponse struct {
+	Method stun.Method
+	Code   stun.ErrorCode
+	Reason string
+}
+
+func (e *ErrorResponse) Error() string {
+	return fmt.Sprintf("%v: error %d %s", e.Method, e.Code, e.Reason)
+}
+
+// ErrTimeout means no response came after every retransmission.
+var ErrTimeout = errors.New("turnclient: no response")
+
+// Allocate requests a UDP relay with the given lifetime (0: the server's
+// default), answering the 401 challenge with the credentials.
+func (c *Client) Allocate(lifetimeSec uint32) (netip.AddrPort, error) {
+	extra := []stun.Setter{requestedUDP()}
+	if lifetimeSec > 0 {
+		extra = append(extra, lifetime(lifetimeSec))
+	}
+	res, err := c.do(stun.MethodAllocate, extra...)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	var xr stun.XORMappedAddress
+	if err := xr.GetFromAs(res, stun.AttrXORRelayedAddress); err != nil {
+		return netip.AddrPort{}, fmt.Errorf("allocate: %w", err)
+	}
+	ip, _ := netip.AddrFromSlice(xr.IP)
+	c.relayed = netip.AddrPortFrom(ip.Unmap(), uint16(xr.Port))
+	return c.relayed, nil
+}
+
+// Refresh sets the allocation's lifetime; 0 deletes it (RFC 8656 §8).
+func (c *Client) Refresh(lifetimeSec uint32) error {
+	_, err := c.do(stun.MethodRefresh, lifetime(lifetimeSec))
+	return err
+}
+
+// CreatePermission installs a permission for peer's IP.
+func (c *Client) CreatePermission(peer netip.AddrPort) error {
+	_, err := c.do(stun.MethodCreatePermission, peerAddr(peer))
+	return err
+}
+
+// ChannelBind binds channel ch (0x4000-0x4FFF) to peer, which also installs
+// a permission for peer's IP.
+func (c *Client) ChannelBind(peer netip.AddrPort, ch uint16) error {
+	_, err := c.do(stun.MethodChannelBind, channelNumber(ch), peerAddr(peer))
+	return err
+}
+
+func peerAddr(p netip.AddrPort) stun.Setter {
+	return setterFunc(func(m *stun.Message) error {
+		a := stun.XORMappedAddress{IP: p.Addr().AsSlice(), Port: int(p.Port())}
+		return a.AddToAs(m, stun.AttrXORPeerAddress)
+	})
+}
+
+type setterFunc func(*stun.Message) error
+
+func (f setterFunc) AddTo(m *stun.Message) error { return f(m) }
+
+// do runs one request, signing it once the realm and nonce are known and
+// answering a 401 or 438 by signing (again) with the nonce it carries.
+func (c *Client) do(method stun.Method, extra ...stun.Setter) (*stun.Message, error) {
+	for attempt := 0; attempt < 3; attempt++ {
+		setters := []stun.Setter{stun.TransactionID, stun.NewType(method, stun.ClassRequest)}
+		setters = append(setters, extra...)
+		if c.nonce != "" {
+			setters = append(setters,
+				stun.NewUsername(c.creds.Username), stun.NewRealm(c.realm), stun.NewNonce(c.nonce),
+				stun.NewLongTermIntegrity(c.creds.Username, c.realm, c.creds.Password))
+		}
+		setters = append(setters, stun.Fingerprint)
+		req, err := stun.Build(setters...)
+		if err != nil {
+			return nil, err
+		}
+		res, err := c.roundTrip(req)
+		if err != nil {
+			return nil, fmt.Errorf("%v: %w", method, err)
+		}
+		if res.Type.Class == stun.ClassSuccessResponse {
+			return res, nil
+		}
+		var ec stun.ErrorCodeAttribute
+		if err := ec.GetFrom(res); err != nil {
+			return nil, fmt.Errorf("%v: error response without ERROR-CODE", method)
+		}
+		if ec.Code == stun.CodeUnauthorized || ec.Code == stun.CodeStaleNonce {
+			var realm stun.Realm
+			var nonce stun.Nonce
+			if err := nonce.GetFrom(res); err != nil {
+				return nil, fmt.Errorf("%v: %d without NONCE", method, ec.Code)
+			}
+			if realm.GetFrom(res) == nil {
+				c.realm = realm.String()
+			}
+			signed := c.nonce != ""
+			c.nonce = nonce.String()
+			if ec.Code == stun.CodeUnauthorized && signed && attempt > 0 {
+				return nil, &ErrorResponse{method, ec.Code, string(ec.Reason)}
+			}
+			continue
+		}
+		return nil, &ErrorResponse{method, ec.Code, string(ec.Reason)}
+	}
+	return nil, fmt.Errorf("%v: too many authentication rounds", method)
+}
+
+// roundTrip sends req and waits for the response with its transaction ID,
+// retransmitting with a doubling timeout. Other datagrams are dropped.
+func (c *Client) roundTrip(req *stun.Message) (*stun.Message, error) {
+	timeout := c.Timeout
+	defer c.conn.SetReadDeadline(time.Time{})
+	for try := 0; try < c.Retries; try++ {
+		if _, err := c.conn.WriteToUDPAddrPort(req.Raw, c.server); err != nil {
+			return nil, err
+		}
+		deadline := time.Now().Add(timeout)
+		_ = c.conn.SetReadDeadline(deadline)
+		for {
+			n, _, err := c.conn.ReadFromUDPAddrPort(c.buf)
+			if err != nil {
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() {
+					break
+				}
+				return nil, err
+			}
+			if !stun.IsMessage(c.buf[:n]) {
+				continue
+			}
+			res := &stun.Message{Raw: append([]byte(nil), c.buf[:n]...)}
+			if res.Decode() != nil || res.TransactionID != req.TransactionID {
+				continue
+			}
+			return res, nil
+		}
+		timeout *= 2
+	}
+	return nil, ErrTimeout
+}

@@ -1,0 +1,48 @@
+// Package udpbatch sends and receives UDP datagrams in batches, so that the
+// load generator spends its CPU on packets rather than on system calls: on
+// Linux one recvmmsg or sendmmsg moves up to a whole batch.
+//
+// A Conn keeps separate, preallocated state for reading and for writing, so
+// one goroutine may read while another writes; neither path allocates per
+// datagram.
+package udpbatch
+
+import (
+	"net"
+	"net/netip"
+)
+
+// Message is one datagram of a batch.
+type Message struct {
+	// Buf holds the payload to send, or receives one datagram; a datagram
+	// longer than len(Buf) is truncated.
+	Buf []byte
+	// N is the number of bytes received into Buf (reads only).
+	N int
+	// Addr is the destination (writes) or the source (reads).
+	Addr netip.AddrPort
+}
+
+// Conn batches I/O on one UDP socket.
+type Conn struct {
+	uc *net.UDPConn
+	sys
+}
+
+// New wraps uc; batch is the largest number of datagrams one call moves.
+func New(uc *net.UDPConn, batch int) (*Conn, error) {
+	if batch < 1 {
+		batch = 1
+	}
+	c := &Conn{uc: uc}
+	if err := c.init(batch); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// UDPConn returns the underlying socket.
+func (c *Conn) UDPConn() *net.UDPConn { return c.uc }
+
+// Close closes the socket; a blocked ReadBatch returns an error.
+func (c *Conn) Close() error { return c.uc.Close() }

@@ -1,0 +1,100 @@
+package udpbatch
+
+import (
+	"bytes"
+	"net/netip"
+	"testing"
+	"time"
+)
+
+func TestBatchRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		batch int
+		count int
+	}{
+		{"one", 1, 1},
+		{"fits", 8, 8},
+		{"spans batches", 4, 11},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lo := netip.MustParseAddrPort("127.0.0.1:0")
+			a, err := Listen(lo, Options{Buffer: 1 << 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := Listen(lo, Options{ReusePort: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ca, _ := New(a, tc.batch)
+			cb, _ := New(b, tc.batch)
+			defer ca.Close()
+			defer cb.Close()
+			dst := b.LocalAddr().(interface{ AddrPort() netip.AddrPort }).AddrPort()
+			out := make([]Message, tc.count)
+			for i := range out {
+				out[i] = Message{Buf: []byte{byte(i), 'x'}, Addr: dst}
+			}
+			if n, err := ca.WriteBatch(out); err != nil || n != tc.count {
+				t.Fatalf("WriteBatch = %d, %v", n, err)
+			}
+			in := make([]Message, tc.batch)
+			for i := range in {
+				in[i].Buf = make([]byte, 64)
+			}
+			_ = b.SetReadDeadline(time.Now().Add(2 * time.Second))
+			src := a.LocalAddr().(interface{ AddrPort() netip.AddrPort }).AddrPort()
+			got := 0
+			for got < tc.count {
+				n, err := cb.ReadBatch(in)
+				if err != nil {
+					t.Fatalf("ReadBatch after %d: %v", got, err)
+				}
+				for _, m := range in[:n] {
+					if want := []byte{byte(got), 'x'}; !bytes.Equal(m.Buf[:m.N], want) {
+						t.Fatalf("datagram %d = %q, want %q", got, m.Buf[:m.N], want)
+					}
+					if m.Addr != src {
+						t.Fatalf("source %v, want %v", m.Addr, src)
+					}
+					got++
+				}
+			}
+		})
+	}
+}
+
+// TestNoAllocs guards the load generator's promise: moving a batch does not
+// allocate, so the harness does not load the GC while it measures a server.
+func TestNoAllocs(t *testing.T) {
+	lo := netip.MustParseAddrPort("127.0.0.1:0")
+	a, _ := Listen(lo, Options{})
+	b, _ := Listen(lo, Options{Buffer: 4 << 20})
+	ca, _ := New(a, 16)
+	cb, _ := New(b, 16)
+	defer ca.Close()
+	defer cb.Close()
+	dst := b.LocalAddr().(interface{ AddrPort() netip.AddrPort }).AddrPort()
+	out := make([]Message, 16)
+	in := make([]Message, 16)
+	for i := range out {
+		out[i] = Message{Buf: make([]byte, 100), Addr: dst}
+		in[i].Buf = make([]byte, 2048)
+	}
+	allocs := testing.AllocsPerRun(50, func() {
+		if _, err := ca.WriteBatch(out); err != nil {
+			t.Fatal(err)
+		}
+		for got := 0; got < len(out); {
+			n, err := cb.ReadBatch(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got += n
+		}
+	})
+	if allocs > 0 {
+		t.Fatalf("%.1f allocations per batch round trip, want 0", allocs)
+	}
+}

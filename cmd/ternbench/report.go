@@ -1,0 +1,59 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/tern-gw/tern/bench"
+	"github.com/tern-gw/tern/bench/report"
+)
+
+func runReport(args []string) error {
+	fs := flag.NewFlagSet("report", flag.ContinueOnError)
+	out := fs.String("o", "BENCHMARKS.md", "markdown file to write")
+	plots := fs.String("plots", "bench/results", "directory for the plots (SVG)")
+	rel := fs.String("plots-rel", "", "how the markdown links the plot directory (default: -plots)")
+	commands := fs.String("commands", "", "file whose text is shown as the commands to reproduce")
+	profile := fs.String("profile", "", "markdown file explaining missed goals with profiles (e.g. bench/PROFILE.md)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return fmt.Errorf("give the results JSON files to merge")
+	}
+	r, err := bench.ReadReports(fs.Args()...)
+	if err != nil {
+		return err
+	}
+	var cmds string
+	if *commands != "" {
+		b, err := os.ReadFile(*commands)
+		if err != nil {
+			return err
+		}
+		cmds = string(b)
+	}
+	var prof string
+	if *profile != "" {
+		b, err := os.ReadFile(*profile)
+		if err != nil {
+			return err
+		}
+		prof = string(b)
+	}
+	link := *rel
+	if link == "" {
+		link = *plots
+	}
+	files, err := report.Plots(r, *plots)
+	if err != nil {
+		return err
+	}
+	md, err := report.Markdown(r, report.Options{PlotDir: link, Plots: files, Commands: cmds, Profile: prof})
+	if err != nil {
+		return err
+	}
+	bench.PrintTable(os.Stdout, r)
+	return os.WriteFile(*out, md, 0o644)
+}
