@@ -3,9 +3,11 @@ package dataplane
 import (
 	"errors"
 	"net/netip"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -43,6 +45,11 @@ type relayWorker struct {
 	epfd  int
 	evfd  int // wakes the worker for closes and stop
 	stats workerStats
+	// Poller mode: the epoll descriptor itself sits in the Go netpoller
+	// (an epoll set is readable when any of its sockets is), so the worker
+	// parks like any goroutine instead of blocking a thread in epoll_wait.
+	epf *os.File
+	erc syscall.RawConn
 
 	mu       sync.Mutex
 	relays   map[int32]*relay
@@ -87,7 +94,21 @@ func newRelayWorker(io *relayIO, id int) (*relayWorker, error) {
 		unix.Close(evfd)
 		return nil, err
 	}
-	return &relayWorker{id: id, io: io, epfd: epfd, evfd: evfd, relays: map[int32]*relay{}}, nil
+	w := &relayWorker{id: id, io: io, epfd: epfd, evfd: evfd, relays: map[int32]*relay{}}
+	if io.pool.srv.opts.IOMode != IOThreads {
+		if err := unix.SetNonblock(epfd, true); err != nil {
+			unix.Close(epfd)
+			unix.Close(evfd)
+			return nil, err
+		}
+		w.epf = os.NewFile(uintptr(epfd), "relay-epoll")
+		if w.erc, err = w.epf.SyscallConn(); err != nil {
+			w.epf.Close()
+			unix.Close(evfd)
+			return nil, err
+		}
+	}
+	return w, nil
 }
 
 func (io *relayIO) workers() int { return len(io.ws) }
@@ -152,14 +173,30 @@ func (w *relayWorker) wake() {
 
 // serve waits on the epoll set and drains each ready relay socket.
 func (w *relayWorker) serve() {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	events := make([]unix.EpollEvent, 128)
 	rb := newRecvBatch(batchSize, turn.PeerHeadroom, maxPeerPayload, turn.PeerTailroom)
 	sb := newMsgBatch(batchSize)
+	var (
+		n    int
+		werr error
+	)
+	wait := func(uintptr) bool {
+		n, werr = unix.EpollWait(w.epfd, events, 0)
+		return n != 0 || (werr != nil && werr != unix.EINTR)
+	}
+	if w.erc == nil {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
 	for {
-		n, err := unix.EpollWait(w.epfd, events, -1)
-		if err != nil && !errors.Is(err, unix.EINTR) {
+		if w.erc != nil {
+			if err := w.erc.Read(wait); err != nil {
+				return
+			}
+		} else {
+			n, werr = unix.EpollWait(w.epfd, events, -1)
+		}
+		if werr != nil && !errors.Is(werr, unix.EINTR) {
 			return
 		}
 		for i := 0; i < n; i++ {
@@ -204,7 +241,11 @@ func (w *relayWorker) control() bool {
 		w.io.pool.release(r.port)
 	}
 	if stopping {
-		unix.Close(w.epfd)
+		if w.epf != nil {
+			w.epf.Close()
+		} else {
+			unix.Close(w.epfd)
+		}
 		unix.Close(w.evfd)
 	}
 	return stopping

@@ -27,6 +27,10 @@ type Options struct {
 	// RelayThreads is the number of epoll workers serving relay sockets.
 	// Default runtime.NumCPU().
 	RelayThreads int
+	// IOMode selects how workers wait for packets on Linux: IOPoller
+	// (non-blocking sockets parked in the Go netpoller, the default) or
+	// IOThreads (blocking recvmmsg and epoll_wait on locked OS threads).
+	IOMode string
 	// SocketBuffer is SO_RCVBUF/SO_SNDBUF of listener sockets in bytes;
 	// default 4 MiB (as coturn).
 	SocketBuffer int
@@ -36,6 +40,12 @@ type Options struct {
 	// reconfiguration.
 	LogLevel *slog.LevelVar
 }
+
+// I/O modes of Options.IOMode.
+const (
+	IOPoller  = "poller"
+	IOThreads = "threads"
+)
 
 // listener is a running TURN listener of any protocol.
 type listener interface {
@@ -88,6 +98,13 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	}
 	if opts.RelayThreads <= 0 {
 		opts.RelayThreads = runtime.NumCPU()
+	}
+	switch opts.IOMode {
+	case "":
+		opts.IOMode = IOPoller
+	case IOPoller, IOThreads:
+	default:
+		return nil, fmt.Errorf("io mode %q: want %s or %s", opts.IOMode, IOPoller, IOThreads)
 	}
 	if opts.SocketBuffer == 0 {
 		opts.SocketBuffer = 4 << 20

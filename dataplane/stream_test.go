@@ -163,3 +163,35 @@ func containsAll(s string, parts ...string) bool {
 	}
 	return true
 }
+
+// TestIOModes relays through each Linux I/O mode (and the portable one
+// elsewhere, where both names select it).
+func TestIOModes(t *testing.T) {
+	for _, mode := range []string{IOPoller, IOThreads} {
+		t.Run(mode, func(t *testing.T) {
+			cfg := testConfig(t, 28500, 28599)
+			srv, err := New(cfg, Options{UDPThreads: 2, RelayThreads: 2, IOMode: mode})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := srv.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Close()
+			peer := startEchoPeer(t, "127.0.0.1")
+			relay, err := dialClient(t, cfg.Listeners[0], cfg.Auth.Realm, "user", "pass").Allocate()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 20; i++ {
+				if !echo(relay, peer.addr(), []byte{byte(i), 9}, 2*time.Second) {
+					t.Fatalf("round trip %d failed", i)
+				}
+			}
+			relay.Close()
+		})
+	}
+	if _, err := New(testConfig(t, 28500, 28599), Options{IOMode: "bogus"}); err == nil {
+		t.Error("unknown I/O mode accepted")
+	}
+}

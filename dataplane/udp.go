@@ -64,7 +64,7 @@ func (s *Server) startUDP(lc config.Listener, pol *policy, threads int) (*udpLis
 	l.relayStats = make([]workerStats, s.relays.io.workers())
 	l.policy.Store(pol)
 	for range threads {
-		sock, err := openUDPSocket(l.addr, s.opts.SocketBuffer)
+		sock, err := openUDPSocket(l.addr, s.opts.SocketBuffer, s.opts.IOMode)
 		if err != nil {
 			l.closeSockets()
 			return nil, fmt.Errorf("listener %q: %w", lc.Name, err)

@@ -18,7 +18,7 @@ type udpSocket struct {
 	stats workerStats
 }
 
-func openUDPSocket(addr netip.AddrPort, bufSize int) (*udpSocket, error) {
+func openUDPSocket(addr netip.AddrPort, bufSize int, _ string) (*udpSocket, error) {
 	network := "udp4"
 	if addr.Addr().Is6() {
 		network = "udp6"
