@@ -1,4 +1,43 @@
-# Bootstrap Makefile; the full one replaces it.
-.PHONY: test
+# Developer entry points. CI runs `make test` (.ci/run).
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+
+FUZZTIME ?= 20s
+
+.PHONY: build run test lint bench generate fuzz certs
+
+build:
+	go build -o bin/ternd ./cmd/ternd
+
+# ternd on 127.0.0.1:3478/udp (user "user", password "pass"); Ctrl-C stops it.
+run: build
+	bin/ternd -c deploy/examples/local.yaml
+
+# Installs the Debian packages the tests drive (coturn's tools), then runs every test.
 test:
-	go test -count=1 ./...
+	hack/test-deps.sh
+	go test -count=1 -timeout=20m ./...
+
+lint:
+	@files="$$(gofmt -l .)"; if [ -n "$$files" ]; then echo "gofmt -l:"; echo "$$files"; exit 1; fi
+	go vet ./...
+	go tool staticcheck ./...
+
+bench:
+	go test -run='^$$' -bench=. -benchmem ./turn/...
+
+generate:
+	go generate ./...
+
+# go test -fuzz takes one target of one package per run, so list them all and run each in turn.
+fuzz:
+	go test -list '^Fuzz' ./... \
+	| awk '/^Fuzz/ { f[n++] = $$1; next } /^ok/ { for (i = 0; i < n; i++) print $$2, f[i]; n = 0 }' \
+	| while read -r pkg fn; do \
+		echo "== $$pkg $$fn"; \
+		go test -run='^$$' -fuzz="^$$fn\$$" -fuzztime=$(FUZZTIME) "$$pkg"; \
+	done
+
+# A self-signed certificate and key for the TLS/DTLS listeners of deploy/examples/local-tls.yaml.
+certs:
+	go run ./hack/certgen -out certs

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# hack/test-deps.sh — install the Debian packages the tests drive, if they are missing:
+# coturn, for turnutils_uclient and turnutils_peer (test/e2e) and turnserver (a peer server
+# for comparisons). `make test` runs it first.
+#
+# Idempotent: when every binary is already on PATH it does nothing, not even apt-get update.
+# Non-interactive (CI=true, no stdin). Runs apt-get as root, or through sudo when not root
+# (sudo -n when there is no terminal to ask for a password on).
+#
+# Installing coturn on a systemd machine enables and starts its service, which listens on
+# port 3478 of every address and would collide with `make run`; the tests only need the
+# binaries, so the service this script installed is disabled and stopped again.
+set -euo pipefail
+"$(dirname "$0")/envtest.sh" >/dev/null # kube-apiserver + etcd for envtest, into the cache the tests read (internal/testenv)
+
+# binary:package pairs
+deps=(turnutils_uclient:coturn turnutils_peer:coturn turnserver:coturn)
+
+pkgs=()
+for dep in "${deps[@]}"; do
+	bin=${dep%%:*} pkg=${dep##*:}
+	if ! command -v "$bin" >/dev/null 2>&1 && [[ " ${pkgs[*]} " != *" $pkg "* ]]; then
+		pkgs+=("$pkg")
+	fi
+done
+if ((${#pkgs[@]} == 0)); then
+	exit 0
+fi
+
+if ((EUID == 0)); then
+	as_root=()
+elif command -v sudo >/dev/null 2>&1; then
+	as_root=(sudo)
+	[[ -t 0 ]] || as_root+=(-n)
+else
+	echo "test-deps: need root or sudo to install: ${pkgs[*]}" >&2
+	exit 1
+fi
+
+echo "test-deps: installing ${pkgs[*]}" >&2
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${pkgs[@]}"
+
+if [[ " ${pkgs[*]} " == *" coturn "* ]] && [[ -d /run/systemd/system ]]; then
+	"${as_root[@]}" systemctl disable --now coturn.service >/dev/null 2>&1 || true
+fi

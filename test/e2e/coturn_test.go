@@ -1,0 +1,212 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// requireTool returns the path of one of coturn's tools. Locally a missing
+// tool skips the test; under CI (CI set, and not "false", as in
+// internal/testenv) it fails it, because `make test` installs coturn and a
+// silent skip there would hide a broken setup.
+func requireTool(t *testing.T, name string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err == nil {
+		return path
+	}
+	if ci := os.Getenv("CI"); ci == "" || ci == "false" {
+		t.Skipf("%s not found (hack/test-deps.sh installs coturn): %v", name, err)
+	}
+	t.Fatalf("%s not found under CI=%s: `make test` should have installed coturn: %v", name, os.Getenv("CI"), err)
+	return ""
+}
+
+// startTurnutilsPeer starts coturn's UDP echo peer on 127.0.0.1 and returns
+// its port. turnutils_peer listens on the port and the next one (where
+// turnutils_uclient sends its RTCP stream), so both must be free.
+func startTurnutilsPeer(t *testing.T) int {
+	t.Helper()
+	bin := requireTool(t, "turnutils_peer")
+	for range 10 {
+		port, release := freePort(t, "udp4")
+		next, err := net.ListenPacket("udp4", "127.0.0.1:"+strconv.Itoa(port+1))
+		release()
+		if err != nil {
+			continue
+		}
+		next.Close()
+
+		out := &syncBuffer{}
+		cmd := exec.Command(bin, "-L", "127.0.0.1", "-p", strconv.Itoa(port))
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() {
+			_ = cmd.Wait()
+			close(done)
+		}()
+		stop := func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-done:
+			case <-time.After(stopTimeout):
+				_ = cmd.Process.Kill()
+				<-done
+			}
+		}
+		if err := waitEcho(port, done); err != nil {
+			stop()
+			t.Logf("turnutils_peer on port %d: %v\n%s", port, err, out.String())
+			continue // lost a race for the port; try another
+		}
+		t.Cleanup(func() {
+			stop()
+			if t.Failed() {
+				t.Logf("turnutils_peer output:\n%s", out.String())
+			}
+		})
+		return port
+	}
+	t.Fatal("could not start turnutils_peer")
+	return 0
+}
+
+// waitEcho waits until a UDP echo server answers on 127.0.0.1:port.
+func waitEcho(port int, exited <-chan struct{}) error {
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	to := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}
+	buf := make([]byte, 64)
+	for range 50 {
+		select {
+		case <-exited:
+			return errors.New("exited")
+		default:
+		}
+		if _, err := c.WriteToUDP([]byte("ping"), to); err != nil {
+			return err
+		}
+		_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		if n, _, err := c.ReadFromUDP(buf); err == nil && string(buf[:n]) == "ping" {
+			return nil
+		}
+	}
+	return errors.New("no echo within 5 s")
+}
+
+// uclientReport is the summary turnutils_uclient prints at the end, e.g.
+//
+//	7: : start_mclient: tot_send_msgs=500, tot_recv_msgs=500
+//	7: : Total lost packets 0 (0.000000%), total send dropped 0 (0.000000%)
+type uclientReport struct {
+	sent, received, lost, sendDropped int
+}
+
+var (
+	uclientTotals = regexp.MustCompile(`start_mclient: tot_send_msgs=(\d+), tot_recv_msgs=(\d+)`)
+	uclientLoss   = regexp.MustCompile(`Total lost packets (\d+) \([0-9.]+%\), total send dropped (\d+)`)
+)
+
+func parseUclient(out string) (uclientReport, bool) {
+	tot := uclientTotals.FindAllStringSubmatch(out, -1)
+	loss := uclientLoss.FindAllStringSubmatch(out, -1)
+	if len(tot) == 0 || len(loss) == 0 {
+		return uclientReport{}, false
+	}
+	last, l := tot[len(tot)-1], loss[len(loss)-1]
+	atoi := func(s string) int { n, _ := strconv.Atoi(s); return n }
+	return uclientReport{sent: atoi(last[1]), received: atoi(last[2]), lost: atoi(l[1]), sendDropped: atoi(l[2])}, true
+}
+
+// TestCoturnUclient relays turnutils_uclient's traffic through the server
+// to turnutils_peer and back: 10 clients x 50 messages of 100 bytes at the
+// tool's default pace (one message per 20 ms per client), so any loss is
+// the server's fault. The flags are turnutils_uclient's, which are easy to
+// misread: -c disables the second (RTCP) allocation of each client, it
+// does not disable channels; -s sends with Send indications instead of
+// channels; -g adds DONT-FRAGMENT; -r is the peer port, -p the server's.
+func TestCoturnUclient(t *testing.T) {
+	uclient := requireTool(t, "turnutils_uclient")
+	const (
+		clients  = 10
+		messages = 50
+		secret   = "e2e-shared-secret"
+	)
+	ephemeral := func(c *config) { c.Auth = auth{Type: "ephemeral", Realm: testRealm, SharedSecret: secret} }
+	for _, tc := range []struct {
+		name     string
+		mutate   func(*config)
+		flags    []string
+		password string
+		wantFail bool
+	}{
+		{name: "channel", flags: []string{"-c"}},
+		{name: "send indication", flags: []string{"-c", "-s"}},
+		// Without -c each client also makes an RTCP allocation: EVEN-PORT
+		// with the reserve bit, then RESERVATION-TOKEN for the odd port.
+		{name: "RTP and RTCP pair", flags: nil},
+		{name: "DONT-FRAGMENT", flags: []string{"-c", "-g"}},
+		// -W makes TURN REST credentials from the shared secret.
+		{name: "REST shared secret", mutate: ephemeral, flags: []string{"-c", "-W", secret}},
+		{name: "wrong password", flags: []string{"-c"}, password: "wrong", wantFail: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := startTernd(t, tc.mutate)
+			peerPort := startTurnutilsPeer(t)
+			password := testPassword
+			if tc.password != "" {
+				password = tc.password
+			}
+			args := []string{
+				"-p", strconv.Itoa(s.addr.Port), "-u", testUser, "-w", password,
+				"-e", "127.0.0.1", "-r", strconv.Itoa(peerPort),
+				"-m", strconv.Itoa(clients), "-n", strconv.Itoa(messages), "-l", "100",
+			}
+			args = append(append(args, tc.flags...), s.addr.IP.String())
+
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, uclient, args...)
+			cmd.WaitDelay = 5 * time.Second
+			outb, err := cmd.CombinedOutput()
+			out := string(outb)
+			if ctx.Err() != nil {
+				t.Fatalf("turnutils_uclient %s: still running after 60 s\n%s", strings.Join(args, " "), out)
+			}
+			if tc.wantFail {
+				if err == nil || !strings.Contains(out, "Cannot complete Allocation") {
+					t.Fatalf("turnutils_uclient %s: %v, want an allocation failure\n%s", strings.Join(args, " "), err, out)
+				}
+				return
+			}
+			rep, ok := parseUclient(out)
+			if err != nil || !ok {
+				t.Fatalf("turnutils_uclient %s: %v, report found: %v\n%s", strings.Join(args, " "), err, ok, out)
+			}
+			for _, line := range strings.Split(out, "\n") {
+				if uclientTotals.MatchString(line) || uclientLoss.MatchString(line) {
+					t.Log(strings.TrimSpace(line))
+				}
+			}
+			if rep.sent != clients*messages || rep.received != rep.sent || rep.lost != 0 || rep.sendDropped != 0 {
+				t.Errorf("sent %d, received %d, lost %d, send dropped %d; want %d sent and received, none lost\n%s",
+					rep.sent, rep.received, rep.lost, rep.sendDropped, clients*messages, out)
+			}
+		})
+	}
+}
