@@ -148,13 +148,35 @@ func TestCoturnUclient(t *testing.T) {
 		secret   = "e2e-shared-secret"
 	)
 	ephemeral := func(c *config) { c.Auth = auth{Type: "ephemeral", Realm: testRealm, SharedSecret: secret} }
+	cert, key := writeTestCert(t, t.TempDir())
+	// stream adds a listener of protocol and makes it the one the client uses; relays stay UDP.
+	stream := func(protocol string) func(*config) {
+		return func(c *config) {
+			network := "tcp4"
+			if protocol == "TURN-DTLS" {
+				network = "udp4"
+			}
+			port, release := freePort(t, network)
+			release()
+			l := listener{Name: "client", Protocol: protocol, Address: "127.0.0.1", Port: port, Routes: []string{"local"}}
+			if protocol != "TURN-TCP" {
+				l.Cert, l.Key = cert, key
+			}
+			c.Listeners = append([]listener{l}, c.Listeners...)
+		}
+	}
 	for _, tc := range []struct {
 		name     string
 		mutate   func(*config)
 		flags    []string
 		password string
 		wantFail bool
+		stream   bool // the client speaks TCP, TLS or DTLS to a listener mutate adds
 	}{
+		// -t is TURN over TCP; -S adds TLS to it, or makes UDP DTLS.
+		{name: "TCP", mutate: stream("TURN-TCP"), flags: []string{"-c", "-t"}, stream: true},
+		{name: "TLS", mutate: stream("TURN-TLS"), flags: []string{"-c", "-t", "-S"}, stream: true},
+		{name: "DTLS", mutate: stream("TURN-DTLS"), flags: []string{"-c", "-S"}, stream: true},
 		{name: "channel", flags: []string{"-c"}},
 		{name: "send indication", flags: []string{"-c", "-s"}},
 		// Without -c each client also makes an RTCP allocation: EVEN-PORT
@@ -166,6 +188,9 @@ func TestCoturnUclient(t *testing.T) {
 		{name: "wrong password", flags: []string{"-c"}, password: "wrong", wantFail: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if targetIsCoturn() && tc.stream {
+				t.Skip("the coturn target is configured for TURN-UDP only")
+			}
 			s := startTernd(t, tc.mutate)
 			peerPort := startTurnutilsPeer(t)
 			password := testPassword

@@ -125,6 +125,8 @@ type listener struct {
 	Address  string   `json:"address"`
 	Port     int      `json:"port"`
 	Routes   []string `json:"routes,omitempty"`
+	Cert     string   `json:"cert,omitempty"`
+	Key      string   `json:"key,omitempty"`
 }
 
 type cluster struct {
