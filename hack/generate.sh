@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# hack/generate.sh — regenerate what is generated from Go sources, and copy the Gateway API CRDs
+# Tern needs out of the pinned gateway-api module. Run from anywhere; `make generate` calls it.
+#
+#   hack/generate.sh          regenerate in place
+#   hack/generate.sh --check  regenerate into a scratch copy and fail (exit 1) if the tree differs,
+#                             so CI can catch a forgotten regeneration
+#
+# What it writes:
+#   operator/api/v1/zz_generated.deepcopy.go   controller-gen object (deepcopy methods)
+#   deploy/crds/stunner/*.yaml                 controller-gen crd (stunner.l7mp.io/v1 CRDs)
+#   deploy/crds/gateway-api/*.yaml             GatewayClass and Gateway from the module's standard
+#                                              channel; UDPRoute from its experimental channel,
+#                                              the only one that still serves v1alpha2 (which
+#                                              STUNner's documentation uses) next to v1
+#
+# controller-gen is a Go tool dependency (go.mod `tool` line), so no download happens beyond the
+# module cache. The gateway-api version is the one go.mod requires.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+check=0
+if [[ "${1:-}" == "--check" ]]; then check=1; fi
+
+generate() { # $1: output root
+	local out=$1
+	go tool controller-gen object paths=./operator/api/...
+	if [[ "$out" != "$root" ]]; then
+		cp operator/api/v1/zz_generated.deepcopy.go "$out/operator/api/v1/"
+	fi
+	rm -rf "$out/deploy/crds/stunner"
+	go tool controller-gen crd paths=./operator/api/... output:crd:dir="$out/deploy/crds/stunner"
+
+	local gwdir
+	gwdir=$(go list -m -f '{{.Dir}}' sigs.k8s.io/gateway-api)
+	rm -rf "$out/deploy/crds/gateway-api"
+	mkdir -p "$out/deploy/crds/gateway-api"
+	for f in standard/gateway.networking.k8s.io_gatewayclasses.yaml \
+		standard/gateway.networking.k8s.io_gateways.yaml \
+		experimental/gateway.networking.k8s.io_udproutes.yaml; do
+		install -m 0644 "$gwdir/config/crd/$f" "$out/deploy/crds/gateway-api/$(basename "$f")"
+	done
+}
+
+if [[ $check == 0 ]]; then
+	generate "$root"
+	exit 0
+fi
+
+# --check: keep the tree as it is; compare a fresh generation against it. controller-gen writes
+# deepcopy next to the types, so the original is saved first and put back afterwards.
+scratch=$(mktemp -d)
+mkdir -p "$scratch/operator/api/v1" "$scratch/deploy/crds"
+cp operator/api/v1/zz_generated.deepcopy.go "$scratch/deepcopy.orig"
+trap 'cp "$scratch/deepcopy.orig" "$root/operator/api/v1/zz_generated.deepcopy.go"; rm -rf "$scratch"' EXIT
+generate "$scratch"
+status=0
+diff -u "$scratch/deepcopy.orig" "$scratch/operator/api/v1/zz_generated.deepcopy.go" || status=1
+diff -ru deploy/crds/stunner "$scratch/deploy/crds/stunner" || status=1
+diff -ru deploy/crds/gateway-api "$scratch/deploy/crds/gateway-api" || status=1
+if [[ $status != 0 ]]; then
+	echo "generate: generated files are stale; run hack/generate.sh" >&2
+fi
+exit $status

@@ -1,0 +1,133 @@
+package v1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Dataplane is a cluster-scoped template for the dataplane pods the operator
+// provisions per Gateway. A GatewayConfig picks one by name (default
+// "default").
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,categories=stunner
+// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Dataplane struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   DataplaneSpec `json:"spec"`
+	Status ObjectStatus  `json:"status,omitempty"`
+}
+
+// DataplaneSpec is the pod template of a dataplane Deployment.
+type DataplaneSpec struct {
+	// Image is the dataplane container image.
+	// +kubebuilder:validation:MinLength=1
+	Image string `json:"image"`
+
+	// ImagePullPolicy: Always, Never or IfNotPresent. Default: Always for a
+	// :latest (or untagged) image, IfNotPresent otherwise.
+	// +optional
+	ImagePullPolicy *corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+
+	// ImagePullSecrets are used to pull the image.
+	// +optional
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+
+	// Command is the container entrypoint.
+	// +optional
+	Command []string `json:"command,omitempty"`
+
+	// Args are the container arguments. The operator appends the config
+	// file flag (-c) unless one is given.
+	// +optional
+	Args []string `json:"args,omitempty"`
+
+	// EnvFrom populates the container environment from ConfigMaps or Secrets.
+	// +optional
+	EnvFrom []corev1.EnvFromSource `json:"envFrom,omitempty"`
+
+	// Env sets container environment variables.
+	// +optional
+	Env []corev1.EnvVar `json:"env,omitempty"`
+
+	// Replicas is the number of dataplane pods per Gateway. Default: 1. It is
+	// not enforced once the Deployment's replica count is changed by hand
+	// or by an autoscaler.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// HostNetwork runs the dataplane in the node's network namespace; the
+	// relay address is then the node's address.
+	// +optional
+	HostNetwork bool `json:"hostNetwork,omitempty"`
+
+	// Resources are the container's compute requests and limits.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// Affinity constrains pod scheduling.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+
+	// Tolerations of the pod.
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// TopologySpreadConstraints of the pod.
+	// +optional
+	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+
+	// SecurityContext of the pod.
+	// +optional
+	SecurityContext *corev1.PodSecurityContext `json:"securityContext,omitempty"`
+
+	// ContainerSecurityContext of the dataplane container.
+	// +optional
+	ContainerSecurityContext *corev1.SecurityContext `json:"containerSecurityContext,omitempty"`
+
+	// Labels are added to the dataplane pods.
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// Annotations are added to the dataplane pods.
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+
+	// DisableHealthCheck turns off the HTTP health endpoint (port 8086,
+	// /live and /ready) and the pod's probes on it. Default: false.
+	// +optional
+	DisableHealthCheck bool `json:"disableHealthCheck,omitempty"`
+
+	// EnableMetricsEndpoint serves Prometheus metrics on port 8080 (/metrics).
+	// +optional
+	EnableMetricsEndpoint bool `json:"enableMetricsEndpoint,omitempty"`
+
+	// TerminationGracePeriodSeconds is how long a dataplane pod may drain
+	// before it is killed. Default: 30.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds,omitempty"`
+
+	// OffloadEngine is accepted for compatibility with STUNner and ignored.
+	// +optional
+	// +kubebuilder:validation:Enum=None;Auto;XDP;TC;TCMux
+	OffloadEngine string `json:"offloadEngine,omitempty"`
+
+	// OffloadInterfaces is accepted for compatibility with STUNner and ignored.
+	// +optional
+	OffloadInterfaces []string `json:"offloadInterfaces,omitempty"`
+}
+
+// DataplaneList is a list of Dataplanes.
+//
+// +kubebuilder:object:root=true
+type DataplaneList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Dataplane `json:"items"`
+}
