@@ -15,7 +15,24 @@ import (
 
 	"github.com/tern-gw/tern/dataplane"
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/k8sconfig"
+	"github.com/tern-gw/tern/operator/render"
 )
+
+// loadConfig reads a dataplane config file as the operator renders it: the
+// address placeholders $(POD_IP) and $(NODE_IP) take the values of the
+// environment variables the rendered Deployment sets from the downward API.
+func loadConfig(path string) (*config.Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := render.ParseConfig(data, os.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return cfg, nil
+}
 
 func main() {
 	os.Exit(run(os.Args[1:]))
@@ -25,6 +42,11 @@ func run(args []string) int {
 	fs := flag.NewFlagSet("ternd", flag.ContinueOnError)
 	var (
 		cfgPath = fs.String("c", "", "dataplane config file (YAML or JSON)")
+		gwPath  = fs.String("f", "", "standalone mode: Gateway API manifests (GatewayClass, GatewayConfig, Gateway, routes, ...) to render the config from, as tern-operator would")
+		gwName  = fs.String("gateway", "", "with -f: namespace/name of the Gateway to serve; default the first in the file")
+		cmRef   = fs.String("configmap", os.Getenv("TERN_CONFIGMAP"), "watch this ConfigMap (namespace/name, or name in $POD_NAMESPACE) through the Kubernetes API and apply its config live")
+		cmKey   = fs.String("configmap-key", "tern.yaml", "key of the config in the ConfigMap")
+		kubecfg = fs.String("kubeconfig", "", "kubeconfig for --configmap; default $KUBECONFIG, ~/.kube/config, then in-cluster")
 		level   = fs.String("l", "", "log level (debug, info, warn, error, or STUNner's all:LEVEL form); overrides the config's admin.logLevel")
 		watch   = fs.Bool("w", false, "watch the config file and apply changes live")
 		threads = fs.Int("udp-thread-num", 0, "sockets (and reader threads) per TURN-UDP listener; 0 means the number of CPUs")
@@ -36,12 +58,21 @@ func run(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *cfgPath == "" {
-		fmt.Fprintln(os.Stderr, "ternd: -c <config file> is required")
+	if (*cfgPath == "") == (*gwPath == "") {
+		fmt.Fprintln(os.Stderr, "ternd: give either -c <config file> or -f <Gateway API manifests>")
 		fs.Usage()
 		return 2
 	}
-	cfg, err := config.Load(*cfgPath)
+	var (
+		source = *cfgPath
+		load   = loadConfig
+	)
+	if *gwPath != "" {
+		gf := &gatewayFile{gateway: *gwName}
+		defer gf.close()
+		source, load = *gwPath, gf.load
+	}
+	cfg, err := load(source)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "ternd: %v\n", err)
 		return 1
@@ -69,7 +100,7 @@ func run(args []string) int {
 	}
 	srv, err := dataplane.New(cfg, opts)
 	if err != nil {
-		log.Error("invalid config", "file", *cfgPath, "error", err)
+		log.Error("invalid config", "file", source, "error", err)
 		return 1
 	}
 	sig := make(chan os.Signal, 2)
@@ -86,12 +117,25 @@ func run(args []string) int {
 	defer cancel()
 	if *watch {
 		go func() {
-			if err := watchFile(ctx, *cfgPath, srv, log); err != nil {
+			if err := watchFile(ctx, source, load, srv, log); err != nil {
 				log.Error("config watch stopped", "error", err)
 			}
 		}()
 	}
-	log.Info("ternd serving", "config", *cfgPath, "realm", cfg.Auth.Realm)
+	if *cmRef != "" {
+		ns, name, err := k8sconfig.ParseRef(*cmRef, os.Getenv("POD_NAMESPACE"))
+		if err != nil {
+			log.Error("--configmap", "error", err)
+			srv.Close()
+			return 2
+		}
+		go func() {
+			if err := k8sconfig.Watch(ctx, *kubecfg, ns, name, *cmKey, srv.Reconfigure, log); err != nil {
+				log.Error("configmap watch stopped", "error", err)
+			}
+		}()
+	}
+	log.Info("ternd serving", "config", source, "realm", cfg.Auth.Realm)
 
 	s := <-sig
 	if s == syscall.SIGTERM {

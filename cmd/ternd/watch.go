@@ -16,7 +16,7 @@ import (
 // watches the file's directory, not the file, because editors and
 // Kubernetes ConfigMap volumes replace files by rename. A config that fails
 // to load or validate is logged and the running one stays.
-func watchFile(ctx context.Context, path string, srv *dataplane.Server, log *slog.Logger) error {
+func watchFile(ctx context.Context, path string, load func(string) (*config.Config, error), srv *dataplane.Server, log *slog.Logger) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return err
@@ -43,7 +43,7 @@ func watchFile(ctx context.Context, path string, srv *dataplane.Server, log *slo
 			}
 		case <-settle:
 			settle = nil
-			cfg, err := config.Load(path)
+			cfg, err := load(path)
 			if err != nil {
 				log.Error("config file rejected, running config kept", "file", path, "error", err)
 				continue

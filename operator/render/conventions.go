@@ -1,0 +1,63 @@
+package render
+
+// Where the rendered Deployment puts things, and what ternd reads; see the
+// package documentation.
+const (
+	// ConfigKey is the ConfigMap key holding the dataplane config.
+	ConfigKey = "tern.yaml"
+	// ConfigDir is where the ConfigMap is mounted in the dataplane pod.
+	ConfigDir = "/etc/tern/config"
+	// ConfigPath is the config file ternd is pointed at with -c.
+	ConfigPath = ConfigDir + "/" + ConfigKey
+	// TLSDir holds one directory per TLS Secret, named after the Secret,
+	// with files tls.crt and tls.key.
+	TLSDir = "/etc/tern/tls"
+
+	// PlaceholderPodIP in an address field of the config stands for the
+	// pod's IP (env POD_IP, from status.podIP).
+	PlaceholderPodIP = "$(POD_IP)"
+	// PlaceholderNodeIP stands for the node's IP (env NODE_IP, from
+	// status.hostIP).
+	PlaceholderNodeIP = "$(NODE_IP)"
+
+	// HealthPort serves /live and /ready unless the Dataplane disables it.
+	HealthPort = 8086
+	// MetricsPort serves /metrics when the Dataplane enables it.
+	MetricsPort = 8080
+
+	// ContainerName is the name of the dataplane container.
+	ContainerName = "ternd"
+)
+
+// Annotations read from Gateways, as in STUNner's reference.
+const (
+	// AnnotationServiceType sets the rendered Service's type: ClusterIP,
+	// NodePort or LoadBalancer (the default).
+	AnnotationServiceType = "stunner.l7mp.io/service-type"
+	// AnnotationMixedProtocol "true" exposes UDP and TCP listeners in one
+	// Service; otherwise only listeners of the first listener's transport.
+	AnnotationMixedProtocol = "stunner.l7mp.io/enable-mixed-protocol-lb"
+)
+
+// Labels of the rendered objects. The selector labels are STUNner's, so
+// NetworkPolicies, ServiceMonitors and PodMonitors written for STUNner's
+// dataplane pods select Tern's too.
+const (
+	LabelApp              = "app"
+	LabelAppValue         = "stunner"
+	LabelGatewayName      = "stunner.l7mp.io/related-gateway-name"
+	LabelGatewayNamespace = "stunner.l7mp.io/related-gateway-namespace"
+	LabelManagedBy        = "app.kubernetes.io/managed-by"
+	LabelManagedByValue   = "tern-operator"
+	LabelName             = "app.kubernetes.io/name"
+	LabelNameValue        = "ternd"
+	LabelInstance         = "app.kubernetes.io/instance"
+)
+
+// DefaultDataplaneName is the Dataplane a GatewayConfig uses unless it
+// names another.
+const DefaultDataplaneName = "default"
+
+// lastAppliedAnnotation is kubectl's record of the Gateway manifest; copied
+// to the Service it would make kubectl treat the Service as its own.
+const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"

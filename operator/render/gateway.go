@@ -1,0 +1,317 @@
+package render
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/tern-gw/tern/dataplane/config"
+	stnrv1 "github.com/tern-gw/tern/operator/api/v1"
+)
+
+func gatewayRef(gw *gwapiv1.Gateway) ObjectRef {
+	return ObjectRef{Group: gwapiv1.GroupName, Kind: "Gateway", Namespace: gw.Namespace, Name: gw.Name}
+}
+
+// renderGateway renders one Gateway of a managed class.
+func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayResult {
+	ref := gatewayRef(gw)
+	res := GatewayResult{Namespace: gw.Namespace, Name: gw.Name}
+
+	var fatal []Problem // what keeps the Gateway from being rendered at all
+	gc := r.gatewayConfigFor(gw, cs, &fatal)
+	var auth config.Auth
+	logLevel := "all:INFO"
+	var dp *stnrv1.Dataplane
+	var dpProblem []Problem
+	if gc != nil {
+		var ps []Problem
+		var ok bool
+		if auth, ps, ok = r.resolveAuth(gc); !ok {
+			fatal = append(fatal, ps...)
+		}
+		if gc.Spec.LogLevel != nil && *gc.Spec.LogLevel != "" {
+			if _, err := config.ParseLogLevel(*gc.Spec.LogLevel); err != nil {
+				fatal = append(fatal, r.problems.errorf(gatewayConfigRef(gc), "spec.logLevel", "%v", err))
+			} else {
+				logLevel = *gc.Spec.LogLevel
+			}
+		}
+		dpName := DefaultDataplaneName
+		if gc.Spec.Dataplane != nil && *gc.Spec.Dataplane != "" {
+			dpName = *gc.Spec.Dataplane
+		}
+		if dp = r.dataplanes[dpName]; dp == nil {
+			dpProblem = append(dpProblem, r.problems.errorf(gatewayConfigRef(gc), "spec.dataplane",
+				"Dataplane %q not found: the dataplane Deployment cannot be rendered", dpName))
+		}
+	}
+
+	listeners := r.checkListeners(gw)
+	gatewayOK := gc != nil && len(fatal) == 0
+	r.attachRoutes(gw, listeners, gatewayOK)
+
+	svcType, mixed := r.serviceSettings(gw)
+	addrs := r.gatewayAddresses(gw, svcType)
+	public := publicIP(addrs)
+
+	usable := 0
+	for _, ls := range listeners {
+		if ls.usable() {
+			usable++
+		}
+	}
+	if gatewayOK && usable == 0 {
+		fatal = append(fatal, r.problems.errorf(ref, "spec.listeners", "no usable listener"))
+	}
+
+	if gc != nil && len(fatal) == 0 {
+		cfg := r.buildConfig(gw, auth, logLevel, dp, listeners, public)
+		if err := validateRendered(cfg); err != nil {
+			var fe *config.FieldError
+			for _, e := range unjoin(err) {
+				if errors.As(e, &fe) {
+					fatal = append(fatal, r.problems.errorf(ref, "", "dataplane config: %s: %s", fe.Field, fe.Msg))
+				} else {
+					fatal = append(fatal, r.problems.errorf(ref, "", "dataplane config: %v", e))
+				}
+			}
+		} else {
+			res.Config = cfg
+			res.TLSSecrets = tlsSecrets(listeners)
+			cm, err := r.configMap(gw, cfg)
+			if err != nil {
+				fatal = append(fatal, r.problems.errorf(ref, "", "dataplane config: %v", err))
+				res.Config = nil
+			} else {
+				res.ConfigMap = cm
+				res.Service = r.service(gw, gc, listeners, svcType, mixed)
+				if dp != nil {
+					res.Deployment = r.deployment(gw, dp, listeners, res.TLSSecrets)
+				}
+			}
+		}
+	}
+
+	res.Status = r.gatewayStatus(gw, &res, listeners, fatal, dpProblem, addrs, usable)
+	return res
+}
+
+// attachRoutes decides, for every parentRef naming gw, which listeners the
+// route attaches to, and records the route's parent status. A parentRef's
+// sectionName and port narrow the listeners; each listener's allowedRoutes
+// (namespaces and kinds) must admit the route.
+func (r *renderer) attachRoutes(gw *gwapiv1.Gateway, listeners []*listenerState, gatewayOK bool) {
+	for _, rt := range r.routes {
+		for pi := range rt.parentRefs {
+			p := &rt.parentRefs[pi]
+			if !parentMatches(rt, p, gw) {
+				continue
+			}
+			st := &gwapiv1.RouteParentStatus{ParentRef: *p, ControllerName: gwapiv1.GatewayController(r.opts.ControllerName)}
+			if rt.parents == nil {
+				rt.parents = map[int]*gwapiv1.RouteParentStatus{}
+			}
+			rt.parents[pi] = st
+			r.resolve(rt)
+			st.Conditions = append(st.Conditions, r.attach(rt, p, gw, listeners, gatewayOK), r.resolvedRefs(rt))
+		}
+	}
+}
+
+// attach attaches rt through parentRef p to the matching listeners of gw
+// and returns the route's Accepted condition for that parent.
+func (r *renderer) attach(rt *route, p *gwapiv1.ParentReference, gw *gwapiv1.Gateway, listeners []*listenerState, gatewayOK bool) metav1.Condition {
+	accepted := func(ok bool, reason, format string, args ...any) metav1.Condition {
+		return condition(string(gwapiv1.RouteConditionAccepted), ok, reason, fmt.Sprintf(format, args...), rt.generation)
+	}
+	if !gatewayOK {
+		return accepted(false, string(gwapiv1.RouteReasonPending), "Gateway %s/%s is not accepted", gw.Namespace, gw.Name)
+	}
+	matched, attached := 0, 0
+	var why []string
+	for _, ls := range listeners {
+		if p.SectionName != nil && *p.SectionName != ls.l.Name {
+			continue
+		}
+		if p.Port != nil && *p.Port != ls.l.Port {
+			continue
+		}
+		matched++
+		if !ls.usable() {
+			why = append(why, fmt.Sprintf("listener %s is not usable", ls.l.Name))
+			continue
+		}
+		if !kindAllowed(ls.kinds, rt.group) {
+			why = append(why, fmt.Sprintf("listener %s does not allow %s routes", ls.l.Name, rt.group))
+			continue
+		}
+		ok, err := r.allowsNamespace(gw, ls.l, rt.namespace)
+		if err != nil {
+			why = append(why, fmt.Sprintf("listener %s: allowedRoutes.namespaces: %v", ls.l.Name, err))
+			continue
+		}
+		if !ok {
+			why = append(why, fmt.Sprintf("listener %s does not allow routes from namespace %s", ls.l.Name, rt.namespace))
+			continue
+		}
+		attached++
+		ls.attached[rt.group+"/"+nsName(rt.namespace, rt.name)] = true
+		for _, c := range rt.clusters {
+			ls.clusters[c.name] = true
+		}
+	}
+	switch {
+	case matched == 0:
+		return accepted(false, string(gwapiv1.RouteReasonNoMatchingParent), "no listener of Gateway %s/%s matches the parentRef's sectionName and port", gw.Namespace, gw.Name)
+	case attached == 0:
+		return accepted(false, string(gwapiv1.RouteReasonNotAllowedByListeners), "%s", joinStrings(why))
+	}
+	return accepted(true, string(gwapiv1.RouteReasonAccepted), "attached to %d listener(s) of Gateway %s/%s", attached, gw.Namespace, gw.Name)
+}
+
+// resolvedRefs returns a route's ResolvedRefs condition.
+func (r *renderer) resolvedRefs(rt *route) metav1.Condition {
+	typ := string(gwapiv1.RouteConditionResolvedRefs)
+	if rt.refReason == "" {
+		return condition(typ, true, string(gwapiv1.RouteReasonResolvedRefs), "all backends resolved", rt.generation)
+	}
+	return condition(typ, false, rt.refReason, joinMessages(errorsOnly(rt.refProbs)), rt.generation)
+}
+
+func kindAllowed(kinds []gwapiv1.RouteGroupKind, group string) bool {
+	for _, k := range kinds {
+		if string(deref(k.Group)) == group && k.Kind == "UDPRoute" {
+			return true
+		}
+	}
+	return false
+}
+
+// buildConfig assembles the dataplane config of gw from its usable
+// listeners and the clusters of the routes attached to them.
+func (r *renderer) buildConfig(gw *gwapiv1.Gateway, auth config.Auth, logLevel string, dp *stnrv1.Dataplane, listeners []*listenerState, public string) *config.Config {
+	cfg := &config.Config{
+		Version: config.Version,
+		Admin: config.Admin{
+			Name:          nsName(gw.Namespace, gw.Name),
+			LogLevel:      logLevel,
+			HealthAddress: fmt.Sprintf("0.0.0.0:%d", HealthPort),
+		},
+		Auth: auth,
+	}
+	if dp != nil && dp.Spec.DisableHealthCheck {
+		cfg.Admin.HealthAddress = ""
+	}
+	if dp != nil && dp.Spec.EnableMetricsEndpoint {
+		cfg.Admin.MetricsAddress = fmt.Sprintf("0.0.0.0:%d", MetricsPort)
+	}
+	clusters := map[string]clusterSpec{}
+	for _, rt := range r.routes {
+		for _, c := range rt.clusters {
+			clusters[c.name] = c
+		}
+	}
+	used := map[string]bool{}
+	for _, ls := range listeners {
+		if !ls.usable() {
+			continue
+		}
+		l := config.Listener{
+			Name:     nsName(gw.Namespace, gw.Name) + "/" + string(ls.l.Name),
+			Protocol: ls.protocol,
+			Address:  config.DefaultListenAddress,
+			Port:     int(ls.l.Port),
+			Routes:   sortedKeys(ls.clusters),
+		}
+		if public != "" {
+			l.PublicAddress, l.PublicPort = public, r.publicPort(gw, ls)
+		}
+		if ls.tlsSecret != "" {
+			l.Cert, l.Key = tlsFiles(r.opts.TLSDir, ls.tlsSecret)
+		}
+		for _, c := range l.Routes {
+			used[c] = true
+		}
+		cfg.Listeners = append(cfg.Listeners, l)
+	}
+	for _, name := range sortedKeys(used) {
+		c := clusters[name]
+		cfg.Clusters = append(cfg.Clusters, config.Cluster{Name: c.name, Endpoints: c.endpoints, MinPort: c.minPort, MaxPort: c.maxPort})
+	}
+	if !r.opts.Standalone {
+		// Bound to the pod's address, which is what peers reach and what
+		// XOR-RELAYED-ADDRESS must carry; under hostNetwork that is the
+		// node's address.
+		cfg.Relay.Address = PlaceholderPodIP
+		if dp != nil && dp.Spec.HostNetwork {
+			cfg.Relay.Address = PlaceholderNodeIP
+		}
+	}
+	cfg.SetDefaults()
+	return cfg
+}
+
+// validateRendered validates cfg as ternd will after replacing the address
+// placeholders (with a documentation address here).
+func validateRendered(cfg *config.Config) error {
+	c := *cfg
+	c.Listeners = append([]config.Listener(nil), cfg.Listeners...)
+	if err := ExpandPlaceholders(&c, func(string) string { return "192.0.2.1" }); err != nil {
+		return err
+	}
+	return c.Validate()
+}
+
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+func tlsSecrets(listeners []*listenerState) []string {
+	set := map[string]bool{}
+	for _, ls := range listeners {
+		if ls.usable() && ls.tlsSecret != "" {
+			set[ls.tlsSecret] = true
+		}
+	}
+	return sortedKeys(set)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func errorsOnly(ps []Problem) []Problem {
+	var out []Problem
+	for _, p := range ps {
+		if p.Severity == SeverityError {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func joinStrings(ss []string) string {
+	out := ""
+	for i, s := range ss {
+		if i > 0 {
+			out += "; "
+		}
+		out += s
+	}
+	return out
+}
