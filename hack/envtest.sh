@@ -77,12 +77,15 @@ export GOFLAGS="${GOFLAGS:-} -mod=mod -p=$build_p"
 export GOTOOLCHAIN=${GOTOOLCHAIN:-local}
 go_nice() { nice -n 10 go "$@" </dev/null; }
 
-# install_bin SRC NAME moves a freshly built binary into the cache with a rename, so a reader
-# never sees a half-written file.
+# install_bin SRC NAME puts a freshly built binary into the cache: copied next to its place,
+# then renamed, so a reader never sees a half-written file even when $TMPDIR is on another
+# filesystem than the cache.
 install_bin() {
-	chmod 0755 "$1"
-	[[ -d "$dir/$2" ]] && rm -rf "${dir:?}/$2" # left by an earlier, broken version of this script
-	mv -f "$1" "$dir/$2"
+	local tmp=$dir/.$2.$$
+	cp "$1" "$tmp"
+	chmod 0755 "$tmp"
+	if [[ -d "$dir/$2" ]]; then rm -rf "${dir:?}/$2"; fi # left by an early version of this script
+	mv -f "$tmp" "$dir/$2"
 }
 
 build_kube() {

@@ -62,6 +62,7 @@ func TestMain(m *testing.M) {
 	}
 	binDir = dir
 	code := m.Run()
+	apiServer.Stop()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

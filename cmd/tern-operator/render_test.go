@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestRender(t *testing.T) {
+	dir := t.TempDir()
+	good := `apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: c}
+spec:
+  controllerName: stunner.l7mp.io/gateway-operator
+  parametersRef: {group: stunner.l7mp.io, kind: GatewayConfig, name: gc, namespace: stunner}
+---
+apiVersion: stunner.l7mp.io/v1
+kind: GatewayConfig
+metadata: {name: gc, namespace: stunner}
+spec: {username: u, password: p}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: g, namespace: stunner}
+spec:
+  gatewayClassName: c
+  listeners: [{name: udp, port: 3478, protocol: TURN-UDP}]
+`
+	if err := os.WriteFile(filepath.Join(dir, "good.yaml"), []byte(good), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bad := strings.Replace(good, "spec: {username: u, password: p}", "spec: {username: u}", 1)
+	tests := []struct {
+		name       string
+		args       []string
+		stdin      string
+		wantCode   int
+		wantOut    []string
+		wantErrOut []string
+	}{
+		{name: "file", args: []string{"render", "-f", filepath.Join(dir, "good.yaml")}, wantCode: 0,
+			wantOut: []string{"kind: ConfigMap", "kind: Service", "kind: Deployment", "image: ghcr.io/tern-gw/ternd:latest", "tern.yaml: |"}},
+		{name: "directory", args: []string{"render", "-f", dir}, wantCode: 0, wantOut: []string{"kind: Deployment"}},
+		{name: "stdin with status", args: []string{"render", "-f", "-", "--status"}, stdin: good, wantCode: 0,
+			wantOut: []string{"gatewayClasses:", "type: Programmed"}},
+		{name: "problems", args: []string{"render", "-f", "-"}, stdin: bad, wantCode: 1,
+			wantErrOut: []string{"error: GatewayConfig.stunner.l7mp.io stunner/gc: spec.password: static auth needs a password"}},
+		{name: "no file", args: []string{"render"}, wantCode: 2, wantErrOut: []string{"usage:"}},
+		{name: "missing file", args: []string{"render", "-f", filepath.Join(dir, "nope.yaml")}, wantCode: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := run(tt.args, strings.NewReader(tt.stdin), &out, &errOut)
+			if code != tt.wantCode {
+				t.Fatalf("exit %d, want %d; stderr:\n%s", code, tt.wantCode, errOut.String())
+			}
+			for _, s := range tt.wantOut {
+				if !strings.Contains(out.String(), s) {
+					t.Errorf("stdout lacks %q:\n%s", s, out.String())
+				}
+			}
+			for _, s := range tt.wantErrOut {
+				if !strings.Contains(errOut.String(), s) {
+					t.Errorf("stderr lacks %q:\n%s", s, errOut.String())
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/k8sconfig"
+	"github.com/tern-gw/tern/operator/controller"
+	"github.com/tern-gw/tern/operator/render"
+)
+
+const runUsage = `usage: tern-operator [run] [flags]
+
+Runs the controller: watches Gateway API and stunner.l7mp.io/v1 resources in
+the cluster of --kubeconfig (default $KUBECONFIG, ~/.kube/config, then the
+in-cluster service account) and renders, per Gateway of a managed
+GatewayClass, its dataplane ConfigMap, Deployment and Service, and writes
+status. Only the elected leader among replicas reconciles. SIGTERM or SIGINT
+stops it. Flags:
+`
+
+// serviceAccountNamespaceFile holds the pod's namespace when running in a cluster.
+const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// runOperator runs the controller until SIGTERM or SIGINT and returns the exit code.
+func runOperator(args []string, stderr io.Writer) int {
+	return operate(ctrl.SetupSignalHandler(), args, stderr)
+}
+
+// operate parses the run flags and runs the manager until ctx ends. It returns 0 after a
+// clean stop, 1 when the controller could not start or failed, 2 for bad usage.
+func operate(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, runUsage); fs.PrintDefaults() }
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default $KUBECONFIG, ~/.kube/config, in-cluster)")
+	controllerName := fs.String("controller-name", render.DefaultControllerName, "controllerName of the GatewayClasses to manage")
+	leaderElect := fs.Bool("leader-elect", true, "elect a leader among operator replicas; only the leader reconciles")
+	leaderNS := fs.String("leader-election-namespace", "", "namespace of the leader election Lease (default $POD_NAMESPACE, the pod's namespace, or default)")
+	leaderID := fs.String("leader-election-id", "tern-operator.stunner.l7mp.io", "name of the leader election Lease")
+	metricsAddr := fs.String("metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 disables it")
+	healthAddr := fs.String("health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints; 0 disables them")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return 2
+	}
+	level, err := config.ParseLogLevel(*logLevel)
+	if err != nil {
+		fmt.Fprintf(stderr, "tern-operator: --log-level: %v\n", err)
+		return 2
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	// controller-runtime and client-go log through logr and klog: send both to the same handler.
+	logger := logr.FromSlogHandler(log.Handler())
+	ctrl.SetLogger(logger)
+	klog.SetLogger(logger)
+
+	if err := runManager(ctx, managerFlags{
+		kubeconfig:     *kubeconfig,
+		controllerName: *controllerName,
+		leaderElect:    *leaderElect,
+		leaderNS:       leaderNamespace(*leaderNS),
+		leaderID:       *leaderID,
+		metricsAddr:    *metricsAddr,
+		healthAddr:     *healthAddr,
+	}, log); err != nil {
+		log.Error("tern-operator failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// managerFlags are the parsed run flags runManager needs.
+type managerFlags struct {
+	kubeconfig, controllerName string
+	leaderElect                bool
+	leaderNS, leaderID         string
+	metricsAddr, healthAddr    string
+}
+
+// runManager builds the manager with the controller, health checks and metrics, and runs it
+// until ctx ends.
+func runManager(ctx context.Context, f managerFlags, log *slog.Logger) error {
+	cfg, err := k8sconfig.RESTConfig(f.kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.UserAgent = "tern-operator"
+	mgr, err := ctrl.NewManager(cfg, manager.Options{
+		Scheme:                  controller.NewScheme(),
+		Cache:                   controller.CacheOptions(),
+		Metrics:                 metricsserver.Options{BindAddress: f.metricsAddr},
+		HealthProbeBindAddress:  f.healthAddr,
+		LeaderElection:          f.leaderElect,
+		LeaderElectionID:        f.leaderID,
+		LeaderElectionNamespace: f.leaderNS,
+		// A leader that is stopping gives up the Lease at once, so a rolling update hands over
+		// in seconds instead of waiting for the Lease to expire.
+		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       ptr(30 * time.Second),
+	})
+	if err != nil {
+		return fmt.Errorf("manager: %w", err)
+	}
+	if _, err := controller.Setup(mgr, controller.Options{ControllerName: f.controllerName}); err != nil {
+		return fmt.Errorf("controller: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	// Ready once the informer caches have synced, so a rolling update waits for a replica that
+	// can actually render.
+	if err := mgr.AddReadyzCheck("caches", func(req *http.Request) error {
+		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
+			return errors.New("caches not synced")
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	log.Info("starting tern-operator", "controllerName", f.controllerName, "leaderElection", f.leaderElect,
+		"leaderElectionNamespace", f.leaderNS, "metrics", f.metricsAddr, "health", f.healthAddr)
+	return mgr.Start(ctx)
+}
+
+// leaderNamespace returns flag if set, else $POD_NAMESPACE, else "" in a pod (controller-runtime
+// then reads the pod's namespace itself), else "default" so a local run works out of the box.
+func leaderNamespace(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	if _, err := os.Stat(serviceAccountNamespaceFile); err == nil {
+		return ""
+	}
+	return "default"
+}
+
+func ptr[T any](v T) *T { return &v }

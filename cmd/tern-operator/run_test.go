@@ -1,0 +1,274 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/tern-gw/tern/internal/testenv"
+	"github.com/tern-gw/tern/operator/controller"
+)
+
+var env = testenv.New(testenv.Options{CRDPaths: mustDeployCRDs()})
+
+func mustDeployCRDs() []string {
+	p, err := testenv.DeployCRDPaths()
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	env.Stop()
+	os.Exit(code)
+}
+
+func TestOperateUsage(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string // in stderr
+	}{
+		{"unknown flag", []string{"--no-such-flag"}, "flag provided but not defined"},
+		{"extra argument", []string{"extra"}, "usage: tern-operator [run]"},
+		{"bad log level", []string{"--log-level", "loud"}, "--log-level"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			if code := operate(context.Background(), tt.args, &stderr); code != 2 {
+				t.Errorf("exit code %d, want 2", code)
+			}
+			if !strings.Contains(stderr.String(), tt.want) {
+				t.Errorf("stderr %q does not mention %q", stderr.String(), tt.want)
+			}
+		})
+	}
+}
+
+// operateManifests is a Gateway for TestOperate: everything the operator renders per Gateway
+// (ConfigMap, Deployment, Service, and the ServiceAccount, Role and RoleBinding of its pods).
+const operateManifests = `apiVersion: v1
+kind: Namespace
+metadata: {name: operate}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: operate-full-class}
+spec:
+  controllerName: stunner.l7mp.io/gateway-operator
+  parametersRef: {group: stunner.l7mp.io, kind: GatewayConfig, name: operate-config, namespace: operate}
+---
+apiVersion: stunner.l7mp.io/v1
+kind: GatewayConfig
+metadata: {name: operate-config, namespace: operate}
+spec: {dataplane: operate-dataplane, username: user, password: pass}
+---
+apiVersion: stunner.l7mp.io/v1
+kind: Dataplane
+metadata: {name: operate-dataplane}
+spec: {image: ternd:test}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: operate}
+spec:
+  gatewayClassName: operate-full-class
+  listeners: [{name: udp, port: 3478, protocol: TURN-UDP}]
+---
+apiVersion: stunner.l7mp.io/v1
+kind: StaticService
+metadata: {name: media, namespace: operate}
+spec: {prefixes: [10.1.2.0/24]}
+---
+apiVersion: stunner.l7mp.io/v1
+kind: UDPRoute
+metadata: {name: media, namespace: operate}
+spec:
+  parentRefs: [{name: gw}]
+  rules: [{backendRefs: [{group: stunner.l7mp.io, kind: StaticService, name: media}]}]
+`
+
+// TestOperate runs the controller mode the way the operator Deployment does, against a real
+// API server and with no more rights than deploy/rbac grants its ServiceAccount: it must win
+// leader election, serve health and metrics, render a Gateway into every object it owns,
+// write status, and stop cleanly on cancel.
+func TestOperate(t *testing.T) {
+	cfg := env.Config(t)
+	c, err := client.New(cfg, client.Options{Scheme: controller.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What `kubectl apply -k deploy/` installs for the operator's identity.
+	for _, f := range []string{"namespace.yaml", "rbac/serviceaccount.yaml", "rbac/clusterrole.yaml",
+		"rbac/clusterrolebinding.yaml", "rbac/leader-election.yaml"} {
+		data, err := os.ReadFile(filepath.Join("..", "..", "deploy", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		testenv.Apply(t, c, data)
+	}
+	kubeconfig := env.ImpersonatingKubeconfig(t, "system:serviceaccount:tern-system:tern-operator")
+	metricsAddr, healthAddr := freeAddr(t), freeAddr(t)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- operate(ctx, []string{"--kubeconfig", kubeconfig, "--leader-election-namespace", "tern-system",
+			"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", healthAddr}, &stderr)
+	}()
+	defer func() {
+		if t.Failed() {
+			t.Logf("operator log:\n%s", stderr.String())
+		}
+	}()
+
+	for _, path := range []string{"/healthz", "/readyz"} {
+		eventually(t, func() error { return httpOK("http://"+healthAddr+path, "") })
+	}
+	eventually(t, func() error {
+		var lease coordinationv1.Lease
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "tern-system", Name: "tern-operator.stunner.l7mp.io"}, &lease); err != nil {
+			return err
+		}
+		if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
+			return fmt.Errorf("lease has no holder")
+		}
+		return nil
+	})
+
+	gc := &gwapiv1.GatewayClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "operate-class"},
+		Spec:       gwapiv1.GatewayClassSpec{ControllerName: "stunner.l7mp.io/gateway-operator"},
+	}
+	if err := c.Create(ctx, gc); err != nil {
+		t.Fatal(err)
+	}
+	// No parametersRef: the class is reconciled and refused with a reason.
+	eventually(t, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(gc), gc); err != nil {
+			return err
+		}
+		cond := meta.FindStatusCondition(gc.Status.Conditions, "Accepted")
+		if cond == nil || cond.Status != metav1.ConditionFalse || !strings.Contains(cond.Message, "parametersRef") {
+			return fmt.Errorf("Accepted = %+v, want False naming parametersRef", cond)
+		}
+		return nil
+	})
+
+	// A whole Gateway: every object it renders must be written under the shipped RBAC.
+	testenv.Apply(t, c, []byte(operateManifests))
+	for _, obj := range []client.Object{&corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{},
+		&corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}} {
+		eventually(t, func() error {
+			return c.Get(ctx, client.ObjectKey{Namespace: "operate", Name: "gw"}, obj)
+		})
+	}
+	eventually(t, func() error {
+		var gw gwapiv1.Gateway
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "operate", Name: "gw"}, &gw); err != nil {
+			return err
+		}
+		if cond := meta.FindStatusCondition(gw.Status.Conditions, "Accepted"); cond == nil || cond.Status != metav1.ConditionTrue {
+			return fmt.Errorf("Gateway Accepted = %+v, want True", cond)
+		}
+		return nil
+	})
+	eventually(t, func() error { return httpOK("http://"+metricsAddr+"/metrics", "controller_runtime_reconcile_total") })
+	if strings.Contains(stderr.String(), "forbidden") {
+		t.Errorf("the operator was refused something under deploy/rbac:\n%s", stderr.String())
+	}
+
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("exit code %d after cancel, want 0", code)
+		}
+	case <-time.After(45 * time.Second):
+		t.Fatal("operator did not stop within 45s of cancel")
+	}
+}
+
+// freeAddr returns a loopback address with a port free at the time of the call.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// httpOK checks that url answers 200 with a body containing want.
+func httpOK(url, want string) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s: %s", url, resp.Status, body)
+	}
+	if !strings.Contains(string(body), want) {
+		return fmt.Errorf("%s: body lacks %q", url, want)
+	}
+	return nil
+}
+
+func eventually(t *testing.T, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the operator's logger and the test to share.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,193 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// FieldOwner is the server-side apply field manager of everything the operator writes.
+const FieldOwner = "tern-operator"
+
+// Labels the operator puts on every object it renders, so it can find (and prune) them and so
+// its cache holds only its own ConfigMaps and Deployments, not every one in the cluster.
+const (
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	ManagedByValue = "tern-operator"
+)
+
+// HashAnnotation holds a digest of what the operator last applied to an object, so unchanged
+// objects are not sent again.
+const HashAnnotation = "operator.tern-gw.io/rendered-hash"
+
+// applyOwned writes obj (a rendered ConfigMap, Deployment or Service) with server-side apply,
+// owned by gw so that deleting the Gateway garbage-collects it. obj is not modified.
+//
+// Server-side apply rather than update: the operator states only the fields it renders, so
+// fields other managers set (a LoadBalancer controller's annotations, defaulted fields) are
+// left alone, and an unchanged object is a no-op on the server, so reconciles cause no events.
+// An object whose HashAnnotation shows it was applied from the same rendering is skipped, so
+// a hand edit of a Deployment or Service is undone at the next change of what renders, and a
+// deleted object or an edited ConfigMap at once. A Deployment's replicas are left out once
+// someone else (an autoscaler, kubectl scale) owns them, as the Dataplane reference asks.
+func (r *Reconciler) applyOwned(ctx context.Context, obj client.Object, gw *gwapiv1.Gateway) error {
+	obj = obj.DeepCopyObject().(client.Object)
+	if obj.GetNamespace() == "" {
+		obj.SetNamespace(gw.Namespace)
+	}
+	labels := obj.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[ManagedByLabel] = ManagedByValue
+	obj.SetLabels(labels)
+	if err := controllerutil.SetControllerReference(gw, obj, r.client.Scheme()); err != nil {
+		return fmt.Errorf("owner reference: %w", err)
+	}
+	u, err := r.toApplyObject(obj)
+	if err != nil {
+		return err
+	}
+	hash, err := contentHash(u)
+	if err != nil {
+		return err
+	}
+	u.SetAnnotations(withAnnotation(u.GetAnnotations(), HashAnnotation, hash))
+
+	cur := obj.DeepCopyObject().(client.Object)
+	switch err := r.client.Get(ctx, client.ObjectKeyFromObject(obj), cur); {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return err
+	case cur.GetAnnotations()[HashAnnotation] == hash && metav1.IsControlledBy(cur, gw) && sameConfig(cur, obj):
+		return nil // applied before, and nothing the operator renders has changed since
+	default:
+		if d, ok := cur.(*appsv1.Deployment); ok && replicasOwnedByOthers(d) {
+			unstructured.RemoveNestedField(u.Object, "spec", "replicas")
+		}
+	}
+	return r.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership)
+}
+
+// sameConfig reports whether cur holds the data of rendered when both are ConfigMaps (and is
+// true otherwise). The hash alone would not notice a hand edit of the dataplane config, which
+// the running dataplanes would pick up; the config is too important to leave edited.
+func sameConfig(cur, rendered client.Object) bool {
+	c, ok1 := cur.(*corev1.ConfigMap)
+	r, ok2 := rendered.(*corev1.ConfigMap)
+	if !ok1 || !ok2 {
+		return true
+	}
+	return equality.Semantic.DeepEqual(c.Data, r.Data) && equality.Semantic.DeepEqual(c.BinaryData, r.BinaryData)
+}
+
+// contentHash returns a digest of an apply object, to tell whether it changed since the last
+// apply without sending it: most reconciles (an unrelated EndpointSlice changed) render the
+// same objects again, and skipping those saves three API writes per Gateway each time.
+func contentHash(u *unstructured.Unstructured) (string, error) {
+	b, err := json.Marshal(u.Object) // maps marshal with sorted keys: the digest is stable
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16]), nil
+}
+
+func withAnnotation(m map[string]string, k, v string) map[string]string {
+	if m == nil {
+		m = map[string]string{}
+	}
+	m[k] = v
+	return m
+}
+
+// toApplyObject converts a typed object into the unstructured form server-side apply takes,
+// without status and the server-owned metadata a typed object always carries.
+func (r *Reconciler) toApplyObject(obj client.Object) (*unstructured.Unstructured, error) {
+	gvk, err := apiutil.GVKForObject(obj, r.client.Scheme())
+	if err != nil {
+		return nil, err
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetGroupVersionKind(gvk)
+	delete(u.Object, "status")
+	for _, f := range []string{"resourceVersion", "uid", "generation", "managedFields", "selfLink"} {
+		unstructured.RemoveNestedField(u.Object, "metadata", f)
+	}
+	dropNullTimestamps(u.Object)
+	return u, nil
+}
+
+// dropNullTimestamps removes the "creationTimestamp": null that every typed ObjectMeta
+// (including pod templates) converts to, so the apply states no opinion about it.
+func dropNullTimestamps(m map[string]any) {
+	for k, v := range m {
+		switch v := v.(type) {
+		case nil:
+			if k == "creationTimestamp" {
+				delete(m, k)
+			}
+		case map[string]any:
+			dropNullTimestamps(v)
+		case []any:
+			for _, e := range v {
+				if em, ok := e.(map[string]any); ok {
+					dropNullTimestamps(em)
+				}
+			}
+		}
+	}
+}
+
+// replicasOwnedByOthers reports whether a field manager other than the operator owns
+// spec.replicas of d: then an autoscaler or a person has taken over the replica count.
+func replicasOwnedByOthers(d *appsv1.Deployment) bool {
+	for _, mf := range d.ManagedFields {
+		if mf.Manager == FieldOwner || mf.FieldsV1 == nil {
+			continue
+		}
+		if fieldsHave(mf.FieldsV1, "f:spec", "f:replicas") {
+			return true
+		}
+	}
+	return false
+}
+
+// fieldsHave reports whether a managedFields entry's field set contains the path.
+func fieldsHave(f *metav1.FieldsV1, path ...string) bool {
+	var m map[string]any
+	if err := json.Unmarshal(f.GetRawBytes(), &m); err != nil {
+		return false
+	}
+	for i, p := range path {
+		v, ok := m[p]
+		if !ok {
+			return false
+		}
+		if i == len(path)-1 {
+			return true
+		}
+		if m, ok = v.(map[string]any); !ok {
+			return false
+		}
+	}
+	return false
+}

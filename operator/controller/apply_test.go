@@ -1,0 +1,81 @@
+package controller
+
+import (
+	"reflect"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+func TestReplicasOwnedByOthers(t *testing.T) {
+	entry := func(manager, fields string) metav1.ManagedFieldsEntry {
+		return metav1.ManagedFieldsEntry{Manager: manager, FieldsV1: metav1.NewFieldsV1(fields)}
+	}
+	tests := []struct {
+		name    string
+		entries []metav1.ManagedFieldsEntry
+		want    bool
+	}{
+		{"only the operator", []metav1.ManagedFieldsEntry{entry(FieldOwner, `{"f:spec":{"f:replicas":{}}}`)}, false},
+		{"autoscaler owns replicas", []metav1.ManagedFieldsEntry{
+			entry(FieldOwner, `{"f:spec":{"f:template":{}}}`),
+			entry("kube-controller-manager", `{"f:spec":{"f:replicas":{}}}`),
+		}, true},
+		{"other manager, other fields", []metav1.ManagedFieldsEntry{entry("kubectl", `{"f:metadata":{"f:labels":{}}}`)}, false},
+		{"status only", []metav1.ManagedFieldsEntry{entry("kube-controller-manager", `{"f:status":{"f:replicas":{}}}`)}, false},
+		{"undecodable fields ignored", []metav1.ManagedFieldsEntry{entry("x", `not json`)}, false},
+		{"no managed fields", nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{ManagedFields: tt.entries}}
+			if got := replicasOwnedByOthers(d); got != tt.want {
+				t.Errorf("replicasOwnedByOthers = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDropNullTimestamps(t *testing.T) {
+	in := map[string]any{
+		"metadata": map[string]any{"name": "x", "creationTimestamp": nil},
+		"spec": map[string]any{
+			"template":   map[string]any{"metadata": map[string]any{"creationTimestamp": nil, "labels": map[string]any{"a": "b"}}},
+			"containers": []any{map[string]any{"name": "c", "creationTimestamp": nil}},
+			"keep":       map[string]any{"creationTimestamp": "2026-01-01T00:00:00Z"},
+		},
+	}
+	want := map[string]any{
+		"metadata": map[string]any{"name": "x"},
+		"spec": map[string]any{
+			"template":   map[string]any{"metadata": map[string]any{"labels": map[string]any{"a": "b"}}},
+			"containers": []any{map[string]any{"name": "c"}},
+			"keep":       map[string]any{"creationTimestamp": "2026-01-01T00:00:00Z"},
+		},
+	}
+	dropNullTimestamps(in)
+	if !reflect.DeepEqual(in, want) {
+		t.Errorf("got  %v\nwant %v", in, want)
+	}
+}
+
+func TestContentHash(t *testing.T) {
+	obj := func(kv ...string) *unstructured.Unstructured {
+		data := map[string]any{}
+		for i := 0; i < len(kv); i += 2 {
+			data[kv[i]] = kv[i+1]
+		}
+		return &unstructured.Unstructured{Object: map[string]any{"kind": "ConfigMap", "data": data}}
+	}
+	a1, _ := contentHash(obj("a", "1", "b", "2"))
+	a2, _ := contentHash(obj("b", "2", "a", "1"))
+	b, _ := contentHash(obj("a", "1", "b", "3"))
+	if a1 != a2 {
+		t.Errorf("same content, different hashes %s %s: map order must not matter", a1, a2)
+	}
+	if a1 == b {
+		t.Errorf("different content, same hash %s", a1)
+	}
+}

@@ -1,0 +1,97 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/tern-gw/tern/operator/render"
+)
+
+// Options configure the controller.
+type Options struct {
+	// ControllerName selects the GatewayClasses to manage (spec.controllerName).
+	// Default render.DefaultControllerName, STUNner's.
+	ControllerName string
+}
+
+func (o Options) withDefaults() Options {
+	if o.ControllerName == "" {
+		o.ControllerName = render.DefaultControllerName
+	}
+	return o
+}
+
+// renderKey is the one work-queue key: every event asks for the same full render.
+var renderKey = ctrl.Request{NamespacedName: types.NamespacedName{Name: "render"}}
+
+// Reconciler renders all managed Gateways and writes the results. Create it with Setup.
+type Reconciler struct {
+	client client.Client
+	opts   Options
+	// gatewayRoutes is how Gateway API UDPRoutes are read, depending on the versions the
+	// cluster serves; nil when it serves none.
+	gatewayRoutes *routeVersion
+	log           logr.Logger
+}
+
+// Reconcile lists every input object from the caches, renders, and writes the rendered
+// objects and the status. It ignores the request: there is only renderKey. A failure to
+// write one Gateway's objects does not stop the others; the errors are returned together so
+// the work queue retries with backoff.
+func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
+	start := time.Now()
+	in, err := r.collect(ctx)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("list inputs: %w", err)
+	}
+	res := render.Render(in, render.Options{ControllerName: r.opts.ControllerName})
+	for _, p := range res.Problems {
+		r.log.V(1).Info("render problem", "object", p.Object.String(), "field", p.Field, "severity", p.Severity, "message", p.Message)
+	}
+
+	gateways := map[types.NamespacedName]*gwapiv1.Gateway{}
+	for i := range in.Gateways {
+		gw := &in.Gateways[i]
+		gateways[types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}] = gw
+	}
+	var errs []error
+	for i := range res.Gateways {
+		g := &res.Gateways[i]
+		gw := gateways[types.NamespacedName{Namespace: g.Namespace, Name: g.Name}]
+		if gw == nil { // render only reports on Gateways of its input; never expected
+			errs = append(errs, fmt.Errorf("rendered Gateway %s/%s is not in the input", g.Namespace, g.Name))
+			continue
+		}
+		objs := dataplaneAccess(g) // first: it sets the Deployment's service account
+		for _, obj := range g.Objects() {
+			objs = append(objs, obj.(client.Object))
+		}
+		for _, obj := range objs {
+			if err := r.applyOwned(ctx, obj, gw); err != nil {
+				errs = append(errs, fmt.Errorf("gateway %s/%s: apply %T %s: %w", g.Namespace, g.Name, obj, obj.GetName(), err))
+			}
+		}
+		if err := r.writeGatewayStatus(ctx, gw, &g.Status); err != nil {
+			errs = append(errs, fmt.Errorf("gateway %s/%s: status: %w", g.Namespace, g.Name, err))
+		}
+	}
+	if err := r.writeClassStatuses(ctx, in.GatewayClasses, res.GatewayClasses); err != nil {
+		errs = append(errs, err)
+	}
+	if err := r.writeRouteStatuses(ctx, in, res); err != nil {
+		errs = append(errs, err)
+	}
+	if err := r.prune(ctx, in, res); err != nil {
+		errs = append(errs, err)
+	}
+	r.log.V(1).Info("rendered", "gateways", len(res.Gateways), "problems", len(res.Problems), "took", time.Since(start))
+	return ctrl.Result{}, errors.Join(errs...)
+}

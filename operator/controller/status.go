@@ -1,0 +1,149 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	stnrv1 "github.com/tern-gw/tern/operator/api/v1"
+	"github.com/tern-gw/tern/operator/render"
+)
+
+// Status is written with merge patches computed against the cached object and only when it
+// differs, so a reconcile that changes nothing writes nothing and triggers no new event.
+
+// writeGatewayStatus sets gw's status to want, keeping the transition time of conditions
+// whose status did not change.
+func (r *Reconciler) writeGatewayStatus(ctx context.Context, gw *gwapiv1.Gateway, want *gwapiv1.GatewayStatus) error {
+	next := gw.DeepCopy()
+	now := metav1.Now()
+	next.Status.Addresses = want.Addresses
+	next.Status.Conditions = carryTransitions(gw.Status.Conditions, want.Conditions, now)
+	next.Status.Listeners = make([]gwapiv1.ListenerStatus, len(want.Listeners))
+	for i, l := range want.Listeners {
+		l = *l.DeepCopy()
+		var old []metav1.Condition
+		for _, o := range gw.Status.Listeners {
+			if o.Name == l.Name {
+				old = o.Conditions
+			}
+		}
+		l.Conditions = carryTransitions(old, l.Conditions, now)
+		next.Status.Listeners[i] = l
+	}
+	if equality.Semantic.DeepEqual(gw.Status, next.Status) {
+		return nil
+	}
+	return client.IgnoreNotFound(r.client.Status().Patch(ctx, next, client.MergeFrom(gw)))
+}
+
+// writeClassStatuses writes the conditions render computed for each managed GatewayClass.
+func (r *Reconciler) writeClassStatuses(ctx context.Context, classes []gwapiv1.GatewayClass, results []render.GatewayClassResult) error {
+	var errs []error
+	for _, res := range results {
+		for i := range classes {
+			gc := &classes[i]
+			if gc.Name != res.Name {
+				continue
+			}
+			next := gc.DeepCopy()
+			next.Status.Conditions = carryTransitions(gc.Status.Conditions, res.Conditions, metav1.Now())
+			if equality.Semantic.DeepEqual(gc.Status, next.Status) {
+				continue
+			}
+			if err := r.client.Status().Patch(ctx, next, client.MergeFrom(gc)); client.IgnoreNotFound(err) != nil {
+				errs = append(errs, fmt.Errorf("gatewayclass %s: status: %w", gc.Name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// writeRouteStatuses writes, on every route of both groups, the parent statuses render
+// computed for this controller, keeping other controllers' entries. Routes render did not
+// report on (they name no managed Gateway any more) lose this controller's old entries.
+func (r *Reconciler) writeRouteStatuses(ctx context.Context, in *render.Input, res *render.Result) error {
+	ctl := gwapiv1.GatewayController(r.opts.ControllerName)
+	ours := func(group, ns, name string) []gwapiv1.RouteParentStatus {
+		if rr := res.Route(group, ns, name); rr != nil {
+			return rr.Parents
+		}
+		return nil
+	}
+	var errs []error
+	for i := range in.UDPRoutes {
+		rt := &in.UDPRoutes[i]
+		want := mergeParents(rt.Status.Parents, ours(stnrv1.GroupName, rt.Namespace, rt.Name), ctl)
+		if equality.Semantic.DeepEqual(rt.Status.Parents, want) {
+			continue
+		}
+		next := rt.DeepCopy()
+		next.Status.Parents = want
+		if err := r.client.Status().Patch(ctx, next, client.MergeFrom(rt)); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, fmt.Errorf("udproute.%s %s/%s: status: %w", stnrv1.GroupName, rt.Namespace, rt.Name, err))
+		}
+	}
+	for i := range in.GatewayUDPRoutes {
+		rt := &in.GatewayUDPRoutes[i]
+		want := mergeParents(rt.Status.Parents, ours(gwapiv1.GroupName, rt.Namespace, rt.Name), ctl)
+		if equality.Semantic.DeepEqual(rt.Status.Parents, want) {
+			continue
+		}
+		if _, err := r.gatewayRoutes.setParents(ctx, r.client, rt.Namespace, rt.Name, want); err != nil {
+			errs = append(errs, fmt.Errorf("udproute.%s %s/%s: status: %w", gwapiv1.GroupName, rt.Namespace, rt.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// mergeParents returns cur's entries of other controllers followed by ours (each stamped
+// with ctl), carrying condition transition times over from cur's entry for the same parent.
+// The result is never nil: the CRDs require status.parents, so an emptied list is written
+// as [] (which compares equal to a missing one, so it is not written again).
+func mergeParents(cur, ours []gwapiv1.RouteParentStatus, ctl gwapiv1.GatewayController) []gwapiv1.RouteParentStatus {
+	out := []gwapiv1.RouteParentStatus{}
+	for _, p := range cur {
+		if p.ControllerName != ctl {
+			out = append(out, p)
+		}
+	}
+	now := metav1.Now()
+	for _, p := range ours {
+		p = *p.DeepCopy()
+		p.ControllerName = ctl
+		var old []metav1.Condition
+		for _, o := range cur {
+			if o.ControllerName == ctl && equality.Semantic.DeepEqual(o.ParentRef, p.ParentRef) {
+				old = o.Conditions
+			}
+		}
+		p.Conditions = carryTransitions(old, p.Conditions, now)
+		out = append(out, p)
+	}
+	return out
+}
+
+// carryTransitions returns want with each condition's LastTransitionTime taken from the
+// condition of the same type in old when its status is unchanged, and now otherwise: the
+// Gateway API (and kubectl wait) read the time as when the status last flipped.
+func carryTransitions(old, want []metav1.Condition, now metav1.Time) []metav1.Condition {
+	if want == nil {
+		return nil
+	}
+	out := make([]metav1.Condition, len(want))
+	for i, c := range want {
+		c.LastTransitionTime = now
+		for _, o := range old {
+			if o.Type == c.Type && o.Status == c.Status {
+				c.LastTransitionTime = o.LastTransitionTime
+			}
+		}
+		out[i] = c
+	}
+	return out
+}

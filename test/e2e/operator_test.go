@@ -1,0 +1,343 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/pion/stun/v3"
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/tern-gw/tern/internal/testenv"
+	"github.com/tern-gw/tern/operator/controller"
+	"github.com/tern-gw/tern/operator/render"
+)
+
+// propagationBound is the issue's bound on config delivery: a media server added to a route
+// must be reachable through TURN within about a second.
+const propagationBound = time.Second
+
+// apiServer is the kube-apiserver and etcd of the operator tests, started on first use.
+var apiServer = testenv.New(testenv.Options{CRDPaths: mustDeployCRDs()})
+
+func mustDeployCRDs() []string {
+	p, err := testenv.DeployCRDPaths()
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+// operatorManifests is a Gateway whose one route reaches the StaticService peer-a
+// (127.0.0.2/32) and not peer-b (127.0.0.3/32). The Dataplane has no health endpoint, so the
+// test does not depend on port 8086 being free.
+const operatorManifests = `apiVersion: v1
+kind: Namespace
+metadata: {name: e2e-op}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: e2e-op-class}
+spec:
+  controllerName: stunner.l7mp.io/gateway-operator
+  parametersRef: {group: stunner.l7mp.io, kind: GatewayConfig, name: e2e-op-config, namespace: e2e-op}
+---
+apiVersion: stunner.l7mp.io/v1
+kind: GatewayConfig
+metadata: {name: e2e-op-config, namespace: e2e-op}
+spec: {dataplane: e2e-op-dataplane, realm: stunner.l7mp.io, authType: static, username: user, password: pass}
+---
+apiVersion: stunner.l7mp.io/v1
+kind: Dataplane
+metadata: {name: e2e-op-dataplane}
+spec: {image: ternd:e2e, disableHealthCheck: true}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: e2e-op}
+spec:
+  gatewayClassName: e2e-op-class
+  listeners: [{name: udp, port: %d, protocol: TURN-UDP}]
+---
+apiVersion: stunner.l7mp.io/v1
+kind: StaticService
+metadata: {name: peer-a, namespace: e2e-op}
+spec: {prefixes: [127.0.0.2/32]}
+---
+apiVersion: stunner.l7mp.io/v1
+kind: StaticService
+metadata: {name: peer-b, namespace: e2e-op}
+spec: {prefixes: [127.0.0.3/32]}
+---
+apiVersion: stunner.l7mp.io/v1
+kind: UDPRoute
+metadata: {name: media, namespace: e2e-op}
+spec:
+  parentRefs: [{name: gw}]
+  rules: [{backendRefs: [{group: stunner.l7mp.io, kind: StaticService, name: peer-a}]}]
+`
+
+// The UDPRoute after the change: peer-b joins peer-a.
+const operatorRouteChanged = `apiVersion: stunner.l7mp.io/v1
+kind: UDPRoute
+metadata: {name: media, namespace: e2e-op}
+spec:
+  parentRefs: [{name: gw}]
+  rules:
+  - backendRefs:
+    - {group: stunner.l7mp.io, kind: StaticService, name: peer-a}
+    - {group: stunner.l7mp.io, kind: StaticService, name: peer-b}
+`
+
+// TestOperatorConfigDelivery runs the whole control loop on real parts: tern-operator's
+// controller against a real kube-apiserver, and the real ternd binary started the way the
+// rendered Deployment starts it (the ConfigMap's config as its file, the ConfigMap watched
+// through the API as the Gateway's ServiceAccount). A pion/turn client relays through an
+// allocation to a peer on the route while the route gains a second backend; the test measures
+// how long it takes until a second client may reach the new peer, and checks that the first
+// allocation relayed throughout.
+func TestOperatorConfigDelivery(t *testing.T) {
+	if targetIsCoturn() {
+		t.Skip("coturn is not configured by the operator")
+	}
+	cfg := apiServer.Config(t)
+	scheme := controller.NewScheme()
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startOperator(t)
+
+	port, release := freePort(t, "udp4")
+	release()
+	testenv.Apply(t, c, fmt.Appendf(nil, operatorManifests, port))
+
+	// The ConfigMap is what the pod mounts as its config file.
+	var cm corev1.ConfigMap
+	waitFor(t, 30*time.Second, func() error {
+		return c.Get(context.Background(), client.ObjectKey{Namespace: "e2e-op", Name: "gw"}, &cm)
+	})
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "tern.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cm.Data[render.ConfigKey]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := apiServer.ImpersonatingKubeconfig(t, "system:serviceaccount:e2e-op:gw")
+
+	s := startTerndFromConfigMap(t, cfgPath, kubeconfig, port)
+	peerA := startEchoPeer(t, "127.0.0.2:0")
+	peerB := startEchoPeer(t, "127.0.0.3:0")
+
+	// Client A relays to peer A all through the change: one packet every 5 ms, each echoed.
+	ca := newPionClient(t, s, testUser, testPassword)
+	relayA := ca.allocate(t)
+	roundTrips(t, relayA, peerA.addr, 3)
+	stream := startStream(relayA, peerA.addr, 5*time.Millisecond)
+
+	// Client B may not reach peer B yet.
+	cb := newPionClient(t, s, testUser, testPassword)
+	relayB := cb.allocate(t)
+	if m := cb.transact(t, stun.MethodCreatePermission, peerAddress(peerB.addr)); errorCode(m) != 403 {
+		t.Fatalf("CreatePermission to peer B before the change: error %d, want 403", errorCode(m))
+	}
+
+	start := time.Now()
+	testenv.Apply(t, c, []byte(operatorRouteChanged))
+	var took time.Duration
+	for {
+		m := cb.transact(t, stun.MethodCreatePermission, peerAddress(peerB.addr))
+		if errorCode(m) == 0 {
+			took = time.Since(start)
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("peer B still refused (%d) 10s after the route change", errorCode(m))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("UDPRoute change to peer B reachable through ternd: %v (bound %v)", took, propagationBound)
+	if took > propagationBound {
+		t.Errorf("the new backend took %v to become reachable, want within %v", took, propagationBound)
+	}
+	roundTrips(t, relayB, peerB.addr, 3)
+
+	// Keep client A's stream going a little past the change, then check it never stopped.
+	time.Sleep(300 * time.Millisecond)
+	sent, got, gap := stream.stop()
+	t.Logf("client A during the change: %d sent, %d echoed, longest gap between echoes %v", sent, got, gap)
+	if sent == 0 || float64(got) < 0.99*float64(sent) {
+		t.Errorf("client A: %d of %d packets echoed, want at least 99%%", got, sent)
+	}
+	if gap > 250*time.Millisecond {
+		t.Errorf("client A: longest gap between echoes %v, want under 250ms", gap)
+	}
+	if n := strings.Count(s.out.String(), "listener started"); n > 1 {
+		t.Errorf("the listener was started %d times; a route change must not restart it", n)
+	}
+	ca.assertQuiet(t)
+}
+
+// startOperator runs tern-operator's controller in this process against the API server until
+// the test ends.
+func startOperator(t *testing.T) {
+	t.Helper()
+	ctrl.SetLogger(logr.Discard())
+	scheme := controller.NewScheme()
+	mgr, err := ctrl.NewManager(apiServer.Config(t), manager.Options{
+		Scheme:                 scheme,
+		Cache:                  controller.CacheOptions(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := controller.Setup(mgr, controller.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("operator: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("operator did not stop within 30s")
+		}
+	})
+}
+
+// startTerndFromConfigMap starts ternd as the rendered Deployment does: -c with the mounted
+// config, TERN_CONFIGMAP naming the ConfigMap to watch, POD_IP for the $(POD_IP) relay
+// address. It waits until the listener answers a STUN Binding.
+func startTerndFromConfigMap(t *testing.T, cfgPath, kubeconfig string, port int) *server {
+	t.Helper()
+	s := &server{addr: &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}, out: &syncBuffer{}}
+	cmd := exec.Command(terndBinary(t), "-c", cfgPath, "--kubeconfig", kubeconfig, "-l", "info")
+	cmd.Env = append(os.Environ(), "TERN_CONFIGMAP=e2e-op/gw", "POD_IP=127.0.0.1", "POD_NAMESPACE=e2e-op")
+	cmd.Stdout, cmd.Stderr = s.out, s.out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s.cmd, s.done = cmd, make(chan struct{})
+	go func() {
+		s.waitErr = cmd.Wait()
+		close(s.done)
+	}()
+	t.Cleanup(func() {
+		s.stop(t)
+		if t.Failed() {
+			t.Logf("ternd output:\n%s", s.out.String())
+		}
+	})
+	waitFor(t, readyTimeout, func() error {
+		if s.exited() {
+			t.Fatalf("ternd exited: %v", s.waitErr)
+		}
+		return stunBinding(s.addr, 200*time.Millisecond)
+	})
+	return s
+}
+
+// waitFor polls f every 20 ms until it returns nil, and fails the test after within.
+func waitFor(t *testing.T, within time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stream sends numbered packets through a relay to an echoing peer on a fixed schedule and
+// records the echoes.
+type stream struct {
+	conn     net.PacketConn
+	sent     atomic.Int64
+	got      atomic.Int64
+	maxGap   atomic.Int64 // nanoseconds between consecutive echoes
+	quitSend chan struct{}
+	quitRecv chan struct{}
+	sender   sync.WaitGroup
+	receiver sync.WaitGroup
+}
+
+func startStream(relay net.PacketConn, peer *net.UDPAddr, every time.Duration) *stream {
+	s := &stream{conn: relay, quitSend: make(chan struct{}), quitRecv: make(chan struct{})}
+	s.sender.Add(1)
+	s.receiver.Add(1)
+	go func() {
+		defer s.sender.Done()
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-s.quitSend:
+				return
+			case <-tick.C:
+			}
+			if _, err := relay.WriteTo([]byte("stream-"+strconv.Itoa(i)), peer); err == nil {
+				s.sent.Add(1)
+			}
+		}
+	}()
+	go func() {
+		defer s.receiver.Done()
+		buf := make([]byte, 1500)
+		last := time.Now()
+		for {
+			_ = relay.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+			_, _, err := relay.ReadFrom(buf)
+			now := time.Now()
+			if err == nil {
+				s.got.Add(1)
+				if gap := now.Sub(last); int64(gap) > s.maxGap.Load() {
+					s.maxGap.Store(int64(gap))
+				}
+				last = now
+			}
+			select {
+			case <-s.quitRecv:
+				return
+			default:
+			}
+		}
+	}()
+	return s
+}
+
+// stop ends the stream after the last echoes had time to arrive and returns packets sent,
+// packets echoed and the longest gap between echoes.
+func (s *stream) stop() (sent, got int64, gap time.Duration) {
+	close(s.quitSend)
+	s.sender.Wait()
+	time.Sleep(200 * time.Millisecond) // echoes still on their way
+	close(s.quitRecv)
+	s.receiver.Wait()
+	_ = s.conn.SetReadDeadline(time.Time{})
+	return s.sent.Load(), s.got.Load(), time.Duration(s.maxGap.Load())
+}
