@@ -4,7 +4,7 @@ SHELL := /bin/bash
 
 FUZZTIME ?= 20s
 
-.PHONY: build run test lint bench generate fuzz certs
+.PHONY: build run test lint bench bench-micro generate fuzz certs
 
 build:
 	go build -o bin/ternd ./cmd/ternd
@@ -23,7 +23,13 @@ lint:
 	go vet ./...
 	go tool staticcheck ./...
 
+# ternd side by side with coturn, pion/turn and a raw UDP forwarder on 127.0.0.1 (10-15 min);
+# writes BENCHMARKS.md and bench/results/. `hack/bench.sh --quick` is a one-minute smoke.
 bench:
+	hack/bench.sh
+
+# The engine's Go benchmarks (ns/op, allocs/op of the relay paths).
+bench-micro:
 	go test -run='^$$' -bench=. -benchmem ./turn/...
 
 generate:
