@@ -218,6 +218,37 @@ spec:
 				return fmt.Errorf("no parent status")
 			},
 		},
+		{
+			name: "inv-static-prefix",
+			extra: validConfig + "---\n" + udpGateway + `---
+apiVersion: stunner.l7mp.io/v1
+kind: StaticService
+metadata: {name: static, namespace: NS}
+spec: {prefixes: [10.1.0.0/16, not-a-prefix]}
+---
+apiVersion: stunner.l7mp.io/v1
+kind: UDPRoute
+metadata: {name: route, namespace: NS}
+spec:
+  parentRefs: [{name: gw}]
+  rules: [{backendRefs: [{group: stunner.l7mp.io, kind: StaticService, name: static}]}]
+`,
+			check: func(ns string) error {
+				var ss stnrv1.StaticService
+				if err := get(c, ns, "static", &ss); err != nil {
+					return err
+				}
+				if err := condition(ss.Status.Conditions, ConditionValid, metav1.ConditionFalse, "spec.prefixes[1]"); err != nil {
+					return err
+				}
+				// The objects that are fine say so.
+				var gc stnrv1.GatewayConfig
+				if err := get(c, ns, ns+"-config", &gc); err != nil {
+					return err
+				}
+				return condition(gc.Status.Conditions, ConditionValid, metav1.ConditionTrue, "")
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

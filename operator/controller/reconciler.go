@@ -89,6 +89,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 	if err := r.writeRouteStatuses(ctx, in, res); err != nil {
 		errs = append(errs, err)
 	}
+	if err := r.writeObjectStatuses(ctx, in, res); err != nil {
+		errs = append(errs, err)
+	}
 	if err := r.prune(ctx, in, res); err != nil {
 		errs = append(errs, err)
 	}
