@@ -254,6 +254,28 @@ func startTernd(t *testing.T, mutate func(*config)) *server {
 	default:
 		t.Fatalf("TERN_E2E_TARGET=%q: want ternd or coturn", target)
 	}
+	s.start(t, cmd)
+
+	deadline := time.Now().Add(readyTimeout)
+	for !s.ready() {
+		if s.exited() {
+			t.Fatalf("%s exited before it was ready: %v", s.name(), s.waitErr)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not ready within %v", s.name(), readyTimeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return s
+}
+
+// start runs cmd as the server's process, its output into s.out, and stops it when the test
+// ends (logging the output if the test failed).
+func (s *server) start(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	if s.out == nil {
+		s.out = &syncBuffer{}
+	}
 	cmd.Stdout, cmd.Stderr = s.out, s.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -269,18 +291,18 @@ func startTernd(t *testing.T, mutate func(*config)) *server {
 			t.Logf("%s output:\n%s", s.name(), s.out.String())
 		}
 	})
+}
 
-	deadline := time.Now().Add(readyTimeout)
-	for !s.ready() {
+// waitBinding waits until s.addr answers a STUN Binding, for servers without a health
+// endpoint, and fails the test if the process exits first.
+func (s *server) waitBinding(t *testing.T) {
+	t.Helper()
+	waitFor(t, readyTimeout, func() error {
 		if s.exited() {
-			t.Fatalf("%s exited before it was ready: %v", s.name(), s.waitErr)
+			t.Fatalf("%s exited: %v", s.name(), s.waitErr)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready within %v", s.name(), readyTimeout)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return s
+		return stunBinding(s.addr, 200*time.Millisecond)
+	})
 }
 
 func (s *server) name() string { return filepath.Base(s.cmd.Path) }

@@ -230,30 +230,11 @@ func startOperator(t *testing.T) {
 // address. It waits until the listener answers a STUN Binding.
 func startTerndFromConfigMap(t *testing.T, cfgPath, kubeconfig string, port int) *server {
 	t.Helper()
-	s := &server{addr: &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}, out: &syncBuffer{}}
+	s := &server{addr: &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}}
 	cmd := exec.Command(terndBinary(t), "-c", cfgPath, "--kubeconfig", kubeconfig, "-l", "info")
 	cmd.Env = append(os.Environ(), "TERN_CONFIGMAP=e2e-op/gw", "POD_IP=127.0.0.1", "POD_NAMESPACE=e2e-op")
-	cmd.Stdout, cmd.Stderr = s.out, s.out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s.cmd, s.done = cmd, make(chan struct{})
-	go func() {
-		s.waitErr = cmd.Wait()
-		close(s.done)
-	}()
-	t.Cleanup(func() {
-		s.stop(t)
-		if t.Failed() {
-			t.Logf("ternd output:\n%s", s.out.String())
-		}
-	})
-	waitFor(t, readyTimeout, func() error {
-		if s.exited() {
-			t.Fatalf("ternd exited: %v", s.waitErr)
-		}
-		return stunBinding(s.addr, 200*time.Millisecond)
-	})
+	s.start(t, cmd)
+	s.waitBinding(t)
 	return s
 }
 

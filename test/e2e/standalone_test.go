@@ -75,29 +75,9 @@ func TestStandaloneGatewayFile(t *testing.T) {
 	}
 	write("[127.0.0.1/32]")
 
-	s := &server{addr: &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}, out: &syncBuffer{}}
-	cmd := exec.Command(terndBinary(t), "-f", path, "-w")
-	cmd.Stdout, cmd.Stderr = s.out, s.out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s.cmd, s.done = cmd, make(chan struct{})
-	go func() {
-		s.waitErr = cmd.Wait()
-		close(s.done)
-	}()
-	t.Cleanup(func() {
-		s.stop(t)
-		if t.Failed() {
-			t.Logf("ternd output:\n%s", s.out.String())
-		}
-	})
-	waitFor(t, readyTimeout, func() error {
-		if s.exited() {
-			t.Fatalf("ternd exited: %v", s.waitErr)
-		}
-		return stunBinding(s.addr, 200*time.Millisecond)
-	})
+	s := &server{addr: &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}}
+	s.start(t, exec.Command(terndBinary(t), "-f", path, "-w"))
+	s.waitBinding(t)
 
 	near := startEchoPeer(t, "127.0.0.1:0")
 	far := startEchoPeer(t, "127.0.0.2:0")
