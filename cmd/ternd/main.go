@@ -49,6 +49,7 @@ func run(args []string) int {
 		kubecfg = fs.String("kubeconfig", "", "kubeconfig for --configmap; default $KUBECONFIG, ~/.kube/config, then in-cluster")
 		level   = fs.String("l", "", "log level (debug, info, warn, error, or STUNner's all:LEVEL form); overrides the config's admin.logLevel")
 		watch   = fs.Bool("w", false, "watch the config file and apply changes live")
+		pprofAt = fs.String("pprof", "", "serve Go's profiling endpoints (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; off by default, never on a public address")
 		threads = fs.Int("udp-thread-num", 0, "sockets (and reader threads) per TURN-UDP listener; 0 means the number of CPUs")
 		relays  = fs.Int("relay-thread-num", 0, "epoll workers serving relay sockets; 0 means the number of CPUs")
 		bufs    = fs.Int("socket-buffer", 4<<20, "SO_RCVBUF/SO_SNDBUF of listener sockets, bytes")
@@ -134,6 +135,9 @@ func run(args []string) int {
 				log.Error("configmap watch stopped", "error", err)
 			}
 		}()
+	}
+	if *pprofAt != "" {
+		go servePprof(*pprofAt, log)
 	}
 	log.Info("ternd serving", "config", source, "realm", cfg.Auth.Realm)
 
