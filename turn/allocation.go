@@ -96,6 +96,7 @@ type Allocation struct {
 	Username string
 
 	relay   Relay
+	key     tupleKey     // FiveTuple packed for the table; set by table.insert
 	expires atomic.Int64 // unix ns
 	deleted atomic.Bool
 
@@ -106,7 +107,7 @@ type Allocation struct {
 
 	mu       sync.Mutex // serializes writers of this allocation
 	lastTxID [12]byte   // Allocate transaction that created it, for retransmissions
-	lastResp []byte
+	token    uint64     // RESERVATION-TOKEN that Allocate returned, 0 if none
 }
 
 // Relay returns the allocation's relay socket.
