@@ -201,7 +201,7 @@ func (q *req) allocate() []byte {
 		// A retransmitted Allocate gets the original success response again;
 		// anything else on a 5-tuple that has an allocation is a mismatch.
 		if a.lastTxID == q.m.TransactionID && a.Username == q.usr {
-			return a.lastResp
+			return q.allocated(a)
 		}
 		return q.fail(stun.CodeAllocMismatch, nil)
 	}
@@ -263,29 +263,36 @@ func (q *req) allocate() []byte {
 		return q.fail(stun.CodeInsufficientCapacity, nil)
 	}
 	a.relay = relay
+	a.token = token
 	lt := q.lifetime()
 	a.expires.Store(q.now.Add(lt).UnixNano())
-	ra := relay.Addr()
-	attrs := []stun.Setter{xorAttr{stun.AttrXORRelayedAddress, ra}, lifetimeAttr(lt)}
-	if token != 0 {
-		v := make([]byte, 8)
-		binary.BigEndian.PutUint64(v, token)
-		attrs = append(attrs, stun.RawAttribute{Type: stun.AttrReservationToken, Value: v})
-	}
-	attrs = append(attrs, xorAttr{stun.AttrXORMappedAddress, q.ft.Client})
-	a.lastResp = q.success(attrs...)
 	if existing := e.allocs.insert(a); existing != nil {
 		// Lost a race with a retransmission handled by another worker.
 		_ = relay.Close()
 		e.releaseQuota(q.usr, clientIP)
 		if existing.lastTxID == q.m.TransactionID {
-			return existing.lastResp
+			return q.allocated(existing)
 		}
 		return q.fail(stun.CodeAllocMismatch, nil)
 	}
-	e.log.Info("allocation created", "client", q.ft.String(), "relay", ra.String(),
+	e.log.Info("allocation created", "client", q.ft.String(), "relay", relay.Addr().String(),
 		"username", q.usr, "lifetime", lt.String())
-	return a.lastResp
+	return q.allocated(a)
+}
+
+// allocated is the success response to the Allocate that made a, built
+// again for each retransmission of that request (RFC 8656 §7.2) rather than
+// kept: the same attributes, with the lifetime that remains.
+func (q *req) allocated(a *Allocation) []byte {
+	lt := max(time.Unix(0, a.expires.Load()).Sub(q.now), 0)
+	attrs := []stun.Setter{xorAttr{stun.AttrXORRelayedAddress, a.relay.Addr()}, lifetimeAttr(lt)}
+	if a.token != 0 {
+		v := make([]byte, 8)
+		binary.BigEndian.PutUint64(v, a.token)
+		attrs = append(attrs, stun.RawAttribute{Type: stun.AttrReservationToken, Value: v})
+	}
+	attrs = append(attrs, xorAttr{stun.AttrXORMappedAddress, q.ft.Client})
+	return q.success(attrs...)
 }
 
 // refresh handles Refresh (RFC 8656 §8): lifetime 0 deletes.
