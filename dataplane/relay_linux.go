@@ -51,8 +51,11 @@ type relayWorker struct {
 	epf *os.File
 	erc syscall.RawConn
 
-	mu       sync.Mutex
-	relays   map[int32]*relay
+	mu sync.Mutex
+	// relays is indexed by socket descriptor: descriptors are small and
+	// dense, so a slice costs 8 bytes per descriptor where a map cost ~5
+	// times that per relay.
+	relays   []*relay
 	closing  []*relay
 	stopping bool
 }
@@ -94,7 +97,7 @@ func newRelayWorker(io *relayIO, id int) (*relayWorker, error) {
 		unix.Close(evfd)
 		return nil, err
 	}
-	w := &relayWorker{id: id, io: io, epfd: epfd, evfd: evfd, relays: map[int32]*relay{}}
+	w := &relayWorker{id: id, io: io, epfd: epfd, evfd: evfd}
 	if io.pool.srv.opts.IOMode != IOThreads {
 		if err := unix.SetNonblock(epfd, true); err != nil {
 			unix.Close(epfd)
@@ -137,10 +140,10 @@ func (io *relayIO) start(r *relay) error {
 	if w.stopping {
 		return errors.New("dataplane: relay workers stopped")
 	}
-	w.relays[int32(r.sock.fd)] = r
+	w.setRelay(r.sock.fd, r)
 	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(r.sock.fd)}
 	if err := unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, r.sock.fd, &ev); err != nil {
-		delete(w.relays, int32(r.sock.fd))
+		w.setRelay(r.sock.fd, nil)
 		return err
 	}
 	return nil
@@ -164,6 +167,25 @@ func (io *relayIO) close() {
 		w.wake()
 	}
 	io.wg.Wait()
+}
+
+// relay returns the relay whose socket is fd, or nil. The caller holds w.mu.
+func (w *relayWorker) relay(fd int) *relay {
+	if fd < 0 || fd >= len(w.relays) {
+		return nil
+	}
+	return w.relays[fd]
+}
+
+// setRelay files r (nil to clear) under descriptor fd. The caller holds w.mu.
+func (w *relayWorker) setRelay(fd int, r *relay) {
+	if fd >= len(w.relays) {
+		if r == nil {
+			return
+		}
+		w.relays = append(w.relays, make([]*relay, fd+1-len(w.relays))...)
+	}
+	w.relays[fd] = r
 }
 
 func (w *relayWorker) wake() {
@@ -208,7 +230,7 @@ func (w *relayWorker) serve() {
 				continue
 			}
 			w.mu.Lock()
-			r := w.relays[fd]
+			r := w.relay(int(fd))
 			w.mu.Unlock()
 			if r != nil {
 				w.drain(r, rb, sb)
@@ -226,12 +248,14 @@ func (w *relayWorker) control() bool {
 	w.closing = nil
 	if stopping {
 		for _, r := range w.relays {
-			closing = append(closing, r)
+			if r != nil {
+				closing = append(closing, r)
+			}
 		}
 	}
 	for _, r := range closing {
-		if w.relays[int32(r.sock.fd)] == r {
-			delete(w.relays, int32(r.sock.fd))
+		if w.relay(r.sock.fd) == r {
+			w.setRelay(r.sock.fd, nil)
 			_ = unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, r.sock.fd, nil)
 		}
 	}
