@@ -64,6 +64,7 @@ func (c *common) setup() ([]bench.Target, func(), error) {
 	}
 	cleanup := func() {}
 	if c.launch != "" {
+		raiseNoFile() // launched servers inherit it
 		names := strings.Split(c.launch, ",")
 		if c.launch == "all" {
 			names = launch.Names

@@ -43,7 +43,6 @@ func main() {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
-	raiseNoFile()
 	if err := commands[os.Args[1]](os.Args[2:]); err != nil {
 		fmt.Fprintf(os.Stderr, "ternbench %s: %v\n", os.Args[1], err)
 		os.Exit(1)
