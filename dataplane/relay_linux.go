@@ -4,13 +4,13 @@ import (
 	"errors"
 	"net/netip"
 	"os"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tern-gw/tern/internal/sysblock"
 	"github.com/tern-gw/tern/turn"
 )
 
@@ -207,15 +207,16 @@ func (w *relayWorker) serve() {
 		return n != 0 || (werr != nil && werr != unix.EINTR)
 	}
 	if w.erc == nil {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
+		defer sysblock.Enter()()
 	}
+	var y sysblock.Yielder
 	for {
 		if w.erc != nil {
 			if err := w.erc.Read(wait); err != nil {
 				return
 			}
 		} else {
+			y.Maybe()
 			n, werr = unix.EpollWait(w.epfd, events, -1)
 		}
 		if werr != nil && !errors.Is(werr, unix.EINTR) {

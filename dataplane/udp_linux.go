@@ -4,11 +4,11 @@ import (
 	"context"
 	"net"
 	"net/netip"
-	"runtime"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tern-gw/tern/internal/sysblock"
 	"github.com/tern-gw/tern/turn"
 )
 
@@ -27,7 +27,7 @@ type udpSocket struct {
 
 // openUDPSocket binds a listener socket. In poller mode it is non-blocking
 // and registered with the Go runtime's netpoller; in threads mode it is a
-// blocking socket read by a locked OS thread.
+// blocking socket whose worker blocks in recvmmsg in its own thread.
 func openUDPSocket(addr netip.AddrPort, bufSize int, mode string) (*udpSocket, error) {
 	s := &udpSocket{}
 	if mode == IOThreads {
@@ -78,11 +78,13 @@ func (s *udpSocket) serve() {
 	rb := newRecvBatch(batchSize, 0, listenerSlot, 0)
 	sb := newMsgBatch(batchSize)
 	if s.rc == nil {
-		// Threads mode: block in recvmmsg on a locked OS thread, for the
-		// first datagram only (MSG_WAITFORONE).
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
+		// Threads mode: block in recvmmsg, for the first datagram only
+		// (MSG_WAITFORONE). The blocked goroutine holds its thread anyway;
+		// locking it would turn every yield into two thread switches.
+		defer sysblock.Enter()()
+		var y sysblock.Yielder
 		for {
+			y.Maybe()
 			n, err := rb.recv(s.fd, unix.MSG_WAITFORONE, true)
 			if s.l.closed.Load() {
 				return

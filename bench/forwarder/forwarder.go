@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/tern-gw/tern/bench/udpbatch"
+	"github.com/tern-gw/tern/internal/sysblock"
 )
 
 // batch is datagrams per recvmmsg/sendmmsg, as in the TURN servers measured.
@@ -23,6 +24,12 @@ type Config struct {
 	RelayIP netip.Addr
 	// SocketBuffer is SO_RCVBUF/SO_SNDBUF of every socket in bytes.
 	SocketBuffer int
+	// Poller makes the goroutines park in the Go netpoller. By default
+	// each socket's goroutine blocks in recvmmsg in its own thread
+	// (internal/sysblock), as ternd's workers do, so that the ceiling uses
+	// the cheaper of the two ways to wait: a thread per relay socket where
+	// ternd has a few epoll workers.
+	Poller bool
 }
 
 // Forwarder is a running forwarder.
@@ -39,6 +46,32 @@ type Forwarder struct {
 
 type listener struct {
 	conn *udpbatch.Conn
+	ctl  *udpbatch.Conn // control replies, written by the listener goroutine
+}
+
+// listen opens one listener socket of c.
+func listen(c Config) (*udpbatch.Conn, error) {
+	return open(c.Listen, udpbatch.Options{ReusePort: true, Buffer: c.SocketBuffer}, c.Poller)
+}
+
+// listenRelay opens a relay socket on an ephemeral port of RelayIP.
+func (f *Forwarder) listenRelay() (*udpbatch.Conn, error) {
+	return open(netip.AddrPortFrom(f.cfg.RelayIP, 0), udpbatch.Options{Buffer: f.cfg.SocketBuffer}, f.cfg.Poller)
+}
+
+// open opens a socket that blocks in its reader's thread, or, with poller,
+// one the Go netpoller serves. A blocking socket must stay out of the
+// netpoller entirely: the netpoller is woken by every send on a socket it
+// watches (the write-space edge), whether or not anyone waits there.
+func open(addr netip.AddrPort, o udpbatch.Options, poller bool) (*udpbatch.Conn, error) {
+	if !poller {
+		return udpbatch.ListenBlocking(addr, o, batch)
+	}
+	uc, err := udpbatch.Listen(addr, o)
+	if err != nil {
+		return nil, err
+	}
+	return udpbatch.New(uc, batch)
 }
 
 // relay is one client's mapping: a socket that sends to the peer and
@@ -60,18 +93,17 @@ func Start(c Config) (*Forwarder, error) {
 	empty := map[netip.AddrPort]*relay{}
 	f.relays.Store(&empty)
 	for i := 0; i < c.Threads; i++ {
-		uc, err := udpbatch.Listen(c.Listen, udpbatch.Options{ReusePort: true, Buffer: c.SocketBuffer})
+		bc, err := listen(c)
 		if err != nil {
 			f.Close()
 			return nil, fmt.Errorf("forwarder: listener %d: %w", i, err)
 		}
 		if i == 0 && c.Listen.Port() == 0 {
 			// Port 0: the other sockets join the port the first one got.
-			c.Listen = uc.LocalAddr().(interface{ AddrPort() netip.AddrPort }).AddrPort()
+			c.Listen = bc.LocalAddr()
 			f.cfg.Listen = c.Listen
 		}
-		bc, _ := udpbatch.New(uc, batch)
-		l := &listener{conn: bc}
+		l := &listener{conn: bc, ctl: bc.Writer(1)}
 		f.listeners = append(f.listeners, l)
 	}
 	for _, l := range f.listeners {
@@ -103,12 +135,19 @@ func (f *Forwarder) Relays() int { return len(*f.relays.Load()) }
 
 func (f *Forwarder) serveListener(l *listener) {
 	defer f.wg.Done()
+	var y sysblock.Yielder
+	if !f.cfg.Poller {
+		defer sysblock.Enter()()
+	}
 	in := make([]udpbatch.Message, batch)
 	out := make([]udpbatch.Message, batch)
 	for i := range in {
 		in[i].Buf = make([]byte, 2048)
 	}
 	for {
+		if !f.cfg.Poller {
+			y.Maybe()
+		}
 		n, err := l.conn.ReadBatch(in)
 		if err != nil {
 			return
@@ -164,12 +203,11 @@ func (f *Forwarder) control(l *listener, client netip.AddrPort, op byte, addr ne
 			r = nil
 		}
 		if r == nil {
-			uc, err := udpbatch.Listen(netip.AddrPortFrom(f.cfg.RelayIP, 0), udpbatch.Options{Buffer: f.cfg.SocketBuffer})
+			rc, err := f.listenRelay()
 			if err != nil {
 				return // the client times out and reports the failure
 			}
-			rc, _ := udpbatch.New(uc, batch)
-			back, _ := udpbatch.New(l.conn.UDPConn(), batch)
+			back := l.conn.Writer(batch)
 			r = &relay{client: client, peer: addr, conn: rc, back: back}
 			f.wg.Add(1)
 			go f.serveRelay(r)
@@ -180,8 +218,8 @@ func (f *Forwarder) control(l *listener, client netip.AddrPort, op byte, addr ne
 		}
 		next[client] = r
 		f.relays.Store(&next)
-		relayAddr := r.conn.UDPConn().LocalAddr().(interface{ AddrPort() netip.AddrPort }).AddrPort()
-		_, _ = l.conn.UDPConn().WriteToUDPAddrPort(Control(OpBind, relayAddr), client)
+		relayAddr := r.conn.LocalAddr()
+		_, _ = l.ctl.WriteBatch([]udpbatch.Message{{Buf: Control(OpBind, relayAddr), Addr: client}})
 	case OpUnbind:
 		if r == nil {
 			return
@@ -201,11 +239,18 @@ func (f *Forwarder) control(l *listener, client netip.AddrPort, op byte, addr ne
 // listener socket so the client sees the forwarder's address.
 func (f *Forwarder) serveRelay(r *relay) {
 	defer f.wg.Done()
+	var y sysblock.Yielder
+	if !f.cfg.Poller {
+		defer sysblock.Enter()()
+	}
 	in := make([]udpbatch.Message, batch)
 	for i := range in {
 		in[i].Buf = make([]byte, 2048)
 	}
 	for {
+		if !f.cfg.Poller {
+			y.Maybe()
+		}
 		n, err := r.conn.ReadBatch(in)
 		if err != nil {
 			return

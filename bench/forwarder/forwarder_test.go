@@ -32,14 +32,25 @@ func TestControlRoundTrip(t *testing.T) {
 	}
 }
 
+// TestForwardsBothWays runs each way of waiting for listener packets.
 func TestForwardsBothWays(t *testing.T) {
+	for _, poller := range []bool{false, true} {
+		name := "blocking"
+		if poller {
+			name = "poller"
+		}
+		t.Run(name, func(t *testing.T) { testForwardsBothWays(t, poller) })
+	}
+}
+
+func testForwardsBothWays(t *testing.T, poller bool) {
 	lo := netip.MustParseAddr("127.0.0.1")
 	echo, err := peer.Start(netip.AddrPortFrom(lo, 0), true, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer echo.Close()
-	f, err := Start(Config{Listen: netip.AddrPortFrom(lo, 0), RelayIP: lo})
+	f, err := Start(Config{Listen: netip.AddrPortFrom(lo, 0), RelayIP: lo, Poller: poller})
 	if err != nil {
 		t.Fatal(err)
 	}

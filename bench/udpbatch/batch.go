@@ -10,6 +10,7 @@ package udpbatch
 import (
 	"net"
 	"net/netip"
+	"os"
 )
 
 // Message is one datagram of a batch.
@@ -25,7 +26,9 @@ type Message struct {
 
 // Conn batches I/O on one UDP socket.
 type Conn struct {
-	uc *net.UDPConn
+	uc     *net.UDPConn // nil for ListenBlocking sockets
+	file   *os.File     // ListenBlocking sockets
+	shared bool         // a Writer: Close leaves the socket open
 	sys
 }
 
@@ -41,8 +44,18 @@ func New(uc *net.UDPConn, batch int) (*Conn, error) {
 	return c, nil
 }
 
-// UDPConn returns the underlying socket.
+// UDPConn returns the underlying socket, or nil for a ListenBlocking one.
 func (c *Conn) UDPConn() *net.UDPConn { return c.uc }
 
-// Close closes the socket; a blocked ReadBatch returns an error.
-func (c *Conn) Close() error { return c.uc.Close() }
+// Close closes the socket (unless c is a Writer); a blocked ReadBatch
+// returns an error.
+func (c *Conn) Close() error {
+	if c.shared {
+		return nil
+	}
+	c.shutdown()
+	if c.file != nil {
+		return c.file.Close()
+	}
+	return c.uc.Close()
+}

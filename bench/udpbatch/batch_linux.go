@@ -3,7 +3,11 @@
 package udpbatch
 
 import (
+	"fmt"
+	"net"
 	"net/netip"
+	"os"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -20,12 +24,94 @@ type half struct {
 	ms    []Message // the batch being moved
 	n     int       // messages moved by the last system call
 	errno syscall.Errno
+	flags uintptr // recvmmsg/sendmmsg flags
+	block bool    // blocking socket: retry EINTR here, never wait in the poller
 	fn    func(fd uintptr) bool
 }
 
 type sys struct {
-	rc     syscall.RawConn
-	rd, wr half
+	rc      syscall.RawConn
+	rd, wr  half
+	block   bool
+	closing atomic.Bool
+}
+
+// ListenBlocking opens a blocking UDP socket bound to addr, outside the Go
+// netpoller, whose ReadBatch waits in the kernel in its goroutine's own
+// thread and returns as soon as one datagram is in (MSG_WAITFORONE). That
+// avoids the scheduler wake-up per batch that parking in the netpoller
+// costs; use internal/sysblock with it. The socket is opened directly (not
+// through net) because a socket the netpoller knows wakes it on every
+// datagram even when nobody waits there. Close shuts the socket down first,
+// so a blocked read returns net.ErrClosed. UDPConn returns nil.
+func ListenBlocking(addr netip.AddrPort, o Options, batch int) (*Conn, error) {
+	domain := unix.AF_INET
+	if addr.Addr().Is6() && !addr.Addr().Is4In6() {
+		domain = unix.AF_INET6
+	}
+	fd, err := unix.Socket(domain, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	var sa unix.Sockaddr
+	if domain == unix.AF_INET {
+		sa = &unix.SockaddrInet4{Port: int(addr.Port()), Addr: addr.Addr().Unmap().As4()}
+	} else {
+		sa = &unix.SockaddrInet6{Port: int(addr.Port()), Addr: addr.Addr().As16()}
+	}
+	if err := setOptions(fd, o); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	if err := unix.Bind(fd, sa); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("bind %v: %w", addr, err)
+	}
+	f := os.NewFile(uintptr(fd), "udp "+addr.String()) // blocking: not added to the poller
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	c := &Conn{file: f}
+	c.setup(rc, max(batch, 1))
+	c.block = true
+	c.rd.block, c.wr.block = true, true
+	c.rd.flags = unix.MSG_WAITFORONE
+	return c, nil
+}
+
+// LocalAddr is the address the socket is bound to.
+func (c *Conn) LocalAddr() netip.AddrPort {
+	var a netip.AddrPort
+	_ = c.rc.Control(func(fd uintptr) {
+		if sa, err := unix.Getsockname(int(fd)); err == nil {
+			switch sa := sa.(type) {
+			case *unix.SockaddrInet4:
+				a = netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(sa.Port))
+			case *unix.SockaddrInet6:
+				a = netip.AddrPortFrom(netip.AddrFrom16(sa.Addr).Unmap(), uint16(sa.Port))
+			}
+		}
+	})
+	return a
+}
+
+// Writer returns a Conn on the same socket with write state of its own, so
+// that another goroutine can WriteBatch concurrently. Closing it does not
+// close the socket; do not ReadBatch from it.
+func (c *Conn) Writer(batch int) *Conn {
+	w := &Conn{uc: c.uc, shared: true}
+	w.setup(c.rc, max(batch, 1))
+	w.wr.block = c.block
+	return w
+}
+
+func (c *Conn) shutdown() {
+	if c.block {
+		c.closing.Store(true)
+		_ = c.rc.Control(func(fd uintptr) { _ = unix.Shutdown(int(fd), unix.SHUT_RD) })
+	}
 }
 
 func (c *Conn) init(batch int) error {
@@ -33,6 +119,11 @@ func (c *Conn) init(batch int) error {
 	if err != nil {
 		return err
 	}
+	c.setup(rc, batch)
+	return nil
+}
+
+func (c *Conn) setup(rc syscall.RawConn, batch int) {
 	c.rc = rc
 	for _, h := range []*half{&c.rd, &c.wr} {
 		h.hdrs = make([]unix.Mmsghdr, batch)
@@ -46,7 +137,6 @@ func (c *Conn) init(batch int) error {
 	}
 	c.rd.fn = func(fd uintptr) bool { return c.rd.call(fd, unix.SYS_RECVMMSG) }
 	c.wr.fn = func(fd uintptr) bool { return c.wr.call(fd, unix.SYS_SENDMMSG) }
-	return nil
 }
 
 // call runs one recvmmsg/sendmmsg over h.hdrs[:len(h.ms)]. It returns false
@@ -56,7 +146,10 @@ func (h *half) call(fd uintptr, trap uintptr) bool {
 	if n > len(h.hdrs) {
 		n = len(h.hdrs)
 	}
-	r, _, e := unix.Syscall6(trap, fd, uintptr(unsafe.Pointer(&h.hdrs[0])), uintptr(n), 0, 0, 0)
+	r, _, e := unix.Syscall6(trap, fd, uintptr(unsafe.Pointer(&h.hdrs[0])), uintptr(n), h.flags, 0, 0)
+	for h.block && e == unix.EINTR {
+		r, _, e = unix.Syscall6(trap, fd, uintptr(unsafe.Pointer(&h.hdrs[0])), uintptr(n), h.flags, 0, 0)
+	}
 	if e == unix.EAGAIN || e == unix.EINTR {
 		return false
 	}
@@ -84,6 +177,10 @@ func (c *Conn) ReadBatch(ms []Message) (int, error) {
 	}
 	if h.errno != 0 {
 		return 0, h.errno
+	}
+	if c.block && c.closing.Load() {
+		// Close's shutdown woke the read (with an empty "datagram").
+		return 0, net.ErrClosed
 	}
 	for i := 0; i < h.n; i++ {
 		ms[i].N = int(h.hdrs[i].Len)

@@ -2,11 +2,37 @@
 
 package udpbatch
 
+import (
+	"net"
+	"net/netip"
+)
+
 // sys is empty off Linux: the portable fallback moves one datagram per
 // system call, which is enough to build and test the harness there.
 type sys struct{}
 
 func (c *Conn) init(int) error { return nil }
+
+// ListenBlocking is Listen and New off Linux: reads wait in the runtime
+// poller.
+func ListenBlocking(addr netip.AddrPort, o Options, batch int) (*Conn, error) {
+	uc, err := Listen(addr, o)
+	if err != nil {
+		return nil, err
+	}
+	return New(uc, batch)
+}
+
+// LocalAddr is the address the socket is bound to.
+func (c *Conn) LocalAddr() netip.AddrPort {
+	return c.uc.LocalAddr().(*net.UDPAddr).AddrPort()
+}
+
+// Writer returns a Conn on the same socket; closing it leaves the socket
+// open.
+func (c *Conn) Writer(int) *Conn { return &Conn{uc: c.uc, shared: true} }
+
+func (c *Conn) shutdown() {}
 
 // ReadBatch blocks until one datagram arrives and returns 1.
 func (c *Conn) ReadBatch(ms []Message) (int, error) {

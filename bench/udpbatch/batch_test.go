@@ -2,6 +2,7 @@ package udpbatch
 
 import (
 	"bytes"
+	"net"
 	"net/netip"
 	"testing"
 	"time"
@@ -12,10 +13,12 @@ func TestBatchRoundTrip(t *testing.T) {
 		name  string
 		batch int
 		count int
+		block bool
 	}{
-		{"one", 1, 1},
-		{"fits", 8, 8},
-		{"spans batches", 4, 11},
+		{"one", 1, 1, false},
+		{"fits", 8, 8, false},
+		{"spans batches", 4, 11, false},
+		{"blocking reader", 8, 11, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lo := netip.MustParseAddrPort("127.0.0.1:0")
@@ -23,15 +26,23 @@ func TestBatchRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := Listen(lo, Options{ReusePort: true})
+			var cb *Conn
+			if tc.block {
+				cb, err = ListenBlocking(lo, Options{ReusePort: true}, tc.batch)
+			} else {
+				var b *net.UDPConn
+				if b, err = Listen(lo, Options{ReusePort: true}); err == nil {
+					_ = b.SetReadDeadline(time.Now().Add(2 * time.Second))
+					cb, err = New(b, tc.batch)
+				}
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
 			ca, _ := New(a, tc.batch)
-			cb, _ := New(b, tc.batch)
 			defer ca.Close()
 			defer cb.Close()
-			dst := b.LocalAddr().(interface{ AddrPort() netip.AddrPort }).AddrPort()
+			dst := cb.LocalAddr()
 			out := make([]Message, tc.count)
 			for i := range out {
 				out[i] = Message{Buf: []byte{byte(i), 'x'}, Addr: dst}
@@ -43,7 +54,6 @@ func TestBatchRoundTrip(t *testing.T) {
 			for i := range in {
 				in[i].Buf = make([]byte, 64)
 			}
-			_ = b.SetReadDeadline(time.Now().Add(2 * time.Second))
 			src := a.LocalAddr().(interface{ AddrPort() netip.AddrPort }).AddrPort()
 			got := 0
 			for got < tc.count {
@@ -96,5 +106,36 @@ func TestNoAllocs(t *testing.T) {
 	})
 	if allocs > 0 {
 		t.Fatalf("%.1f allocations per batch round trip, want 0", allocs)
+	}
+}
+
+// TestBlockingClose: Close wakes a ReadBatch blocked in the kernel, which
+// returns an error instead of hanging or reporting an empty batch.
+func TestBlockingClose(t *testing.T) {
+	c, err := ListenBlocking(netip.MustParseAddrPort("127.0.0.1:0"), Options{}, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		in := []Message{{Buf: make([]byte, 64)}}
+		_, err := c.ReadBatch(in)
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // let the read block
+	closed := make(chan struct{})
+	go func() { c.Close(); close(closed) }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("blocked ReadBatch returned no error after Close")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not wake the blocked ReadBatch")
+	}
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close hung")
 	}
 }

@@ -49,6 +49,7 @@ func serveForwarder(args []string) error {
 	relay := fs.String("relay-ip", "127.0.0.1", "address of per-client relay sockets")
 	threads := fs.Int("threads", 2, "SO_REUSEPORT listener sockets")
 	buf := fs.Int("socket-buffer", 4<<20, "SO_RCVBUF/SO_SNDBUF of every socket, bytes")
+	poller := fs.Bool("poller", false, "listener goroutines park in the Go netpoller instead of blocking in recvmmsg (ternd --io poller)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -60,7 +61,7 @@ func serveForwarder(args []string) error {
 	if err != nil {
 		return err
 	}
-	f, err := forwarder.Start(forwarder.Config{Listen: la, Threads: *threads, RelayIP: ra, SocketBuffer: *buf})
+	f, err := forwarder.Start(forwarder.Config{Listen: la, Threads: *threads, RelayIP: ra, SocketBuffer: *buf, Poller: *poller})
 	if err != nil {
 		return err
 	}

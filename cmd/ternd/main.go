@@ -66,7 +66,7 @@ func run(args []string) int {
 		threads = fs.Int("udp-thread-num", 0, "sockets (and reader threads) per TURN-UDP listener; 0 means the number of CPUs")
 		relays  = fs.Int("relay-thread-num", 0, "epoll workers serving relay sockets; 0 means the number of CPUs")
 		bufs    = fs.Int("socket-buffer", 4<<20, "SO_RCVBUF/SO_SNDBUF of listener sockets, bytes")
-		ioMode  = fs.String("io", dataplane.IOPoller, "how workers wait for packets: poller (Go netpoller) or threads (blocking syscalls on locked OS threads)")
+		ioMode  = fs.String("io", dataplane.IOThreads, "how workers wait for packets: threads (blocking system calls, one thread per worker) or poller (Go netpoller)")
 		grace   = fs.Duration("grace-period", time.Hour, "on SIGTERM, how long existing allocations may keep relaying before ternd exits (a second signal exits at once)")
 	)
 	if err := fs.Parse(args); err != nil {
