@@ -149,13 +149,18 @@ func (io *relayIO) start(r *relay) error {
 	return nil
 }
 
-// stop queues r for its worker to close.
+// stop queues r for its worker to close. Only the first close queued
+// since the worker last took the queue wakes it: under allocation churn one
+// eventfd round trip then serves many closes.
 func (io *relayIO) stop(r *relay) {
 	w := io.ws[r.worker]
 	w.mu.Lock()
+	first := len(w.closing) == 0
 	w.closing = append(w.closing, r)
 	w.mu.Unlock()
-	w.wake()
+	if first {
+		w.wake()
+	}
 }
 
 // close stops every worker, closing the sockets they serve.

@@ -10,9 +10,11 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
+	"hash"
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -86,7 +88,8 @@ func EphemeralUsername(user string, expiry time.Time) string {
 // the issue time and the client IP under a per-process random key, so it
 // cannot be forged, is bound to the client, and expires.
 type nonceMaker struct {
-	key [32]byte
+	key  [32]byte
+	macs sync.Pool // keyed hash.Hash values, reused: hmac.New allocates three objects
 }
 
 const nonceLen = 16 + 32
@@ -99,21 +102,29 @@ func newNonceMaker() *nonceMaker {
 	return n
 }
 
-func (n *nonceMaker) mac(ts uint64, client netip.Addr) []byte {
-	m := hmac.New(sha256.New, n.key[:])
+func (n *nonceMaker) mac(ts uint64, client netip.Addr) (out [16]byte) {
+	m, _ := n.macs.Get().(hash.Hash)
+	if m == nil {
+		m = hmac.New(sha256.New, n.key[:])
+	}
 	var b [8 + 16]byte
 	binary.BigEndian.PutUint64(b[:8], ts)
 	a := client.Unmap().As16()
 	copy(b[8:], a[:])
+	m.Reset()
 	m.Write(b[:])
-	return m.Sum(nil)[:16]
+	var sum [sha256.Size]byte
+	copy(out[:], m.Sum(sum[:0]))
+	n.macs.Put(m)
+	return out
 }
 
 func (n *nonceMaker) make(now time.Time, client netip.Addr) string {
 	ts := uint64(now.Unix())
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], ts)
-	return hex.EncodeToString(b[:]) + hex.EncodeToString(n.mac(ts, client))
+	mac := n.mac(ts, client)
+	return hex.EncodeToString(b[:]) + hex.EncodeToString(mac[:])
 }
 
 // valid reports whether nonce was issued by this maker to client no longer
@@ -131,7 +142,7 @@ func (n *nonceMaker) valid(nonce string, now time.Time, client netip.Addr, lifet
 		return false
 	}
 	ts := binary.BigEndian.Uint64(tb)
-	if !hmac.Equal(mb, n.mac(ts, client)) {
+	if mac := n.mac(ts, client); !hmac.Equal(mb, mac[:]) {
 		return false
 	}
 	issued := time.Unix(int64(ts), 0)

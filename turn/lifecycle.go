@@ -1,6 +1,9 @@
 package turn
 
-import "net/netip"
+import (
+	"log/slog"
+	"net/netip"
+)
 
 // reserveQuota counts a new allocation against the per-user and per-IP
 // caps and reports whether both had room.
@@ -40,7 +43,9 @@ func (e *Engine) deleteAllocation(a *Allocation, reason string) {
 		e.log.Warn("closing relay socket", "client", a.FiveTuple.String(), "error", err)
 	}
 	e.releaseQuota(a.Username, a.FiveTuple.Client.Addr().Unmap())
-	e.log.Info("allocation deleted", "client", a.FiveTuple.String(), "relay", a.relay.Addr().String(), "reason", reason)
+	if e.logs(slog.LevelInfo) {
+		e.log.Info("allocation deleted", "client", a.FiveTuple.String(), "relay", a.relay.Addr().String(), "reason", reason)
+	}
 }
 
 // Sweep deletes allocations whose lifetime has passed and drops expired

@@ -3,7 +3,9 @@ package turn
 import (
 	"encoding/binary"
 	"errors"
+	"log/slog"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/pion/stun/v2"
@@ -21,9 +23,29 @@ var knownAttrs = map[stun.AttrType]bool{
 
 const protoUDP = 17
 
+// reqState is the decoded request and its answering state, pooled: under
+// allocation churn the decoder's attribute list and the req were a fifth of
+// the garbage per request. Nothing keeps either past request: a response is
+// built in a new buffer and what an allocation keeps of the request
+// (transaction ID, username) is copied.
+type reqState struct {
+	m stun.Message
+	q req
+}
+
+var reqPool = sync.Pool{New: func() any { return new(reqState) }}
+
 // request answers a STUN request (slow path: it allocates).
 func (e *Engine) request(tr Transport, ft FiveTuple, pkt []byte, r *Result) {
-	m := &stun.Message{Raw: pkt}
+	st := reqPool.Get().(*reqState)
+	defer func() {
+		attrs := st.m.Attributes[:0]
+		st.m = stun.Message{Attributes: attrs}
+		st.q = req{}
+		reqPool.Put(st)
+	}()
+	m := &st.m
+	m.Raw = pkt
 	if err := m.Decode(); err != nil {
 		r.drop(DropMalformed)
 		return
@@ -36,7 +58,8 @@ func (e *Engine) request(tr Transport, ft FiveTuple, pkt []byte, r *Result) {
 		r.drop(DropUnexpected)
 		return
 	}
-	rq := &req{e: e, tr: tr, ft: ft, m: m, s: e.settings.Load(), now: e.clock.Now()}
+	rq := &st.q
+	*rq = req{e: e, tr: tr, ft: ft, m: m, s: e.settings.Load(), now: e.clock.Now()}
 	var resp []byte
 	switch m.Type.Method {
 	case stun.MethodBinding:
@@ -65,25 +88,47 @@ type req struct {
 // MESSAGE-INTEGRITY when the request was authenticated and FINGERPRINT when
 // the request carried one.
 func (q *req) respond(c stun.MessageClass, attrs ...stun.Setter) []byte {
-	setters := make([]stun.Setter, 0, len(attrs)+4)
-	setters = append(setters, stun.NewTransactionIDSetter(q.m.TransactionID), stun.NewType(q.m.Type.Method, c))
-	if q.e.software != "" {
-		setters = append(setters, stun.NewSoftware(q.e.software))
+	b := new(respBuf)
+	out := &b.m
+	out.Raw, out.Attributes = b.raw[:0], b.attrs[:0]
+	out.Type = stun.NewType(q.m.Type.Method, c)
+	out.TransactionID = q.m.TransactionID
+	out.WriteHeader()
+	err := error(nil)
+	add := func(s stun.Setter) {
+		if err == nil {
+			err = s.AddTo(out)
+		}
 	}
-	setters = append(setters, attrs...)
+	if q.e.software != "" {
+		add(stun.NewSoftware(q.e.software))
+	}
+	for _, a := range attrs {
+		add(a)
+	}
 	if q.key != nil {
-		setters = append(setters, stun.MessageIntegrity(q.key))
+		add(stun.MessageIntegrity(q.key))
 	}
 	if q.m.Contains(stun.AttrFingerprint) {
-		setters = append(setters, stun.Fingerprint)
+		add(stun.Fingerprint)
 	}
-	out, err := stun.Build(setters...)
 	if err != nil {
 		// Only our own attribute encoders can fail here; answer with a bare 500.
-		out, _ = stun.Build(stun.NewTransactionIDSetter(q.m.TransactionID),
+		bare, _ := stun.Build(stun.NewTransactionIDSetter(q.m.TransactionID),
 			stun.NewType(q.m.Type.Method, stun.ClassErrorResponse), stun.CodeServerError)
+		return bare.Raw
 	}
 	return out.Raw
+}
+
+// respBuf is a response and the room to encode it in one heap object: the
+// typical response (header, a few attributes, MESSAGE-INTEGRITY,
+// FINGERPRINT) fits, so building it does not grow anything. Larger ones
+// grow as usual.
+type respBuf struct {
+	m     stun.Message
+	attrs [8]stun.RawAttribute
+	raw   [176]byte
 }
 
 func (q *req) success(attrs ...stun.Setter) []byte {
@@ -91,7 +136,7 @@ func (q *req) success(attrs ...stun.Setter) []byte {
 }
 
 func (q *req) fail(code stun.ErrorCode, extra []stun.Setter) []byte {
-	if code != stun.CodeUnauthorized {
+	if code != stun.CodeUnauthorized && q.e.logs(slog.LevelDebug) {
 		q.e.log.Debug("request refused", "client", q.ft.String(), "method", q.m.Type.Method.String(), "code", int(code))
 	}
 	return q.respond(stun.ClassErrorResponse, append([]stun.Setter{code}, extra...)...)
@@ -275,8 +320,10 @@ func (q *req) allocate() []byte {
 		}
 		return q.fail(stun.CodeAllocMismatch, nil)
 	}
-	e.log.Info("allocation created", "client", q.ft.String(), "relay", relay.Addr().String(),
-		"username", q.usr, "lifetime", lt.String())
+	if e.logs(slog.LevelInfo) {
+		e.log.Info("allocation created", "client", q.ft.String(), "relay", relay.Addr().String(),
+			"username", q.usr, "lifetime", lt.String())
+	}
 	return q.allocated(a)
 }
 
