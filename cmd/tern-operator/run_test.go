@@ -27,15 +27,7 @@ import (
 	"github.com/tern-gw/tern/operator/controller"
 )
 
-var env = testenv.New(testenv.Options{CRDPaths: mustDeployCRDs()})
-
-func mustDeployCRDs() []string {
-	p, err := testenv.DeployCRDPaths()
-	if err != nil {
-		panic(err)
-	}
-	return p
-}
+var env = testenv.New(testenv.Options{CRDPaths: testenv.MustDeployCRDPaths()})
 
 func TestMain(m *testing.M) {
 	code := m.Run()
@@ -146,9 +138,9 @@ func TestOperate(t *testing.T) {
 	}()
 
 	for _, path := range []string{"/healthz", "/readyz"} {
-		eventually(t, func() error { return httpOK("http://"+healthAddr+path, "") })
+		testenv.Eventually(t, 30*time.Second, func() error { return httpOK("http://"+healthAddr+path, "") })
 	}
-	eventually(t, func() error {
+	testenv.Eventually(t, 30*time.Second, func() error {
 		var lease coordinationv1.Lease
 		if err := c.Get(ctx, client.ObjectKey{Namespace: "tern-system", Name: "tern-operator.stunner.l7mp.io"}, &lease); err != nil {
 			return err
@@ -167,7 +159,7 @@ func TestOperate(t *testing.T) {
 		t.Fatal(err)
 	}
 	// No parametersRef: the class is reconciled and refused with a reason.
-	eventually(t, func() error {
+	testenv.Eventually(t, 30*time.Second, func() error {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(gc), gc); err != nil {
 			return err
 		}
@@ -182,11 +174,11 @@ func TestOperate(t *testing.T) {
 	testenv.Apply(t, c, []byte(operateManifests))
 	for _, obj := range []client.Object{&corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{},
 		&corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}} {
-		eventually(t, func() error {
+		testenv.Eventually(t, 30*time.Second, func() error {
 			return c.Get(ctx, client.ObjectKey{Namespace: "operate", Name: "gw"}, obj)
 		})
 	}
-	eventually(t, func() error {
+	testenv.Eventually(t, 30*time.Second, func() error {
 		var gw gwapiv1.Gateway
 		if err := c.Get(ctx, client.ObjectKey{Namespace: "operate", Name: "gw"}, &gw); err != nil {
 			return err
@@ -196,7 +188,7 @@ func TestOperate(t *testing.T) {
 		}
 		return nil
 	})
-	eventually(t, func() error { return httpOK("http://"+metricsAddr+"/metrics", "controller_runtime_reconcile_total") })
+	testenv.Eventually(t, 30*time.Second, func() error { return httpOK("http://"+metricsAddr+"/metrics", "controller_runtime_reconcile_total") })
 	if strings.Contains(stderr.String(), "forbidden") {
 		t.Errorf("the operator was refused something under deploy/rbac:\n%s", stderr.String())
 	}
@@ -238,21 +230,6 @@ func httpOK(url, want string) error {
 		return fmt.Errorf("%s: body lacks %q", url, want)
 	}
 	return nil
-}
-
-func eventually(t *testing.T, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // syncBuffer is a bytes.Buffer safe for the operator's logger and the test to share.

@@ -57,3 +57,13 @@ func DeployCRDPaths() ([]string, error) {
 	crds := filepath.Join(root, "deploy", "crds")
 	return []string{filepath.Join(crds, "gateway-api"), filepath.Join(crds, "stunner")}, nil
 }
+
+// MustDeployCRDPaths is DeployCRDPaths for a package's test environment
+// variable: it panics when the repository cannot be found.
+func MustDeployCRDPaths() []string {
+	p, err := DeployCRDPaths()
+	if err != nil {
+		panic(err)
+	}
+	return p
+}

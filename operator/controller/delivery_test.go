@@ -16,6 +16,7 @@ import (
 
 	"github.com/tern-gw/tern/dataplane/config"
 	"github.com/tern-gw/tern/dataplane/k8sconfig"
+	"github.com/tern-gw/tern/internal/testenv"
 	"github.com/tern-gw/tern/operator/render"
 )
 
@@ -83,7 +84,7 @@ endpoints: [{addresses: [10.244.5.1], conditions: {ready: true}}]
 func TestDelivery(t *testing.T) {
 	c := op.start(t)
 	applyYAML(t, c, []byte(deliveryYAML))
-	eventually(t, waitTimeout, func() error { return get(c, "delivery", "gw", &corev1.ConfigMap{}) })
+	testenv.Eventually(t, waitTimeout, func() error { return get(c, "delivery", "gw", &corev1.ConfigMap{}) })
 
 	// The pods run as the ServiceAccount the operator sets on the Deployment.
 	kubeconfig := env.ImpersonatingKubeconfig(t, "system:serviceaccount:delivery:gw")
@@ -95,7 +96,7 @@ func TestDelivery(t *testing.T) {
 		}
 		cs := kubernetes.NewForConfigOrDie(rc)
 		ctx := context.Background()
-		eventually(t, waitTimeout, func() error { // RBAC takes effect asynchronously
+		testenv.Eventually(t, waitTimeout, func() error { // RBAC takes effect asynchronously
 			_, err := cs.CoreV1().ConfigMaps("delivery").Get(ctx, "gw", metav1.GetOptions{})
 			return err
 		})

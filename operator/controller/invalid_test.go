@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/tern-gw/tern/internal/testenv"
 	stnrv1 "github.com/tern-gw/tern/operator/api/v1"
 )
 
@@ -254,7 +255,7 @@ spec:
 		t.Run(tt.name, func(t *testing.T) {
 			doc := strings.ReplaceAll(strings.ReplaceAll(invalidBase, "EXTRA", tt.extra), "NS", tt.name)
 			applyYAML(t, c, []byte(doc))
-			eventually(t, waitTimeout, func() error { return tt.check(tt.name) })
+			testenv.Eventually(t, waitTimeout, func() error { return tt.check(tt.name) })
 		})
 	}
 

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/tern-gw/tern/internal/testenv"
 	stnrv1 "github.com/tern-gw/tern/operator/api/v1"
 )
 
@@ -76,7 +77,7 @@ func TestLifecycle(t *testing.T) {
 		}
 		return nil
 	}
-	eventually(t, waitTimeout, allThere)
+	testenv.Eventually(t, waitTimeout, allThere)
 
 	t.Run("deleted ConfigMap recreated", func(t *testing.T) {
 		var cm corev1.ConfigMap
@@ -86,7 +87,7 @@ func TestLifecycle(t *testing.T) {
 		if err := c.Delete(ctx, &cm); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, waitTimeout, func() error {
+		testenv.Eventually(t, waitTimeout, func() error {
 			var again corev1.ConfigMap
 			if err := get(c, "life", "gw", &again); err != nil {
 				return err
@@ -108,7 +109,7 @@ func TestLifecycle(t *testing.T) {
 		if err := c.Update(ctx, &cm); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, waitTimeout, func() error {
+		testenv.Eventually(t, waitTimeout, func() error {
 			var again corev1.ConfigMap
 			if err := get(c, "life", "gw", &again); err != nil {
 				return err
@@ -138,7 +139,7 @@ func TestLifecycle(t *testing.T) {
 		if err := c.Update(ctx, &dp); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, waitTimeout, func() error {
+		testenv.Eventually(t, waitTimeout, func() error {
 			var d appsv1.Deployment
 			if err := get(c, "life", "gw", &d); err != nil {
 				return err
@@ -170,11 +171,11 @@ func TestLifecycle(t *testing.T) {
 	}
 	t.Run("Gateway moved to another controller's class", func(t *testing.T) {
 		setClass(t, "life-other-class")
-		eventually(t, waitTimeout, allGone)
+		testenv.Eventually(t, waitTimeout, allGone)
 	})
 	t.Run("Gateway moved back", func(t *testing.T) {
 		setClass(t, "life-class")
-		eventually(t, waitTimeout, allThere)
+		testenv.Eventually(t, waitTimeout, allThere)
 	})
 	t.Run("Gateway deleted", func(t *testing.T) {
 		// envtest runs no garbage collector, so this shows the operator's own pruning; in a
@@ -186,6 +187,6 @@ func TestLifecycle(t *testing.T) {
 		if err := c.Delete(ctx, &gw); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, waitTimeout, allGone)
+		testenv.Eventually(t, waitTimeout, allGone)
 	})
 }

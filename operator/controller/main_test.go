@@ -24,15 +24,7 @@ import (
 )
 
 // The API server gets the CRDs the operator is deployed with (deploy/crds).
-var env = testenv.New(testenv.Options{CRDPaths: mustDeployCRDs()})
-
-func mustDeployCRDs() []string {
-	p, err := testenv.DeployCRDPaths()
-	if err != nil {
-		panic(err)
-	}
-	return p
-}
+var env = testenv.New(testenv.Options{CRDPaths: testenv.MustDeployCRDPaths()})
 
 func TestMain(m *testing.M) {
 	code := m.Run()
@@ -125,22 +117,6 @@ func applyFile(t *testing.T, c client.Client, path string) []*unstructured.Unstr
 func applyYAML(t *testing.T, c client.Client, data []byte) []*unstructured.Unstructured {
 	t.Helper()
 	return testenv.Apply(t, c, data)
-}
-
-// eventually calls f until it returns nil or timeout passes, then fails t with f's last error.
-func eventually(t *testing.T, timeout time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %v", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // waitTimeout bounds how long the operator may take to react in tests. The bound for

@@ -17,6 +17,7 @@ import (
 	gwapiv1a2 "sigs.k8s.io/gateway-api/apis/v1alpha2"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/internal/testenv"
 	stnrv1 "github.com/tern-gw/tern/operator/api/v1"
 	"github.com/tern-gw/tern/operator/render"
 )
@@ -34,7 +35,7 @@ func TestSeeds(t *testing.T) {
 	applyFile(t, c, "testdata/seed003.yaml")
 
 	t.Run("GatewayClass accepted", func(t *testing.T) {
-		eventually(t, waitTimeout, func() error {
+		testenv.Eventually(t, waitTimeout, func() error {
 			var gc gwapiv1.GatewayClass
 			if err := get(c, "", "stunner-gatewayclass", &gc); err != nil {
 				return err
@@ -44,7 +45,7 @@ func TestSeeds(t *testing.T) {
 	})
 
 	t.Run("missing default Dataplane reported, not fatal", func(t *testing.T) {
-		eventually(t, waitTimeout, func() error {
+		testenv.Eventually(t, waitTimeout, func() error {
 			var gw gwapiv1.Gateway
 			if err := get(c, "stunner", "udp-gateway", &gw); err != nil {
 				return err
@@ -67,7 +68,7 @@ func TestSeeds(t *testing.T) {
 	t.Run("udp-gateway rendered and owned", func(t *testing.T) {
 		var gw gwapiv1.Gateway
 		var dep appsv1.Deployment
-		eventually(t, waitTimeout, func() error {
+		testenv.Eventually(t, waitTimeout, func() error {
 			if err := get(c, "stunner", "udp-gateway", &gw); err != nil {
 				return err
 			}
@@ -109,7 +110,7 @@ func TestSeeds(t *testing.T) {
 	})
 
 	t.Run("route attached", func(t *testing.T) {
-		eventually(t, waitTimeout, func() error {
+		testenv.Eventually(t, waitTimeout, func() error {
 			var rt stnrv1.UDPRoute
 			if err := get(c, "stunner", "media-plane-route", &rt); err != nil {
 				return err
@@ -119,7 +120,7 @@ func TestSeeds(t *testing.T) {
 	})
 
 	t.Run("Gateway programmed with the Service's address", func(t *testing.T) {
-		eventually(t, waitTimeout, func() error {
+		testenv.Eventually(t, waitTimeout, func() error {
 			var gw gwapiv1.Gateway
 			if err := get(c, "stunner", "udp-gateway", &gw); err != nil {
 				return err
@@ -138,7 +139,7 @@ func TestSeeds(t *testing.T) {
 		if err := c.Status().Update(context.Background(), &svc); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, waitTimeout, func() error {
+		testenv.Eventually(t, waitTimeout, func() error {
 			var gw gwapiv1.Gateway
 			if err := get(c, "stunner", "udp-gateway", &gw); err != nil {
 				return err
@@ -172,7 +173,7 @@ func TestSeeds(t *testing.T) {
 			if err := c.Update(context.Background(), &es); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, allowlistBound, func() error {
+			testenv.Eventually(t, allowlistBound, func() error {
 				var cm corev1.ConfigMap
 				if err := get(c, "stunner", "udp-gateway", &cm); err != nil {
 					return err
@@ -188,7 +189,7 @@ func TestSeeds(t *testing.T) {
 
 	t.Run("Gateway API v1alpha2 UDPRoute attached", func(t *testing.T) {
 		applyFile(t, c, "testdata/seed003_gwapi_route.yaml")
-		eventually(t, waitTimeout, func() error {
+		testenv.Eventually(t, waitTimeout, func() error {
 			var rt gwapiv1a2.UDPRoute
 			if err := get(c, "stunner", "media-plane-route", &rt); err != nil {
 				return err
@@ -200,7 +201,7 @@ func TestSeeds(t *testing.T) {
 	t.Run("complex-gateway: NodePort, annotations, TLS", func(t *testing.T) {
 		// The reference's TLS listener names tls-secret, which it does not define: until it
 		// exists the listener is reported and left out, and the UDP listener still works.
-		eventually(t, waitTimeout, func() error {
+		testenv.Eventually(t, waitTimeout, func() error {
 			var gw gwapiv1.Gateway
 			if err := get(c, "stunner", "complex-gateway", &gw); err != nil {
 				return err
@@ -213,7 +214,7 @@ metadata: {name: tls-secret, namespace: stunner}
 type: kubernetes.io/tls
 stringData: {tls.crt: "-----BEGIN CERTIFICATE-----\n", tls.key: "-----BEGIN PRIVATE KEY-----\n"}
 `))
-		eventually(t, waitTimeout, func() error {
+		testenv.Eventually(t, waitTimeout, func() error {
 			var svc corev1.Service
 			if err := get(c, "stunner", "complex-gateway", &svc); err != nil {
 				return err
@@ -229,7 +230,7 @@ stringData: {tls.crt: "-----BEGIN CERTIFICATE-----\n", tls.key: "-----BEGIN PRIV
 	})
 
 	t.Run("mixed-protocol-gateway in the default namespace", func(t *testing.T) {
-		eventually(t, waitTimeout, func() error {
+		testenv.Eventually(t, waitTimeout, func() error {
 			var svc corev1.Service
 			if err := get(c, "default", "mixed-protocol-gateway", &svc); err != nil {
 				return err
@@ -240,7 +241,7 @@ stringData: {tls.crt: "-----BEGIN CERTIFICATE-----\n", tls.key: "-----BEGIN PRIV
 
 	t.Run("StaticService route replaces the Service backend", func(t *testing.T) {
 		applyFile(t, c, "testdata/seed003_static.yaml")
-		eventually(t, waitTimeout, func() error {
+		testenv.Eventually(t, waitTimeout, func() error {
 			var cm corev1.ConfigMap
 			if err := get(c, "stunner", "udp-gateway", &cm); err != nil {
 				return err
@@ -267,7 +268,7 @@ func TestSeedAdopter(t *testing.T) {
 	applyFile(t, c, "testdata/seed001.yaml")
 
 	t.Run("stunner-gateway", func(t *testing.T) {
-		eventually(t, waitTimeout, func() error {
+		testenv.Eventually(t, waitTimeout, func() error {
 			var cm corev1.ConfigMap
 			if err := get(c, "stunner", "stunner-gateway", &cm); err != nil {
 				return err
@@ -302,7 +303,7 @@ spec:
   gatewayClassName: adopter-class
   listeners: [{name: udp-listener, port: 3478, protocol: TURN-UDP}]
 `))
-		eventually(t, waitTimeout, func() error {
+		testenv.Eventually(t, waitTimeout, func() error {
 			var cm corev1.ConfigMap
 			if err := get(c, "apps", "adopter-gateway", &cm); err != nil {
 				return err

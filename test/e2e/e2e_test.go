@@ -30,6 +30,8 @@ import (
 
 	"github.com/pion/stun/v3"
 	"sigs.k8s.io/yaml"
+
+	"github.com/tern-gw/tern/internal/testenv"
 )
 
 // The static credentials and realm of the default test config; the realm
@@ -297,7 +299,7 @@ func (s *server) start(t *testing.T, cmd *exec.Cmd) {
 // endpoint, and fails the test if the process exits first.
 func (s *server) waitBinding(t *testing.T) {
 	t.Helper()
-	waitFor(t, readyTimeout, func() error {
+	testenv.Eventually(t, readyTimeout, func() error {
 		if s.exited() {
 			t.Fatalf("%s exited: %v", s.name(), s.waitErr)
 		}

@@ -32,15 +32,7 @@ import (
 const propagationBound = time.Second
 
 // apiServer is the kube-apiserver and etcd of the operator tests, started on first use.
-var apiServer = testenv.New(testenv.Options{CRDPaths: mustDeployCRDs()})
-
-func mustDeployCRDs() []string {
-	p, err := testenv.DeployCRDPaths()
-	if err != nil {
-		panic(err)
-	}
-	return p
-}
+var apiServer = testenv.New(testenv.Options{CRDPaths: testenv.MustDeployCRDPaths()})
 
 // operatorManifests is a Gateway whose one route reaches the StaticService peer-a
 // (127.0.0.2/32) and not peer-b (127.0.0.3/32). The Dataplane has no health endpoint, so the
@@ -128,7 +120,7 @@ func TestOperatorConfigDelivery(t *testing.T) {
 
 	// The ConfigMap is what the pod mounts as its config file.
 	var cm corev1.ConfigMap
-	waitFor(t, 30*time.Second, func() error {
+	testenv.Eventually(t, 30*time.Second, func() error {
 		return c.Get(context.Background(), client.ObjectKey{Namespace: "e2e-op", Name: "gw"}, &cm)
 	})
 	dir := t.TempDir()
@@ -236,22 +228,6 @@ func startTerndFromConfigMap(t *testing.T, cfgPath, kubeconfig string, port int)
 	s.start(t, cmd)
 	s.waitBinding(t)
 	return s
-}
-
-// waitFor polls f every 20 ms until it returns nil, and fails the test after within.
-func waitFor(t *testing.T, within time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // stream sends numbered packets through a relay to an echoing peer on a fixed schedule and

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/pion/stun/v3"
+
+	"github.com/tern-gw/tern/internal/testenv"
 )
 
 // standaloneManifests are Gateway API manifests for `ternd -f`: a TURN-UDP Gateway on 127.0.0.1
@@ -89,7 +91,7 @@ func TestStandaloneGatewayFile(t *testing.T) {
 	}
 
 	write("[127.0.0.1/32, 127.0.0.2/32]")
-	waitFor(t, 10*time.Second, func() error {
+	testenv.Eventually(t, 10*time.Second, func() error {
 		if m := c.transact(t, stun.MethodCreatePermission, peerAddress(far.addr)); errorCode(m) != 0 {
 			return fmt.Errorf("CreatePermission to %v after the edit: error %d", far.addr, errorCode(m))
 		}
