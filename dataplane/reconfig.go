@@ -29,8 +29,7 @@ func (s *Server) Reconfigure(next *config.Config) error {
 	if err != nil {
 		return fmt.Errorf("config rejected, running config kept: %w", err)
 	}
-	bind, public, err := relayAddrs(next.Relay)
-	if err != nil {
+	if _, err := relayAddrs(next.Relay); err != nil {
 		return fmt.Errorf("config rejected, running config kept: %w", err)
 	}
 	s.mu.Lock()
@@ -39,17 +38,18 @@ func (s *Server) Reconfigure(next *config.Config) error {
 		return errors.New("server closed")
 	}
 	prev := s.cfg
-	restartAll := prev.Auth.Realm != next.Auth.Realm || prev.Relay != next.Relay
+	relayChanged := !prev.Relay.Equal(next.Relay)
+	restartAll := prev.Auth.Realm != next.Auth.Realm || relayChanged
 	if restartAll {
 		why := "realm changed"
-		if prev.Relay != next.Relay {
+		if relayChanged {
 			why = "relay changed"
 		}
 		for _, lc := range prev.Listeners {
 			s.stopListener(lc.Name, why)
 		}
-		if prev.Relay != next.Relay {
-			s.relays.reset(bind, public, uint16(next.Relay.MinPort), uint16(next.Relay.MaxPort))
+		if relayChanged {
+			_ = s.relays.reset(next.Relay) // cannot fail: relayAddrs accepted it above
 		}
 	}
 	if err := s.engine.Reconfigure(settings); err != nil {

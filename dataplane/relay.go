@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tern-gw/tern/dataplane/config"
 	"github.com/tern-gw/tern/turn"
 )
 
@@ -21,125 +22,189 @@ const reservationLifetime = 30 * time.Second
 // are dropped rather than truncated. WebRTC media stays under ~1200 bytes.
 const maxPeerPayload = 8192
 
-// relayPool opens relay sockets on one address within a port range and
+// relayPool opens relay sockets on its addresses within a port range and
 // implements turn.RelayAllocator. The socket work is platform-specific
 // (relay_linux.go: non-blocking sockets served by epoll workers).
 type relayPool struct {
-	bind     netip.Addr // address relay sockets bind to
-	public   netip.Addr // address advertised in XOR-RELAYED-ADDRESS
-	min, max uint16
-	srv      *Server
-	io       *relayIO // platform part: socket creation and serving
+	srv *Server
+	io  *relayIO // platform part: socket creation and serving
 
 	mu           sync.Mutex
-	used         []bool // indexed by port-min
+	addrs        []*relayAddr
+	min, max     uint16
+	next         int    // the address the next allocation tries first
+	gen          uint64 // bumped by reset: releases of older relays are ignored
 	reservations map[uint64]*reservation
+}
+
+// relayAddr is one address relay sockets bind to and its ports in use.
+type relayAddr struct {
+	bind   netip.Addr // address relay sockets bind to
+	public netip.Addr // address advertised in XOR-RELAYED-ADDRESS
+	used   []bool     // indexed by port-min
 }
 
 type reservation struct {
 	sock    relaySocket
+	addr    *relayAddr
 	port    uint16
 	expires time.Time
 }
 
-func newRelayPool(srv *Server, bind, public netip.Addr, min, max uint16) (*relayPool, error) {
-	if !public.IsValid() {
-		public = bind
+// relayAddrs returns the relay addresses of r, each with a port table for
+// the range min-max.
+func relayAddrs(r config.Relay) ([]*relayAddr, error) {
+	all := append([]config.RelayAddress{{Address: r.Address, PublicAddress: r.PublicAddress}}, r.ExtraAddresses...)
+	var out []*relayAddr
+	for i, ra := range all {
+		field := "relay"
+		if i > 0 {
+			field = fmt.Sprintf("relay.extraAddresses[%d]", i-1)
+		}
+		bind, err := netip.ParseAddr(ra.Address)
+		if err != nil {
+			return nil, fmt.Errorf("%s.address: %w", field, err)
+		}
+		public := bind
+		if ra.PublicAddress != "" {
+			if public, err = netip.ParseAddr(ra.PublicAddress); err != nil {
+				return nil, fmt.Errorf("%s.publicAddress: %w", field, err)
+			}
+		}
+		out = append(out, &relayAddr{bind: bind, public: public, used: make([]bool, r.MaxPort-r.MinPort+1)})
 	}
-	p := &relayPool{
-		bind: bind, public: public, min: min, max: max, srv: srv,
-		used:         make([]bool, int(max)-int(min)+1),
-		reservations: map[uint64]*reservation{},
+	return out, nil
+}
+
+func newRelayPool(srv *Server, r config.Relay) (*relayPool, error) {
+	addrs, err := relayAddrs(r)
+	if err != nil {
+		return nil, err
 	}
-	var err error
+	p := &relayPool{srv: srv, addrs: addrs, min: uint16(r.MinPort), max: uint16(r.MaxPort),
+		reservations: map[uint64]*reservation{}}
 	p.io, err = newRelayIO(p)
 	return p, err
 }
 
-// Allocate implements turn.RelayAllocator: it binds a UDP socket on a free
-// port of the range (an even one, and reserves the next, when asked) and
-// starts relaying from it.
-func (p *relayPool) Allocate(a *turn.Allocation, req turn.RelayRequest) (turn.Relay, uint64, error) {
-	if req.IPv6 != p.bind.Is6() {
-		return nil, 0, turn.ErrAddressFamily
+// ownAddrs returns the addresses relays bind to and advertise.
+func (p *relayPool) ownAddrs() []netip.Addr {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var own []netip.Addr
+	for _, a := range p.addrs {
+		own = append(own, a.bind, a.public)
 	}
+	return own
+}
+
+// Allocate implements turn.RelayAllocator: it binds a UDP socket on a free
+// port of the range, on the next address of the requested family that has
+// one (an even port, and reserves the next, when asked), and starts
+// relaying from it. It returns turn.ErrAddressFamily when no relay address
+// has the family and turn.ErrNoCapacity when every port is taken.
+func (p *relayPool) Allocate(a *turn.Allocation, req turn.RelayRequest) (turn.Relay, uint64, error) {
 	var (
 		sock  relaySocket
+		ra    *relayAddr
 		port  uint16
 		token uint64
+		gen   uint64
 		err   error
 	)
 	if req.Token != 0 {
-		sock, port, err = p.claim(req.Token)
+		sock, ra, port, gen, err = p.claim(req.Token)
 	} else {
-		sock, port, token, err = p.open(req.EvenPort, req.ReservePair)
+		sock, ra, port, token, gen, err = p.open(req.IPv6, req.EvenPort, req.ReservePair)
 	}
 	if err != nil {
 		return nil, 0, err
 	}
+	r := &relay{sock: sock, ra: ra, port: port, gen: gen, addr: netip.AddrPortFrom(ra.public, port), pool: p, alloc: a}
 	if req.DontFragment {
-		if err := sock.setDontFragment(p.bind.Is6()); err != nil {
+		if err := sock.setDontFragment(ra.bind.Is6()); err != nil {
 			sock.close()
-			p.release(port)
+			p.release(r)
 			return nil, 0, turn.ErrDontFragment
 		}
 	}
-	r := &relay{sock: sock, port: port, addr: netip.AddrPortFrom(p.public, port), pool: p, alloc: a}
 	if err := p.io.start(r); err != nil {
 		sock.close()
-		p.release(port)
+		p.release(r)
 		return nil, 0, err
 	}
 	return r, token, nil
 }
 
-// open binds a socket on a free port; with pair it also binds port+1 and
-// holds it under a fresh reservation token.
-func (p *relayPool) open(even, pair bool) (relaySocket, uint16, uint64, error) {
+// open binds a socket on a free port of an address of the family; with
+// pair it also binds port+1 and holds it under a fresh reservation token.
+func (p *relayPool) open(v6, even, pair bool) (relaySocket, *relayAddr, uint16, uint64, uint64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	n := len(p.used)
+	family := false
+	for k := range p.addrs {
+		ai := (p.next + k) % len(p.addrs)
+		ra := p.addrs[ai]
+		if ra.bind.Is6() != v6 {
+			continue
+		}
+		family = true
+		sock, port, token, ok := p.openOn(ra, even, pair)
+		if ok {
+			p.next = ai + 1
+			return sock, ra, port, token, p.gen, nil
+		}
+	}
+	if !family {
+		return relaySocket{}, nil, 0, 0, 0, turn.ErrAddressFamily
+	}
+	return relaySocket{}, nil, 0, 0, 0, turn.ErrNoCapacity
+}
+
+// openOn is open on one address. The caller holds p.mu.
+func (p *relayPool) openOn(ra *relayAddr, even, pair bool) (relaySocket, uint16, uint64, bool) {
+	n := len(ra.used)
 	start := rand.IntN(n)
 	for i := 0; i < n; i++ {
 		idx := (start + i) % n
 		port := p.min + uint16(idx)
-		if p.used[idx] || (even && port%2 != 0) {
+		if ra.used[idx] || (even && port%2 != 0) {
 			continue
 		}
-		if pair && (idx+1 >= n || p.used[idx+1]) {
+		if pair && (idx+1 >= n || ra.used[idx+1]) {
 			continue
 		}
-		sock, err := p.io.bind(port)
+		sock, err := p.io.bind(ra.bind, port)
 		if err != nil {
 			continue // taken by another process: try the next one
 		}
 		var token uint64
 		if pair {
-			next, err := p.io.bind(port + 1)
+			next, err := p.io.bind(ra.bind, port+1)
 			if err != nil {
 				sock.close()
 				continue
 			}
 			token = newToken()
-			p.used[idx+1] = true
-			p.reservations[token] = &reservation{sock: next, port: port + 1, expires: time.Now().Add(reservationLifetime)}
+			ra.used[idx+1] = true
+			p.reservations[token] = &reservation{sock: next, addr: ra, port: port + 1, expires: time.Now().Add(reservationLifetime)}
 		}
-		p.used[idx] = true
-		return sock, port, token, nil
+		ra.used[idx] = true
+		return sock, port, token, true
 	}
-	return relaySocket{}, 0, 0, turn.ErrNoCapacity
+	return relaySocket{}, 0, 0, false
 }
 
 // claim takes the socket reserved under token.
-func (p *relayPool) claim(token uint64) (relaySocket, uint16, error) {
+func (p *relayPool) claim(token uint64) (relaySocket, *relayAddr, uint16, uint64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	r, ok := p.reservations[token]
 	if !ok {
-		return relaySocket{}, 0, turn.ErrNoCapacity
+		return relaySocket{}, nil, 0, 0, turn.ErrNoCapacity
 	}
 	delete(p.reservations, token)
-	return r.sock, r.port, nil
+	return r.sock, r.addr, r.port, p.gen, nil
 }
 
 // sweep releases reservations nobody claimed in time.
@@ -149,39 +214,39 @@ func (p *relayPool) sweep(now time.Time) {
 	for tok, r := range p.reservations {
 		if now.After(r.expires) {
 			r.sock.close()
-			if int(r.port-p.min) < len(p.used) {
-				p.used[r.port-p.min] = false
-			}
+			r.addr.used[r.port-p.min] = false
 			delete(p.reservations, tok)
 		}
 	}
 }
 
-// release frees a port once its socket is closed. A port outside the
-// range is one of a range replaced by reset.
-func (p *relayPool) release(port uint16) {
+// release frees r's port once its socket is closed. A relay from before
+// the last reset held a port of tables that are gone.
+func (p *relayPool) release(r *relay) {
 	p.mu.Lock()
-	if port >= p.min && int(port-p.min) < len(p.used) {
-		p.used[port-p.min] = false
+	if r.gen == p.gen {
+		r.ra.used[r.port-p.min] = false
 	}
 	p.mu.Unlock()
 }
 
-// reset moves the pool to a new address and port range, for a relay
+// reset moves the pool to new addresses and a new port range, for a relay
 // config change. The caller has deleted every allocation first; relays
-// still being closed release ports of the old range, which release ignores.
-func (p *relayPool) reset(bind, public netip.Addr, min, max uint16) {
-	if !public.IsValid() {
-		public = bind
+// still being closed release into the old tables, which release ignores.
+func (p *relayPool) reset(r config.Relay) error {
+	addrs, err := relayAddrs(r)
+	if err != nil {
+		return err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for tok, r := range p.reservations {
-		r.sock.close()
+	for tok, res := range p.reservations {
+		res.sock.close()
 		delete(p.reservations, tok)
 	}
-	p.bind, p.public, p.min, p.max = bind, public, min, max
-	p.used = make([]bool, int(max)-int(min)+1)
+	p.addrs, p.min, p.max, p.next = addrs, uint16(r.MinPort), uint16(r.MaxPort), 0
+	p.gen++
+	return nil
 }
 
 // close stops the relay workers and closes reserved sockets.
@@ -210,7 +275,9 @@ func newToken() uint64 {
 // relay is one allocation's relay socket (turn.Relay).
 type relay struct {
 	sock   relaySocket
+	ra     *relayAddr // the address it is bound on
 	port   uint16
+	gen    uint64 // the pool's generation when it was opened
 	addr   netip.AddrPort
 	pool   *relayPool
 	alloc  *turn.Allocation

@@ -122,9 +122,9 @@ func (io *relayIO) foldStats(sum *statsSum) {
 	}
 }
 
-// bind opens a non-blocking relay socket on port.
-func (io *relayIO) bind(port uint16) (relaySocket, error) {
-	fd, err := socketFor(netip.AddrPortFrom(io.pool.bind, port), true, false)
+// bind opens a non-blocking relay socket on addr:port.
+func (io *relayIO) bind(addr netip.Addr, port uint16) (relaySocket, error) {
+	fd, err := socketFor(netip.AddrPortFrom(addr, port), true, false)
 	if err != nil {
 		return relaySocket{}, err
 	}
@@ -268,7 +268,7 @@ func (w *relayWorker) control() bool {
 	w.mu.Unlock()
 	for _, r := range closing {
 		r.sock.close()
-		w.io.pool.release(r.port)
+		w.io.pool.release(r)
 	}
 	if stopping {
 		if w.epf != nil {

@@ -40,14 +40,14 @@ func newRelayIO(p *relayPool) (*relayIO, error) { return &relayIO{pool: p}, nil 
 func (io *relayIO) workers() int            { return 1 }
 func (io *relayIO) foldStats(sum *statsSum) { io.stats.addTo(sum) }
 func (io *relayIO) close()                  {}
-func (io *relayIO) stop(r *relay)           { r.sock.close(); io.pool.release(r.port) }
+func (io *relayIO) stop(r *relay)           { r.sock.close(); io.pool.release(r) }
 func (io *relayIO) start(r *relay) error    { go io.serve(r); return nil }
-func (io *relayIO) bind(port uint16) (relaySocket, error) {
+func (io *relayIO) bind(addr netip.Addr, port uint16) (relaySocket, error) {
 	network := "udp4"
-	if io.pool.bind.Is6() {
+	if addr.Is6() {
 		network = "udp6"
 	}
-	pc, err := (&net.ListenConfig{}).ListenPacket(context.Background(), network, netip.AddrPortFrom(io.pool.bind, port).String())
+	pc, err := (&net.ListenConfig{}).ListenPacket(context.Background(), network, netip.AddrPortFrom(addr, port).String())
 	if err != nil {
 		return relaySocket{}, err
 	}

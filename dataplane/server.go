@@ -122,11 +122,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	bind, public, err := relayAddrs(cfg.Relay)
-	if err != nil {
-		return nil, err
-	}
-	s.relays, err = newRelayPool(s, bind, public, uint16(cfg.Relay.MinPort), uint16(cfg.Relay.MaxPort))
+	s.relays, err = newRelayPool(s, cfg.Relay)
 	if err != nil {
 		return nil, fmt.Errorf("relay workers: %w", err)
 	}
@@ -137,18 +133,6 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	}
 	s.setLogLevel(cfg)
 	return s, nil
-}
-
-func relayAddrs(r config.Relay) (bind, public netip.Addr, err error) {
-	if bind, err = netip.ParseAddr(r.Address); err != nil {
-		return bind, public, fmt.Errorf("relay.address: %w", err)
-	}
-	if r.PublicAddress != "" {
-		if public, err = netip.ParseAddr(r.PublicAddress); err != nil {
-			return bind, public, fmt.Errorf("relay.publicAddress: %w", err)
-		}
-	}
-	return bind, public, nil
 }
 
 // engineSettings maps the config's auth and limits to the engine's.
@@ -190,7 +174,7 @@ func (s *Server) ownAddrs(cfg *config.Config) []netip.Addr {
 			own = append(own, a)
 		}
 	}
-	return append(own, s.relays.bind, s.relays.public)
+	return append(own, s.relays.ownAddrs()...)
 }
 
 // Start opens the health and metrics endpoints and every listener, and

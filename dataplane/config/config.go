@@ -6,6 +6,8 @@
 // field by its path (for example "listeners[0].port").
 package config
 
+import "slices"
+
 // Version is the only config schema version this package understands.
 const Version = "v1"
 
@@ -106,6 +108,27 @@ type Relay struct {
 	// MinPort and MaxPort bound the relay port range, inclusive. Default 20000-29999.
 	MinPort int `json:"minPort,omitempty"`
 	MaxPort int `json:"maxPort,omitempty"`
+	// ExtraAddresses are more addresses to relay from, each with the whole
+	// port range: one IP has at most ~64k ports, so a server that holds
+	// more allocations needs several (as coturn's repeated --relay-ip). An
+	// IPv6 address here also lets clients ask for IPv6 relayed transport
+	// addresses (REQUESTED-ADDRESS-FAMILY, RFC 8656 §7.2). New allocations
+	// take the addresses of their family in turn.
+	ExtraAddresses []RelayAddress `json:"extraAddresses,omitempty"`
+}
+
+// RelayAddress is one more address relay sockets bind to.
+type RelayAddress struct {
+	// Address is the IP relay sockets bind to.
+	Address string `json:"address"`
+	// PublicAddress, when set, is advertised instead of Address.
+	PublicAddress string `json:"publicAddress,omitempty"`
+}
+
+// Equal reports whether r and o describe the same relay sockets.
+func (r Relay) Equal(o Relay) bool {
+	return r.Address == o.Address && r.PublicAddress == o.PublicAddress &&
+		r.MinPort == o.MinPort && r.MaxPort == o.MaxPort && slices.Equal(r.ExtraAddresses, o.ExtraAddresses)
 }
 
 // Limits are the engine's lifetimes and quotas. Durations are in seconds.

@@ -159,6 +159,22 @@ func (c *Config) Validate() error {
 		}
 	}
 	checkPortRange(bad, "relay", c.Relay.MinPort, c.Relay.MaxPort, 1)
+	seen := map[string]string{c.Relay.Address: "relay.address"}
+	for i, ra := range c.Relay.ExtraAddresses {
+		p := fmt.Sprintf("relay.extraAddresses[%d]", i)
+		if _, err := netip.ParseAddr(ra.Address); err != nil {
+			bad(p+".address", "must be an IP address, got %q", ra.Address)
+		} else if first, dup := seen[ra.Address]; dup {
+			bad(p+".address", "%s is already %s", ra.Address, first)
+		} else {
+			seen[ra.Address] = p + ".address"
+		}
+		if ra.PublicAddress != "" {
+			if _, err := netip.ParseAddr(ra.PublicAddress); err != nil {
+				bad(p+".publicAddress", "must be an IP address, got %q", ra.PublicAddress)
+			}
+		}
+	}
 
 	// limits
 	for _, f := range []struct {

@@ -109,6 +109,16 @@ func TestValidateRules(t *testing.T) {
 		{"relay maxPort", func(c *Config) { c.Relay.MaxPort = 65536 }, `relay.maxPort: must be 1-65535, got 65536`},
 		{"relay min > max", func(c *Config) { c.Relay.MinPort, c.Relay.MaxPort = 30000, 20000 },
 			`relay.minPort: must not exceed maxPort (20000), got 30000`},
+		{"relay extra address", func(c *Config) { c.Relay.ExtraAddresses = []RelayAddress{{Address: "127.0.0.2"}, {Address: "relay2"}} },
+			`relay.extraAddresses[1].address: must be an IP address, got "relay2"`},
+		{"relay extra address repeated", func(c *Config) {
+			c.Relay.ExtraAddresses = []RelayAddress{{Address: "127.0.0.2"}, {Address: "127.0.0.2"}}
+		}, `relay.extraAddresses[1].address: 127.0.0.2 is already relay.extraAddresses[0].address`},
+		{"relay extra address is the main one", func(c *Config) { c.Relay.ExtraAddresses = []RelayAddress{{Address: c.Relay.Address}} },
+			`relay.extraAddresses[0].address: 127.0.0.1 is already relay.address`},
+		{"relay extra public address", func(c *Config) {
+			c.Relay.ExtraAddresses = []RelayAddress{{Address: "127.0.0.2", PublicAddress: "x"}}
+		}, `relay.extraAddresses[0].publicAddress: must be an IP address, got "x"`},
 
 		{"maxLifetime", func(c *Config) { c.Limits.MaxLifetime = -1 }, `limits.maxLifetime: must not be negative, got -1`},
 		{"nonceLifetime", func(c *Config) { c.Limits.NonceLifetime = -1 }, `limits.nonceLifetime: must not be negative, got -1`},

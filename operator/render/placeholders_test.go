@@ -55,7 +55,7 @@ func TestExpandPlaceholders(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if c.Relay != tt.want.Relay || c.Auth != tt.want.Auth || len(c.Listeners) != len(tt.want.Listeners) {
+			if !c.Relay.Equal(tt.want.Relay) || c.Auth != tt.want.Auth || len(c.Listeners) != len(tt.want.Listeners) {
 				t.Fatalf("got %+v, want %+v", c, tt.want)
 			}
 			for i := range c.Listeners {

@@ -1,0 +1,109 @@
+package dataplane
+
+import (
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/turn"
+)
+
+// TestRelayAddressList: with one relay port per address, two addresses
+// hold two allocations, one on each, both relaying; a third gets 508.
+func TestRelayAddressList(t *testing.T) {
+	cfg := testConfig(t, 29940, 29940)
+	cfg.Relay.ExtraAddresses = []config.RelayAddress{{Address: "127.0.0.2"}}
+	startWith(t, cfg)
+	peer := startEchoPeer(t, "127.0.0.1")
+	seen := map[string]bool{}
+	for i := 0; i < 2; i++ {
+		relay, err := pionClient(t, cfg, "user", "pass").Allocate()
+		if err != nil {
+			t.Fatalf("allocation %d: %v", i, err)
+		}
+		defer relay.Close()
+		ra := relay.LocalAddr().(*net.UDPAddr)
+		if ra.Port != 29940 {
+			t.Errorf("allocation %d: relay port %d, want 29940", i, ra.Port)
+		}
+		seen[ra.IP.String()] = true
+		if !echo(relay, peer.addr(), []byte{byte(i), 7}, 2*time.Second) {
+			t.Errorf("allocation %d on %v: no echo through the relay", i, ra)
+		}
+	}
+	if !seen["127.0.0.1"] || !seen["127.0.0.2"] {
+		t.Errorf("relayed transport addresses on %v, want one on each of 127.0.0.1 and 127.0.0.2", seen)
+	}
+	if _, err := pionClient(t, cfg, "user", "pass").Allocate(); err == nil || !strings.Contains(err.Error(), "508") {
+		t.Fatalf("allocation beyond both addresses' ports: %v, want 508", err)
+	}
+}
+
+// TestRelayAddressFamily: an IPv6 relayed transport address needs an IPv6
+// relay address; with one, the allocation gets it.
+func TestRelayAddressFamily(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		extra []config.RelayAddress
+		want  error
+	}{
+		{"IPv4 only", nil, turn.ErrAddressFamily},
+		{"with ::1", []config.RelayAddress{{Address: "::1"}}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t, 29930, 29939)
+			cfg.Relay.ExtraAddresses = tc.extra
+			srv := startWith(t, cfg)
+			a := &turn.Allocation{Transport: &udpListener{}}
+			r, _, err := srv.relays.Allocate(a, turn.RelayRequest{IPv6: true})
+			if err != tc.want {
+				t.Fatalf("IPv6 relay: %v, want %v", err, tc.want)
+			}
+			if err == nil {
+				defer r.Close()
+				if r.Addr().Addr() != netip.IPv6Loopback() {
+					t.Errorf("IPv6 relay on %v, want ::1", r.Addr())
+				}
+			}
+		})
+	}
+}
+
+// TestRelayAddressAdded: adding a relay address live restarts the
+// listeners (a relay change, per the seed's rules) and the new address then
+// serves allocations next to the old one.
+func TestRelayAddressAdded(t *testing.T) {
+	cfg := testConfig(t, 29920, 29920)
+	srv := startWith(t, cfg)
+	if _, err := pionClient(t, cfg, "user", "pass").Allocate(); err != nil {
+		t.Fatal(err)
+	}
+	next := *cfg
+	next.Relay.ExtraAddresses = []config.RelayAddress{{Address: "127.0.0.2"}}
+	if err := srv.Reconfigure(&next); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for i := 0; i < 2; i++ {
+		var relay net.PacketConn
+		var err error
+		// The old allocation's socket closes in its worker: allow it a moment.
+		for end := time.Now().Add(2 * time.Second); ; {
+			if relay, err = pionClient(t, &next, "user", "pass").Allocate(); err == nil || time.Now().After(end) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatalf("allocation %d after adding 127.0.0.2: %v", i, err)
+		}
+		defer relay.Close()
+		seen[relay.LocalAddr().(*net.UDPAddr).IP.String()] = true
+	}
+	if !seen["127.0.0.1"] || !seen["127.0.0.2"] {
+		t.Errorf("relayed transport addresses on %v, want both 127.0.0.1 and 127.0.0.2", seen)
+	}
+}
