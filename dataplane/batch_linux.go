@@ -17,9 +17,10 @@ type msgBatch struct {
 	hdrs  []unix.Mmsghdr
 	iovs  []unix.Iovec
 	names []unix.RawSockaddrInet6
-	bufs  [][]byte // receive buffers (recv batches only)
-	fds   []int    // destination socket per message (send batches only)
-	n     int      // messages queued (send batches only)
+	bufs  [][]byte  // receive buffers (recv batches only)
+	fds   []int     // destination socket per message (send batches only)
+	n     int       // messages queued (send batches only)
+	gso   *gsoState // send batches with UDP GSO on; nil sends datagram by datagram
 }
 
 func newMsgBatch(n int) *msgBatch {
@@ -98,6 +99,10 @@ func (b *msgBatch) add(fd int, p []byte, to netip.AddrPort) {
 // message the kernel refuses (no route, buffer full on a non-blocking
 // relay socket) is skipped; UDP gives no delivery guarantee anyway.
 func (b *msgBatch) flush() (sent, bytes int) {
+	queued := b.n
+	if b.gso != nil {
+		b.coalesce(b.gso)
+	}
 	for i := 0; i < b.n; {
 		j := i + 1
 		for j < b.n && b.fds[j] == b.fds[i] {
@@ -109,17 +114,25 @@ func (b *msgBatch) flush() (sent, bytes int) {
 				continue
 			}
 			if en != 0 || r == 0 {
+				if b.gso != nil && b.gso.segs[i] > 1 {
+					s, n := b.sendSegments(i, b.gso.segs[i])
+					sent, bytes = sent+s, bytes+n
+				}
 				i++ // skip the message that failed
 				continue
 			}
 			for k := i; k < i+int(r); k++ {
 				bytes += int(b.iovs[k].Len)
+				if b.gso != nil {
+					sent += b.gso.segs[k]
+				} else {
+					sent++
+				}
 			}
-			sent += int(r)
 			i += int(r)
 		}
 	}
-	for k := 0; k < b.n; k++ {
+	for k := 0; k < queued; k++ {
 		b.iovs[k].Base = nil // do not keep replies alive
 	}
 	b.n = 0

@@ -203,6 +203,7 @@ func (w *relayWorker) serve() {
 	events := make([]unix.EpollEvent, 128)
 	rb := newRecvBatch(batchSize, turn.PeerHeadroom, maxPeerPayload, turn.PeerTailroom)
 	sb := newMsgBatch(batchSize)
+	sb.gso = newSendGSO(w.io.pool.srv)
 	var (
 		n    int
 		werr error

@@ -35,6 +35,9 @@ type Options struct {
 	// CPU per packet at 20k packets/s, see bench/PROFILE.md). Elsewhere
 	// both select the portable mode.
 	IOMode string
+	// GSO sends runs of same-size datagrams to one destination as one
+	// UDP_SEGMENT message (Linux 4.18+; ignored where unsupported).
+	GSO bool
 	// SocketBuffer is SO_RCVBUF/SO_SNDBUF of listener sockets in bytes;
 	// default 4 MiB (as coturn).
 	SocketBuffer int

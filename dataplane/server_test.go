@@ -60,7 +60,7 @@ relay: {address: 127.0.0.1, minPort: %d, maxPort: %d}
 // startWith runs a dataplane from cfg until the test ends.
 func startWith(t *testing.T, cfg *config.Config) *Server {
 	t.Helper()
-	srv, err := New(cfg, Options{UDPThreads: 2, RelayThreads: 2, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv, err := New(cfg, Options{UDPThreads: 2, RelayThreads: 2, GSO: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,6 +77,7 @@ func openUDPSocket(addr netip.AddrPort, bufSize int, mode string) (*udpSocket, e
 func (s *udpSocket) serve() {
 	rb := newRecvBatch(batchSize, 0, listenerSlot, 0)
 	sb := newMsgBatch(batchSize)
+	sb.gso = newSendGSO(s.l.srv)
 	if s.rc == nil {
 		// Threads mode: block in recvmmsg, for the first datagram only
 		// (MSG_WAITFORONE). The blocked goroutine holds its thread anyway;

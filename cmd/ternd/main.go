@@ -66,6 +66,7 @@ func run(args []string) int {
 		threads = fs.Int("udp-thread-num", 0, "sockets (and reader threads) per TURN-UDP listener; 0 means the number of CPUs")
 		relays  = fs.Int("relay-thread-num", 0, "epoll workers serving relay sockets; 0 means the number of CPUs")
 		bufs    = fs.Int("socket-buffer", 4<<20, "SO_RCVBUF/SO_SNDBUF of listener sockets, bytes")
+		gso     = fs.Bool("gso", true, "send runs of same-size datagrams to one destination as one UDP GSO message (Linux 4.18+; off where unsupported)")
 		ioMode  = fs.String("io", dataplane.IOThreads, "how workers wait for packets: threads (blocking system calls, one thread per worker) or poller (Go netpoller)")
 		grace   = fs.Duration("grace-period", time.Hour, "on SIGTERM, how long existing allocations may keep relaying before ternd exits (a second signal exits at once)")
 	)
@@ -108,7 +109,7 @@ func run(args []string) int {
 	}
 	slog.SetDefault(log)
 
-	opts := dataplane.Options{UDPThreads: *threads, RelayThreads: *relays, SocketBuffer: *bufs, IOMode: *ioMode, Logger: log}
+	opts := dataplane.Options{UDPThreads: *threads, RelayThreads: *relays, SocketBuffer: *bufs, IOMode: *ioMode, GSO: *gso, Logger: log}
 	if *level == "" {
 		opts.LogLevel = lvl // the config's admin.logLevel stays in charge
 	}

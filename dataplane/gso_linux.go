@@ -1,0 +1,142 @@
+package dataplane
+
+import (
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// UDP generic segmentation offload (Linux 4.18+): one sendmsg carries up to
+// gsoMaxSegments datagrams of one size to one destination, and the kernel
+// cuts them apart below the UDP layer, so the per-datagram cost of the send
+// path (route, socket accounting, skb setup) is paid once per run.
+const (
+	gsoMaxSegments = 64    // the kernel's UDP_MAX_SEGMENTS
+	gsoMaxBytes    = 65000 // payload bytes of one GSO send, under the 64 KiB IP limit
+	udpSegment     = 103   // UDP_SEGMENT, in linux/udp.h
+)
+
+// gsoState is what a send batch needs for segmentation: a buffer the runs
+// are copied into and one control message per batch slot.
+type gsoState struct {
+	buf  []byte
+	ctrl [][unix.SizeofCmsghdr + 8]byte
+	segs []int // datagrams carried by each queued message after coalesce
+}
+
+func newGSOState(n int) *gsoState {
+	return &gsoState{buf: make([]byte, 0, gsoMaxBytes*2), ctrl: make([][unix.SizeofCmsghdr + 8]byte, n), segs: make([]int, n)}
+}
+
+// coalesce rewrites b's queued messages so that each run of consecutive
+// datagrams on one socket to one destination, all of one size (the last
+// may be shorter, as GSO allows), becomes one message with a UDP_SEGMENT
+// control message. Payloads of runs are copied into g.buf (a copy of ~100
+// bytes is far cheaper than a trip down the send path). Messages that do
+// not join a run are left as they are.
+func (b *msgBatch) coalesce(g *gsoState) {
+	g.buf = g.buf[:0]
+	w := 0
+	for i := 0; i < b.n; {
+		size := int(b.iovs[i].Len)
+		j := i + 1
+		total := size
+		for j < b.n && j-i < gsoMaxSegments && b.fds[j] == b.fds[i] &&
+			b.hdrs[j].Hdr.Namelen == b.hdrs[i].Hdr.Namelen && b.names[j] == b.names[i] &&
+			total+int(b.iovs[j].Len) <= gsoMaxBytes && len(g.buf)+total+int(b.iovs[j].Len) <= cap(g.buf) {
+			l := int(b.iovs[j].Len)
+			if l > size {
+				break
+			}
+			total += l
+			j++
+			if l < size {
+				break // a shorter datagram ends the run
+			}
+		}
+		if j-i < 2 || size == 0 {
+			b.move(w, i)
+			g.segs[w] = 1
+			w++
+			i++
+			continue
+		}
+		off := len(g.buf)
+		for k := i; k < j; k++ {
+			g.buf = append(g.buf, unsafe.Slice(b.iovs[k].Base, b.iovs[k].Len)...)
+		}
+		b.move(w, i)
+		b.iovs[w].Base = &g.buf[off]
+		b.iovs[w].SetLen(total)
+		c := &g.ctrl[w]
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&c[0]))
+		h.Level, h.Type = unix.SOL_UDP, udpSegment
+		h.SetLen(unix.CmsgLen(2))
+		*(*uint16)(unsafe.Pointer(&c[unix.SizeofCmsghdr])) = uint16(size)
+		b.hdrs[w].Hdr.Control = &c[0]
+		b.hdrs[w].Hdr.SetControllen(unix.CmsgSpace(2))
+		g.segs[w] = j - i
+		w++
+		i = j
+	}
+	b.n = w
+}
+
+// move copies queued message i to slot w (w <= i) without a control message.
+func (b *msgBatch) move(w, i int) {
+	if w != i {
+		b.iovs[w] = b.iovs[i]
+		b.names[w] = b.names[i]
+		b.fds[w] = b.fds[i]
+		b.hdrs[w].Hdr.Namelen = b.hdrs[i].Hdr.Namelen
+	}
+	b.hdrs[w].Hdr.Control = nil
+	b.hdrs[w].Hdr.SetControllen(0)
+}
+
+// sendSegments sends the datagrams of GSO message i one by one: the
+// fallback for a socket or route that refuses UDP_SEGMENT. It returns the
+// datagrams and bytes sent.
+func (b *msgBatch) sendSegments(i, segs int) (sent, bytes int) {
+	size := int(*(*uint16)(unsafe.Pointer(uintptr(unsafe.Pointer(b.hdrs[i].Hdr.Control)) + unix.SizeofCmsghdr)))
+	all := unsafe.Slice(b.iovs[i].Base, b.iovs[i].Len)
+	to := sockaddrAddrPort(&b.names[i])
+	var sa unix.Sockaddr
+	if to.Addr().Is4() {
+		sa = &unix.SockaddrInet4{Port: int(to.Port()), Addr: to.Addr().As4()}
+	} else {
+		sa = &unix.SockaddrInet6{Port: int(to.Port()), Addr: to.Addr().As16()}
+	}
+	for k := 0; k < segs && len(all) > 0; k++ {
+		p := all[:min(size, len(all))]
+		all = all[len(p):]
+		if unix.Sendto(b.fds[i], p, 0, sa) == nil {
+			sent++
+			bytes += len(p)
+		}
+	}
+	return sent, bytes
+}
+
+// gsoSupported reports whether the kernel knows UDP_SEGMENT.
+func gsoSupported() bool {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	_, err = unix.GetsockoptInt(fd, unix.SOL_UDP, udpSegment)
+	return err == nil
+}
+
+var gsoProbe = sync.OnceValue(gsoSupported)
+
+// newSendGSO returns the GSO state of a send batch of srv: nil unless the
+// GSO option is on and the kernel supports it.
+func newSendGSO(srv *Server) *gsoState {
+	if !srv.opts.GSO || !gsoProbe() {
+		return nil
+	}
+	return newGSOState(batchSize)
+}

@@ -1,0 +1,111 @@
+package dataplane
+
+import (
+	"bytes"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestCoalesce checks which queued datagrams become one UDP_SEGMENT message.
+func TestCoalesce(t *testing.T) {
+	a := netip.MustParseAddrPort("127.0.0.1:1000")
+	b := netip.MustParseAddrPort("127.0.0.1:2000")
+	type msg struct {
+		fd   int
+		size int
+		to   netip.AddrPort
+	}
+	for _, tc := range []struct {
+		name string
+		in   []msg
+		segs []int // datagrams per message after coalescing
+	}{
+		{"one datagram", []msg{{3, 100, a}}, []int{1}},
+		{"run of one size", []msg{{3, 100, a}, {3, 100, a}, {3, 100, a}}, []int{3}},
+		{"shorter last joins", []msg{{3, 100, a}, {3, 100, a}, {3, 40, a}}, []int{3}},
+		{"shorter ends the run", []msg{{3, 100, a}, {3, 40, a}, {3, 40, a}}, []int{2, 1}},
+		{"longer starts a new run", []msg{{3, 40, a}, {3, 100, a}, {3, 100, a}}, []int{1, 2}},
+		{"other destination", []msg{{3, 100, a}, {3, 100, b}, {3, 100, b}}, []int{1, 2}},
+		{"other socket", []msg{{3, 100, a}, {4, 100, a}, {4, 100, a}}, []int{1, 2}},
+		{"empty datagrams stay single", []msg{{3, 0, a}, {3, 0, a}}, []int{1, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sb := newMsgBatch(batchSize)
+			g := newGSOState(batchSize)
+			var want []byte
+			for i, m := range tc.in {
+				p := bytes.Repeat([]byte{byte(i + 1)}, m.size)
+				want = append(want, p...)
+				sb.add(m.fd, p, m.to)
+			}
+			sb.coalesce(g)
+			if sb.n != len(tc.segs) {
+				t.Fatalf("%d messages, want %d", sb.n, len(tc.segs))
+			}
+			var got []byte
+			for i := 0; i < sb.n; i++ {
+				if g.segs[i] != tc.segs[i] {
+					t.Errorf("message %d carries %d datagrams, want %d", i, g.segs[i], tc.segs[i])
+				}
+				if gso := sb.hdrs[i].Hdr.Control != nil; gso != (tc.segs[i] > 1) {
+					t.Errorf("message %d: UDP_SEGMENT control %v, want %v", i, gso, tc.segs[i] > 1)
+				}
+				if sb.iovs[i].Len > 0 {
+					got = append(got, unsafeBytes(sb, i)...)
+				}
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("payload bytes changed by coalescing")
+			}
+		})
+	}
+}
+
+// TestGSOSendsSeparateDatagrams: a coalesced run arrives at a plain UDP
+// socket as the datagrams that were queued, in order.
+func TestGSOSendsSeparateDatagrams(t *testing.T) {
+	if !gsoProbe() {
+		t.Skip("kernel without UDP_SEGMENT")
+	}
+	rx, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rx.Close()
+	fd, err := socketFor(netip.MustParseAddrPort("127.0.0.1:0"), true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	to := rx.LocalAddr().(*net.UDPAddr).AddrPort()
+	sb := newMsgBatch(batchSize)
+	sb.gso = newGSOState(batchSize)
+	var want [][]byte
+	for i, size := range []int{120, 120, 120, 120, 57, 300} {
+		p := bytes.Repeat([]byte{byte(i + 1)}, size)
+		want = append(want, p)
+		sb.add(fd, p, to)
+	}
+	if sent, _ := sb.flush(); sent != len(want) {
+		t.Fatalf("flush reports %d datagrams sent, want %d", sent, len(want))
+	}
+	buf := make([]byte, 2048)
+	_ = rx.SetReadDeadline(time.Now().Add(2 * time.Second))
+	for i, w := range want {
+		n, err := rx.Read(buf)
+		if err != nil {
+			t.Fatalf("datagram %d: %v", i, err)
+		}
+		if !bytes.Equal(buf[:n], w) {
+			t.Fatalf("datagram %d: %d bytes of %d, want %d bytes of %d", i, n, buf[0], len(w), w[0])
+		}
+	}
+}
+
+// unsafeBytes is the payload of queued message i.
+func unsafeBytes(b *msgBatch, i int) []byte { return unsafe.Slice(b.iovs[i].Base, b.iovs[i].Len) }
