@@ -63,7 +63,8 @@ apiVersion: v1
 kind: Service
 metadata: {name: sfu, namespace: delivery}
 spec:
-  clusterIP: 10.0.0.77
+  # from the static band of the service range: see testdata/seed_support.yaml
+  clusterIP: 10.0.0.13
   ports: [{port: 7882, protocol: UDP}]
 ---
 apiVersion: discovery.k8s.io/v1
@@ -121,7 +122,7 @@ func TestDelivery(t *testing.T) {
 				t.Errorf("Watch: %v", err)
 			}
 		}()
-		waitAllowlist(t, applied, 10*time.Second, []string{"10.0.0.77", "10.244.5.1"})
+		waitAllowlist(t, applied, 10*time.Second, []string{"10.0.0.13", "10.244.5.1"})
 
 		var es discoveryv1.EndpointSlice
 		if err := get(c, "delivery", "sfu-1", &es); err != nil {
@@ -132,7 +133,7 @@ func TestDelivery(t *testing.T) {
 		if err := c.Update(context.Background(), &es); err != nil {
 			t.Fatal(err)
 		}
-		waitAllowlist(t, applied, deliveryBound, []string{"10.0.0.77", "10.244.5.1", "10.244.5.2"})
+		waitAllowlist(t, applied, deliveryBound, []string{"10.0.0.13", "10.244.5.1", "10.244.5.2"})
 		t.Logf("EndpointSlice update to dataplane apply took %v (bound %v)", time.Since(start), deliveryBound)
 	})
 }

@@ -92,7 +92,7 @@ func TestSeeds(t *testing.T) {
 		if len(cfg.Listeners) != 1 || cfg.Listeners[0].Port != 3478 || cfg.Listeners[0].Protocol != config.ProtoTURNUDP {
 			t.Errorf("listeners = %+v, want one TURN-UDP listener on 3478", cfg.Listeners)
 		}
-		if got, want := endpoints(cfg), []string{"10.0.0.34", "10.244.1.5", "10.244.2.9"}; !slices.Equal(got, want) {
+		if got, want := endpoints(cfg), []string{"10.0.0.11", "10.244.1.5", "10.244.2.9"}; !slices.Equal(got, want) {
 			t.Errorf("allowlist = %v, want %v (ClusterIP and endpoints of media-plane/media-server-pool)", got, want)
 		}
 
@@ -157,8 +157,8 @@ func TestSeeds(t *testing.T) {
 			ips  []string // endpoint addresses of the slice
 			want []string // the rendered allowlist
 		}{
-			{"endpoint added", []string{"10.244.1.5", "10.244.2.9", "10.244.7.7"}, []string{"10.0.0.34", "10.244.1.5", "10.244.2.9", "10.244.7.7"}},
-			{"endpoint removed", []string{"10.244.7.7"}, []string{"10.0.0.34", "10.244.7.7"}},
+			{"endpoint added", []string{"10.244.1.5", "10.244.2.9", "10.244.7.7"}, []string{"10.0.0.11", "10.244.1.5", "10.244.2.9", "10.244.7.7"}},
+			{"endpoint removed", []string{"10.244.7.7"}, []string{"10.0.0.11", "10.244.7.7"}},
 		}
 		for _, st := range steps {
 			var es discoveryv1.EndpointSlice
@@ -248,7 +248,7 @@ stringData: {tls.crt: "-----BEGIN CERTIFICATE-----\n", tls.key: "-----BEGIN PRIV
 			}
 			cfg := parseConfig(t, &cm)
 			// The Gateway API route still names media-server-pool, so its addresses stay.
-			want := []string{"10.0.0.34", "10.244.7.7", "192.0.2.0/24", "198.51.100.0/24"}
+			want := []string{"10.0.0.11", "10.244.7.7", "192.0.2.0/24", "198.51.100.0/24"}
 			if got := endpoints(cfg); !slices.Equal(got, want) {
 				return fmt.Errorf("allowlist = %v, want %v", got, want)
 			}
@@ -277,7 +277,7 @@ func TestSeedAdopter(t *testing.T) {
 			if len(cfg.Listeners) != 2 {
 				return fmt.Errorf("listeners = %+v, want UDP and TCP", cfg.Listeners)
 			}
-			if got, want := endpoints(cfg), []string{"10.0.0.40", "10.244.4.4"}; !slices.Equal(got, want) {
+			if got, want := endpoints(cfg), []string{"10.0.0.12", "10.244.4.4"}; !slices.Equal(got, want) {
 				return fmt.Errorf("allowlist = %v, want %v", got, want)
 			}
 			var rt stnrv1.UDPRoute
