@@ -181,8 +181,10 @@ func defaultConfig(t *testing.T) config {
 	return config{
 		Version: "v1",
 		Admin: admin{
-			Name:           "e2e",
-			LogLevel:       "info",
+			Name: "e2e",
+			// debug: a failing test prints ternd's output, and the reason a
+			// request was refused is logged at debug level.
+			LogLevel:       "debug",
 			MetricsAddress: "127.0.0.1:" + strconv.Itoa(metricsPort),
 			HealthAddress:  "127.0.0.1:" + strconv.Itoa(healthPort),
 		},
