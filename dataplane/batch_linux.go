@@ -174,6 +174,15 @@ func putSockaddr(sa *unix.RawSockaddrInet6, ap netip.AddrPort) uint32 {
 	return unix.SizeofSockaddrInet6
 }
 
+// sockaddrOf is ap for the unix package's socket calls (sockaddr_in for an
+// IPv4 address, sockaddr_in6 otherwise).
+func sockaddrOf(ap netip.AddrPort) unix.Sockaddr {
+	if ap.Addr().Is4() {
+		return &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}
+	}
+	return &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()}
+}
+
 // socketFor opens a UDP socket of ap's family bound to ap.
 func socketFor(ap netip.AddrPort, nonblock, reusePort bool) (int, error) {
 	family := unix.AF_INET
@@ -194,17 +203,13 @@ func socketFor(ap netip.AddrPort, nonblock, reusePort bool) (int, error) {
 			return -1, err
 		}
 	}
-	var sa unix.Sockaddr
-	if family == unix.AF_INET {
-		sa = &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}
-	} else {
+	if family == unix.AF_INET6 {
 		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1); err != nil {
 			unix.Close(fd)
 			return -1, err
 		}
-		sa = &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()}
 	}
-	if err := unix.Bind(fd, sa); err != nil {
+	if err := unix.Bind(fd, sockaddrOf(ap)); err != nil {
 		unix.Close(fd)
 		return -1, err
 	}

@@ -101,13 +101,7 @@ func (b *msgBatch) move(w, i int) {
 func (b *msgBatch) sendSegments(i, segs int) (sent, bytes int) {
 	size := int(*(*uint16)(unsafe.Pointer(uintptr(unsafe.Pointer(b.hdrs[i].Hdr.Control)) + unix.SizeofCmsghdr)))
 	all := unsafe.Slice(b.iovs[i].Base, b.iovs[i].Len)
-	to := sockaddrAddrPort(&b.names[i])
-	var sa unix.Sockaddr
-	if to.Addr().Is4() {
-		sa = &unix.SockaddrInet4{Port: int(to.Port()), Addr: to.Addr().As4()}
-	} else {
-		sa = &unix.SockaddrInet6{Port: int(to.Port()), Addr: to.Addr().As16()}
-	}
+	sa := sockaddrOf(sockaddrAddrPort(&b.names[i]))
 	for k := 0; k < segs && len(all) > 0; k++ {
 		p := all[:min(size, len(all))]
 		all = all[len(p):]

@@ -109,3 +109,39 @@ func TestGSOSendsSeparateDatagrams(t *testing.T) {
 
 // unsafeBytes is the payload of queued message i.
 func unsafeBytes(b *msgBatch, i int) []byte { return unsafe.Slice(b.iovs[i].Base, b.iovs[i].Len) }
+
+// TestGSOFallbackSplits: the fallback for a refused GSO send sends each
+// datagram of the run on its own, with the sizes that were queued.
+func TestGSOFallbackSplits(t *testing.T) {
+	rx, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rx.Close()
+	fd, err := socketFor(netip.MustParseAddrPort("127.0.0.1:0"), true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	sb := newMsgBatch(batchSize)
+	g := newGSOState(batchSize)
+	want := [][]byte{bytes.Repeat([]byte{1}, 90), bytes.Repeat([]byte{2}, 90), bytes.Repeat([]byte{3}, 30)}
+	for _, p := range want {
+		sb.add(fd, p, rx.LocalAddr().(*net.UDPAddr).AddrPort())
+	}
+	sb.coalesce(g)
+	if sb.n != 1 || g.segs[0] != 3 {
+		t.Fatalf("coalesced into %d messages (first carries %d), want one of 3", sb.n, g.segs[0])
+	}
+	if sent, n := sb.sendSegments(0, g.segs[0]); sent != 3 || n != 210 {
+		t.Fatalf("sendSegments = %d datagrams, %d bytes; want 3, 210", sent, n)
+	}
+	buf := make([]byte, 2048)
+	_ = rx.SetReadDeadline(time.Now().Add(2 * time.Second))
+	for i, w := range want {
+		n, err := rx.Read(buf)
+		if err != nil || !bytes.Equal(buf[:n], w) {
+			t.Fatalf("datagram %d: %d bytes, %v; want %d bytes of %d", i, n, err, len(w), w[0])
+		}
+	}
+}

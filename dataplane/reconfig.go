@@ -29,7 +29,8 @@ func (s *Server) Reconfigure(next *config.Config) error {
 	if err != nil {
 		return fmt.Errorf("config rejected, running config kept: %w", err)
 	}
-	if _, err := relayAddrs(next.Relay); err != nil {
+	nextRelays, err := relayAddrs(next.Relay)
+	if err != nil {
 		return fmt.Errorf("config rejected, running config kept: %w", err)
 	}
 	s.mu.Lock()
@@ -49,7 +50,7 @@ func (s *Server) Reconfigure(next *config.Config) error {
 			s.stopListener(lc.Name, why)
 		}
 		if relayChanged {
-			_ = s.relays.reset(next.Relay) // cannot fail: relayAddrs accepted it above
+			s.relays.reset(nextRelays)
 		}
 	}
 	if err := s.engine.Reconfigure(settings); err != nil {

@@ -31,16 +31,17 @@ type relayPool struct {
 
 	mu           sync.Mutex
 	addrs        []*relayAddr
-	min, max     uint16
-	next         int    // the address the next allocation tries first
-	gen          uint64 // bumped by reset: releases of older relays are ignored
+	next         int // the address the next allocation tries first
 	reservations map[uint64]*reservation
 }
 
-// relayAddr is one address relay sockets bind to and its ports in use.
+// relayAddr is one address relay sockets bind to and its ports in use. A
+// reset replaces the pool's relayAddrs: relays still closing then release
+// into tables nobody reads any more.
 type relayAddr struct {
 	bind   netip.Addr // address relay sockets bind to
 	public netip.Addr // address advertised in XOR-RELAYED-ADDRESS
+	min    uint16     // first port of the range
 	used   []bool     // indexed by port-min
 }
 
@@ -71,7 +72,7 @@ func relayAddrs(r config.Relay) ([]*relayAddr, error) {
 				return nil, fmt.Errorf("%s.publicAddress: %w", field, err)
 			}
 		}
-		out = append(out, &relayAddr{bind: bind, public: public, used: make([]bool, r.MaxPort-r.MinPort+1)})
+		out = append(out, &relayAddr{bind: bind, public: public, min: uint16(r.MinPort), used: make([]bool, r.MaxPort-r.MinPort+1)})
 	}
 	return out, nil
 }
@@ -81,8 +82,7 @@ func newRelayPool(srv *Server, r config.Relay) (*relayPool, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &relayPool{srv: srv, addrs: addrs, min: uint16(r.MinPort), max: uint16(r.MaxPort),
-		reservations: map[uint64]*reservation{}}
+	p := &relayPool{srv: srv, addrs: addrs, reservations: map[uint64]*reservation{}}
 	p.io, err = newRelayIO(p)
 	return p, err
 }
@@ -109,18 +109,17 @@ func (p *relayPool) Allocate(a *turn.Allocation, req turn.RelayRequest) (turn.Re
 		ra    *relayAddr
 		port  uint16
 		token uint64
-		gen   uint64
 		err   error
 	)
 	if req.Token != 0 {
-		sock, ra, port, gen, err = p.claim(req.Token)
+		sock, ra, port, err = p.claim(req.Token)
 	} else {
-		sock, ra, port, token, gen, err = p.open(req.IPv6, req.EvenPort, req.ReservePair)
+		sock, ra, port, token, err = p.open(req.IPv6, req.EvenPort, req.ReservePair)
 	}
 	if err != nil {
 		return nil, 0, err
 	}
-	r := &relay{sock: sock, ra: ra, port: port, gen: gen, addr: netip.AddrPortFrom(ra.public, port), pool: p, alloc: a}
+	r := &relay{sock: sock, ra: ra, port: port, addr: netip.AddrPortFrom(ra.public, port), pool: p, alloc: a}
 	if req.DontFragment {
 		if err := sock.setDontFragment(ra.bind.Is6()); err != nil {
 			sock.close()
@@ -138,7 +137,7 @@ func (p *relayPool) Allocate(a *turn.Allocation, req turn.RelayRequest) (turn.Re
 
 // open binds a socket on a free port of an address of the family; with
 // pair it also binds port+1 and holds it under a fresh reservation token.
-func (p *relayPool) open(v6, even, pair bool) (relaySocket, *relayAddr, uint16, uint64, uint64, error) {
+func (p *relayPool) open(v6, even, pair bool) (relaySocket, *relayAddr, uint16, uint64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	family := false
@@ -152,13 +151,13 @@ func (p *relayPool) open(v6, even, pair bool) (relaySocket, *relayAddr, uint16, 
 		sock, port, token, ok := p.openOn(ra, even, pair)
 		if ok {
 			p.next = ai + 1
-			return sock, ra, port, token, p.gen, nil
+			return sock, ra, port, token, nil
 		}
 	}
 	if !family {
-		return relaySocket{}, nil, 0, 0, 0, turn.ErrAddressFamily
+		return relaySocket{}, nil, 0, 0, turn.ErrAddressFamily
 	}
-	return relaySocket{}, nil, 0, 0, 0, turn.ErrNoCapacity
+	return relaySocket{}, nil, 0, 0, turn.ErrNoCapacity
 }
 
 // openOn is open on one address. The caller holds p.mu.
@@ -167,7 +166,7 @@ func (p *relayPool) openOn(ra *relayAddr, even, pair bool) (relaySocket, uint16,
 	start := rand.IntN(n)
 	for i := 0; i < n; i++ {
 		idx := (start + i) % n
-		port := p.min + uint16(idx)
+		port := ra.min + uint16(idx)
 		if ra.used[idx] || (even && port%2 != 0) {
 			continue
 		}
@@ -196,15 +195,15 @@ func (p *relayPool) openOn(ra *relayAddr, even, pair bool) (relaySocket, uint16,
 }
 
 // claim takes the socket reserved under token.
-func (p *relayPool) claim(token uint64) (relaySocket, *relayAddr, uint16, uint64, error) {
+func (p *relayPool) claim(token uint64) (relaySocket, *relayAddr, uint16, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	r, ok := p.reservations[token]
 	if !ok {
-		return relaySocket{}, nil, 0, 0, turn.ErrNoCapacity
+		return relaySocket{}, nil, 0, turn.ErrNoCapacity
 	}
 	delete(p.reservations, token)
-	return r.sock, r.addr, r.port, p.gen, nil
+	return r.sock, r.addr, r.port, nil
 }
 
 // sweep releases reservations nobody claimed in time.
@@ -214,39 +213,29 @@ func (p *relayPool) sweep(now time.Time) {
 	for tok, r := range p.reservations {
 		if now.After(r.expires) {
 			r.sock.close()
-			r.addr.used[r.port-p.min] = false
+			r.addr.used[r.port-r.addr.min] = false
 			delete(p.reservations, tok)
 		}
 	}
 }
 
-// release frees r's port once its socket is closed. A relay from before
-// the last reset held a port of tables that are gone.
+// release frees r's port once its socket is closed.
 func (p *relayPool) release(r *relay) {
 	p.mu.Lock()
-	if r.gen == p.gen {
-		r.ra.used[r.port-p.min] = false
-	}
+	r.ra.used[r.port-r.ra.min] = false
 	p.mu.Unlock()
 }
 
-// reset moves the pool to new addresses and a new port range, for a relay
-// config change. The caller has deleted every allocation first; relays
-// still being closed release into the old tables, which release ignores.
-func (p *relayPool) reset(r config.Relay) error {
-	addrs, err := relayAddrs(r)
-	if err != nil {
-		return err
-	}
+// reset moves the pool to addrs (from relayAddrs), for a relay config
+// change. The caller has deleted every allocation first.
+func (p *relayPool) reset(addrs []*relayAddr) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for tok, res := range p.reservations {
 		res.sock.close()
 		delete(p.reservations, tok)
 	}
-	p.addrs, p.min, p.max, p.next = addrs, uint16(r.MinPort), uint16(r.MaxPort), 0
-	p.gen++
-	return nil
+	p.addrs, p.next = addrs, 0
 }
 
 // close stops the relay workers and closes reserved sockets.
@@ -277,7 +266,6 @@ type relay struct {
 	sock   relaySocket
 	ra     *relayAddr // the address it is bound on
 	port   uint16
-	gen    uint64 // the pool's generation when it was opened
 	addr   netip.AddrPort
 	pool   *relayPool
 	alloc  *turn.Allocation

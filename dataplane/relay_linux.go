@@ -338,11 +338,5 @@ func (w *relayWorker) drain(r *relay, rb, sb *msgBatch) {
 // send writes one datagram to a peer (the connection-oriented listeners'
 // path; UDP listeners batch with sendmmsg instead).
 func (s relaySocket) send(b []byte, to netip.AddrPort) error {
-	var sa unix.Sockaddr
-	if to.Addr().Is4() {
-		sa = &unix.SockaddrInet4{Port: int(to.Port()), Addr: to.Addr().As4()}
-	} else {
-		sa = &unix.SockaddrInet6{Port: int(to.Port()), Addr: to.Addr().As16()}
-	}
-	return unix.Sendto(s.fd, b, 0, sa)
+	return unix.Sendto(s.fd, b, 0, sockaddrOf(to))
 }

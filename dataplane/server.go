@@ -31,9 +31,9 @@ type Options struct {
 	// (the default: each worker blocks in recvmmsg or epoll_wait in its
 	// own thread, and GOMAXPROCS is raised by one per worker, see
 	// internal/sysblock) or IOPoller (non-blocking sockets parked in the Go
-	// netpoller, which costs a scheduler wake-up per batch: 1.5-1.8x the
-	// CPU per packet at 20k packets/s, see bench/PROFILE.md). Elsewhere
-	// both select the portable mode.
+	// netpoller, which costs a scheduler wake-up per batch: 1.8x the CPU
+	// per packet at 20k packets/s and 1.25x at 50k, see bench/PROFILE.md).
+	// Elsewhere both select the portable mode.
 	IOMode string
 	// GSO sends runs of same-size datagrams to one destination as one
 	// UDP_SEGMENT message (Linux 4.18+; ignored where unsupported).

@@ -25,7 +25,10 @@ func TestEnterAddsOnePPerWorker(t *testing.T) {
 	}
 }
 
-func TestYielderYieldsOncePerPeriod(t *testing.T) {
+// TestYielderPeriod checks the pacing (at most one yield per YieldEvery);
+// that a yield lets the monitor see the P reschedule is what bench/PROFILE.md
+// measured, not something a unit test can observe.
+func TestYielderPeriod(t *testing.T) {
 	var y Yielder
 	y.Maybe()
 	first := y.last
