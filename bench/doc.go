@@ -1,7 +1,7 @@
 // Package bench is the library behind ternbench: it drives real TURN
 // allocations against any TURN server given by address and static
 // credentials (and against the raw forwarder, the ceiling), and measures
-// what DESIGN.md's "Performance method" asks for:
+// what docs/performance.md describes:
 //
 //   - throughput: offered and delivered packets/s, loss %, and the server's
 //     CPU time per relayed packet in µs (from /proc/PID/stat);

@@ -18,8 +18,8 @@ func hotFixture(t testing.TB) (*Engine, *Allocation, []byte, []byte) {
 }
 
 // TestRelayPathsDoNotAllocate is the allocation-count regression guard of
-// DESIGN.md's hot-path rules: no heap allocation per relayed packet, in
-// either direction, on any of the three relayed paths.
+// the hot-path rules (docs/performance.md): no heap allocation per relayed
+// packet, in either direction, on any of the three relayed paths.
 func TestRelayPathsDoNotAllocate(t *testing.T) {
 	e, a, cd, send := hotFixture(t)
 	var r Result

@@ -257,9 +257,10 @@ stringData: {tls.crt: "-----BEGIN CERTIFICATE-----\n", tls.key: "-----BEGIN PRIV
 	})
 }
 
-// TestSeedAdopter applies the adopter's manifests (seeds/001) next to the reference's: a
-// Gateway with UDP and TCP listeners on one port, and a GatewayConfig with userName and a
-// password held in a Secret, used through a GatewayClass of its own.
+// TestSeedAdopter applies an adopter's manifests (testdata/seed001.yaml; see
+// docs/stunner-compat.md) next to the reference's: a Gateway with UDP and TCP listeners on one
+// port, and a GatewayConfig with userName and a password held in a Secret, used through a
+// GatewayClass of its own.
 func TestSeedAdopter(t *testing.T) {
 	c := op.start(t)
 	applyFile(t, c, "testdata/seed_support.yaml")
