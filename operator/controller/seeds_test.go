@@ -26,9 +26,10 @@ import (
 // operator's share of the "reachable through TURN within about a second".
 const allowlistBound = time.Second
 
-// TestSeeds applies the seeds' manifests unchanged to a real API server and follows what the
-// operator makes of them, step by step: the steps share the cluster state the earlier ones
-// built, as a user applying the reference top to bottom would.
+// TestSeeds applies the manifests of STUNner's Gateway API reference (testdata/seed003*.yaml;
+// see docs/stunner-compat.md) unchanged to a real API server and follows what the operator
+// makes of them, step by step: the steps share the cluster state the earlier ones built, as a
+// user applying the reference top to bottom would.
 func TestSeeds(t *testing.T) {
 	c := op.start(t)
 	applyFile(t, c, "testdata/seed_support.yaml")
