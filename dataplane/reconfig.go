@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/tern-gw/tern/dataplane/allowlist"
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/listener"
+	"github.com/tern-gw/tern/dataplane/relay"
 )
 
 // Reconfigure applies a new config to the running server by the reconcile
-// rules of the seed reference (seeds/003, Gateway and GatewayConfig):
+// rules STUNner documents for Gateway and GatewayConfig changes (see
+// docs/config-reference.md, "Live reconfiguration"):
 //   - auth, limits, routes and clusters change in place; permissions and
 //     channels to peers no longer allowed are dropped, allocations stay;
 //   - a listener added or removed starts or stops only that listener;
@@ -29,7 +33,7 @@ func (s *Server) Reconfigure(next *config.Config) error {
 	if err != nil {
 		return fmt.Errorf("config rejected, running config kept: %w", err)
 	}
-	nextRelays, err := relayAddrs(next.Relay)
+	nextRelays, err := relay.ParseAddrs(next.Relay)
 	if err != nil {
 		return fmt.Errorf("config rejected, running config kept: %w", err)
 	}
@@ -50,7 +54,7 @@ func (s *Server) Reconfigure(next *config.Config) error {
 			s.stopListener(lc.Name, why)
 		}
 		if relayChanged {
-			s.relays.reset(nextRelays)
+			s.relays.Reset(nextRelays)
 		}
 	}
 	if err := s.engine.Reconfigure(settings); err != nil {
@@ -60,8 +64,8 @@ func (s *Server) Reconfigure(next *config.Config) error {
 	s.setLogLevel(next)
 	var errs []error
 	if prev.Admin.HealthAddress != next.Admin.HealthAddress || prev.Admin.MetricsAddress != next.Admin.MetricsAddress {
-		s.http.close()
-		if s.http, err = startHTTP(s, next.Admin); err != nil {
+		s.http.Close()
+		if s.http, err = s.startAdmin(next.Admin); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -71,7 +75,7 @@ func (s *Server) Reconfigure(next *config.Config) error {
 		want[lc.Name] = lc
 	}
 	s.listenersMu.Lock()
-	running := map[string]listener{}
+	running := map[string]listener.Listener{}
 	for n, l := range s.listeners {
 		running[n] = l
 	}
@@ -91,15 +95,13 @@ func (s *Server) Reconfigure(next *config.Config) error {
 			s.stopListener(lc.Name, "protocol, address, port or certificate changed")
 			start = append(start, lc)
 		default:
-			pol, err := newPolicy(lc.Routes, next.Clusters, s.ownAddrs(next))
+			al, err := allowlist.New(lc.Routes, next.Clusters, s.ownAddrs(next))
 			if err != nil {
 				errs = append(errs, err)
 				continue
 			}
-			s.listenersMu.Lock()
-			l.setSpec(lc)
-			s.listenersMu.Unlock()
-			l.setPolicy(pol)
+			l.SetSpec(lc)
+			l.SetAllowlist(al)
 		}
 	}
 	if err := s.startListeners(next, start); err != nil {
@@ -116,13 +118,13 @@ func (s *Server) Reconfigure(next *config.Config) error {
 // needsRestart reports whether a listener change can only be applied by
 // restarting it: protocol, address, port, or the certificate (its paths, or
 // the files' contents, which a Secret update changes in place).
-func needsRestart(l listener, next config.Listener) bool {
-	cur := l.spec()
+func needsRestart(l listener.Listener, next config.Listener) bool {
+	cur := l.Spec()
 	if cur.Protocol != next.Protocol || cur.Address != next.Address || cur.Port != next.Port ||
 		cur.Cert != next.Cert || cur.Key != next.Key {
 		return true
 	}
-	cert, key := l.keyPair()
+	cert, key := l.KeyPair()
 	if cert == nil {
 		return false
 	}

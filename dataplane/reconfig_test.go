@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"fmt"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/internal/testenv"
 )
 
 // flow keeps one allocation relaying through an echo peer and records the
@@ -69,15 +71,17 @@ func (f *flow) halt() {
 	}
 }
 
-// alive asserts echoes kept coming: some since the last check, and no gap
-// longer than a few ticks.
+// alive asserts echoes kept coming: a few more since the last check, and
+// no gap longer than a few ticks.
 func (f *flow) alive(t *testing.T, step string, since int64) int64 {
 	t.Helper()
-	time.Sleep(150 * time.Millisecond)
-	n := f.echoes.Load()
-	if n <= since {
-		t.Fatalf("%s: listener A stopped relaying (%d echoes, %d before)", step, n, since)
-	}
+	var n int64
+	testenv.Eventually(t, 2*time.Second, func() error {
+		if n = f.echoes.Load(); n < since+3 {
+			return fmt.Errorf("%s: listener A stopped relaying (%d echoes, %d before)", step, n, since)
+		}
+		return nil
+	})
 	if gap := time.Duration(f.longest.Load()); gap > 500*time.Millisecond {
 		t.Fatalf("%s: listener A's relaying stalled for %v", step, gap)
 	}

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
@@ -8,8 +9,18 @@ import (
 	"time"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/stats"
+	"github.com/tern-gw/tern/internal/testenv"
 	"github.com/tern-gw/tern/turn"
 )
+
+// streamClient stands in for a connection transport where a test asks the
+// relay pool for a relay directly.
+type streamClient struct{}
+
+func (streamClient) PeerAllowed(netip.AddrPort) bool                     { return true }
+func (streamClient) BatchSocket(int) (fd int, st *stats.Worker, ok bool) { return -1, nil, false }
+func (streamClient) WriteToClient([]byte)                                {}
 
 // TestRelayAddressList: with one relay port per address, two addresses
 // hold two allocations, one on each, both relaying; a third gets 508.
@@ -57,7 +68,7 @@ func TestRelayAddressFamily(t *testing.T) {
 			cfg := testConfig(t, 29930, 29939)
 			cfg.Relay.ExtraAddresses = tc.extra
 			srv := startWith(t, cfg)
-			a := &turn.Allocation{Transport: &udpListener{}}
+			a := &turn.Allocation{Transport: streamClient{}}
 			r, _, err := srv.relays.Allocate(a, turn.RelayRequest{IPv6: true})
 			if err != tc.want {
 				t.Fatalf("IPv6 relay: %v, want %v", err, tc.want)
@@ -89,17 +100,14 @@ func TestRelayAddressAdded(t *testing.T) {
 	seen := map[string]bool{}
 	for i := 0; i < 2; i++ {
 		var relay net.PacketConn
-		var err error
 		// The old allocation's socket closes in its worker: allow it a moment.
-		for end := time.Now().Add(2 * time.Second); ; {
-			if relay, err = pionClient(t, &next, "user", "pass").Allocate(); err == nil || time.Now().After(end) {
-				break
+		testenv.Eventually(t, 2*time.Second, func() (err error) {
+			relay, err = pionClient(t, &next, "user", "pass").Allocate()
+			if err != nil {
+				return fmt.Errorf("allocation %d after adding 127.0.0.2: %w", i, err)
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		if err != nil {
-			t.Fatalf("allocation %d after adding 127.0.0.2: %v", i, err)
-		}
+			return nil
+		})
 		defer relay.Close()
 		seen[relay.LocalAddr().(*net.UDPAddr).IP.String()] = true
 	}

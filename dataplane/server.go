@@ -1,7 +1,9 @@
-// Package dataplane runs Tern's TURN listeners: it owns every socket and
-// file descriptor, feeds packets to the sans-IO engine in package turn,
-// applies config changes by the seeds' reconcile rules, and serves health
-// and metrics.
+// Package dataplane runs a Tern dataplane: it builds the TURN engine
+// (package turn) with a relay pool (dataplane/relay), starts and stops the
+// listeners (dataplane/listener) a config names, applies config changes by
+// the reconcile rules of docs/config-reference.md ("Live reconfiguration"),
+// and serves health and metrics (dataplane/admin). The packet path lives in
+// the listener and relay packages; this one is its lifecycle.
 package dataplane
 
 import (
@@ -14,7 +16,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tern-gw/tern/dataplane/admin"
+	"github.com/tern-gw/tern/dataplane/allowlist"
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/listener"
+	"github.com/tern-gw/tern/dataplane/relay"
+	"github.com/tern-gw/tern/dataplane/udpio"
 	"github.com/tern-gw/tern/turn"
 )
 
@@ -50,26 +57,9 @@ type Options struct {
 
 // I/O modes of Options.IOMode.
 const (
-	IOPoller  = "poller"
-	IOThreads = "threads"
+	IOPoller  = string(udpio.Poller)
+	IOThreads = string(udpio.Threads)
 )
-
-// listener is a running TURN listener of any protocol.
-type listener interface {
-	// spec is the config it was started from.
-	spec() config.Listener
-	// setSpec and setPolicy apply a change that needs no restart (routes).
-	setSpec(config.Listener)
-	setPolicy(*policy)
-	// close stops it and deletes the allocations made through it.
-	close()
-	foldStats(*statsSum)
-	// keyPair is the PEM certificate and key a TLS/DTLS listener was
-	// started with, nil for others.
-	keyPair() (cert, key []byte)
-	// localAddr is the bound address, for logs.
-	localAddr() string
-}
 
 // Server is a running dataplane.
 type Server struct {
@@ -77,15 +67,15 @@ type Server struct {
 	log    *slog.Logger
 	clock  *coarseClock
 	engine *turn.Engine
-	relays *relayPool
+	relays *relay.Pool
 
 	mu  sync.Mutex // serializes Start, Reconfigure, Drain and Close
 	cfg *config.Config
 
 	listenersMu sync.Mutex // guards listeners, which /metrics reads
-	listeners   map[string]listener
+	listeners   map[string]listener.Listener
 
-	http     *httpEndpoints
+	http     *admin.Endpoints
 	ready    atomic.Bool
 	draining atomic.Bool
 	stop     chan struct{}
@@ -120,20 +110,21 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		opts.Logger = slog.Default()
 	}
 	s := &Server{opts: opts, log: opts.Logger, clock: newCoarseClock(), cfg: cfg,
-		listeners: map[string]listener{}, stop: make(chan struct{})}
+		listeners: map[string]listener.Listener{}, stop: make(chan struct{})}
 	settings, err := engineSettings(cfg)
 	if err != nil {
 		return nil, err
 	}
-	s.relays, err = newRelayPool(s, cfg.Relay)
+	s.relays, err = relay.NewPool(cfg.Relay, relay.Options{Workers: opts.RelayThreads, Mode: udpio.Mode(opts.IOMode), GSO: opts.GSO})
 	if err != nil {
 		return nil, fmt.Errorf("relay workers: %w", err)
 	}
 	s.engine, err = turn.New(turn.Config{Settings: settings, Relays: s.relays, Clock: s.clock, Logger: s.log, Software: "tern"})
 	if err != nil {
-		s.relays.close()
+		s.relays.Close()
 		return nil, err
 	}
+	s.relays.Start(s.engine)
 	s.setLogLevel(cfg)
 	return s, nil
 }
@@ -177,7 +168,7 @@ func (s *Server) ownAddrs(cfg *config.Config) []netip.Addr {
 			own = append(own, a)
 		}
 	}
-	return append(own, s.relays.ownAddrs()...)
+	return append(own, s.relays.OwnAddrs()...)
 }
 
 // Start opens the health and metrics endpoints and every listener, and
@@ -190,7 +181,7 @@ func (s *Server) Start() error {
 	s.bg.Add(1)
 	go s.background()
 	var err error
-	if s.http, err = startHTTP(s, s.cfg.Admin); err != nil {
+	if s.http, err = s.startAdmin(s.cfg.Admin); err != nil {
 		return err
 	}
 	err = s.startListeners(s.cfg, s.cfg.Listeners)
@@ -218,29 +209,40 @@ func (s *Server) startListeners(cfg *config.Config, lcs []config.Listener) error
 }
 
 func (s *Server) startListener(cfg *config.Config, lc config.Listener) error {
-	pol, err := newPolicy(lc.Routes, cfg.Clusters, s.ownAddrs(cfg))
+	al, err := allowlist.New(lc.Routes, cfg.Clusters, s.ownAddrs(cfg))
 	if err != nil {
 		return fmt.Errorf("listener %q: %w", lc.Name, err)
 	}
-	var l listener
-	switch lc.Protocol {
-	case config.ProtoTURNUDP:
-		l, err = s.startUDP(lc, pol, s.opts.UDPThreads)
-	case config.ProtoTURNTCP, config.ProtoTURNTLS:
-		l, err = s.startStream(lc, pol)
-	case config.ProtoTURNDTLS:
-		l, err = s.startDTLS(lc, pol)
-	default:
-		err = fmt.Errorf("listener %q: unknown protocol %q", lc.Name, lc.Protocol)
-	}
+	l, err := listener.Start(s.listenerEnv(cfg), lc, al)
 	if err != nil {
 		return err
 	}
 	s.listenersMu.Lock()
 	s.listeners[lc.Name] = l
 	s.listenersMu.Unlock()
-	s.log.Info("listener started", "name", lc.Name, "protocol", lc.Protocol, "address", l.localAddr())
+	s.log.Info("listener started", "name", lc.Name, "protocol", lc.Protocol, "address", l.LocalAddr())
 	return nil
+}
+
+// listenerEnv is what a listener started under cfg takes from the server.
+// A connection may stay idle until the longest allocation lifetime has
+// passed: a client with an allocation refreshes it before then.
+func (s *Server) listenerEnv(cfg *config.Config) listener.Env {
+	return listener.Env{
+		Engine:       s.engine,
+		Log:          s.log,
+		UDPThreads:   s.opts.UDPThreads,
+		SocketBuffer: s.opts.SocketBuffer,
+		Mode:         udpio.Mode(s.opts.IOMode),
+		GSO:          s.opts.GSO,
+		RelayWorkers: s.relays.Workers(),
+		IdleTimeout:  time.Duration(cfg.Limits.MaxLifetime)*time.Second + 30*time.Second,
+	}
+}
+
+// startAdmin serves the health and metrics endpoints of a.
+func (s *Server) startAdmin(a config.Admin) (*admin.Endpoints, error) {
+	return admin.Start(a, admin.Handlers{Ready: s.Ready, Metrics: s.writeMetrics}, s.log)
 }
 
 // stopListener stops the named listener and deletes its allocations.
@@ -252,7 +254,7 @@ func (s *Server) stopListener(name, why string) {
 	if l == nil {
 		return
 	}
-	l.close()
+	l.Close()
 	s.log.Info("listener stopped", "name", name, "reason", why)
 }
 
@@ -290,16 +292,16 @@ func (s *Server) Close() {
 	s.ready.Store(false)
 	s.listenersMu.Lock()
 	ls := s.listeners
-	s.listeners = map[string]listener{}
+	s.listeners = map[string]listener.Listener{}
 	s.listenersMu.Unlock()
 	for _, l := range ls {
-		l.close()
+		l.Close()
 	}
 	s.engine.Close()
-	s.relays.close()
+	s.relays.Close()
 	close(s.stop)
 	s.bg.Wait()
-	s.http.close()
+	s.http.Close()
 }
 
 // background advances the coarse clock every few milliseconds and sweeps
@@ -318,7 +320,7 @@ func (s *Server) background() {
 			if now.Sub(lastSweep) >= time.Second {
 				lastSweep = now
 				s.engine.Sweep()
-				s.relays.sweep(now)
+				s.relays.Sweep(now)
 			}
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/pion/turn/v4"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/internal/testenv"
 )
 
 // freePort returns a loopback port that was free a moment ago.
@@ -166,13 +167,12 @@ func TestMalformedPacketsAreCounted(t *testing.T) {
 	}
 	// The garbage and the Binding may land on different SO_REUSEPORT sockets,
 	// so the answer does not prove the garbage's worker has counted yet.
-	got := ""
-	for end := time.Now().Add(2 * time.Second); got != "3" && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		got = metric(t, cfg, `tern_dropped_packets_total{reason="malformed"}`)
-	}
-	if got != "3" {
-		t.Errorf("malformed drops = %s, want 3", got)
-	}
+	testenv.Eventually(t, 2*time.Second, func() error {
+		if got := metric(t, cfg, `tern_dropped_packets_total{reason="malformed"}`); got != "3" {
+			return fmt.Errorf("malformed drops = %s, want 3", got)
+		}
+		return nil
+	})
 }
 
 func TestHealth(t *testing.T) {

@@ -70,6 +70,10 @@ type Relay interface {
 	// Close releases the socket. The engine calls it once, when the
 	// allocation is deleted or expires.
 	Close() error
+	// Socket is the relay socket's descriptor. The engine never uses it:
+	// it is there so that the dataplane's listeners send a Forward result's
+	// payload from Result.Alloc.Relay() without a type assertion.
+	Socket() int
 }
 
 type permission struct {

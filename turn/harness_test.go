@@ -22,6 +22,7 @@ type testRelay struct {
 
 func (r *testRelay) Addr() netip.AddrPort { return r.addr }
 func (r *testRelay) Close() error         { r.closed = true; return nil }
+func (r *testRelay) Socket() int          { return -1 }
 
 // testRelays hands out relay addresses 192.0.2.1:49152+ and records requests.
 type testRelays struct {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tern-gw/tern/dataplane"
+	"github.com/tern-gw/tern/dataplane/admin"
 	"github.com/tern-gw/tern/dataplane/config"
 	"github.com/tern-gw/tern/dataplane/k8sconfig"
 	"github.com/tern-gw/tern/operator/render"
@@ -151,7 +152,13 @@ func run(args []string) int {
 		}()
 	}
 	if *pprofAt != "" {
-		go servePprof(*pprofAt, log)
+		// Profiles are a debugging aid: ternd serves TURN without them.
+		if pp, err := admin.StartPprof(*pprofAt, log); err != nil {
+			log.Error("--pprof", "error", err)
+		} else {
+			log.Info("profiling endpoints", "address", *pprofAt)
+			defer pp.Close()
+		}
 	}
 	log.Info("ternd serving", "config", source, "realm", cfg.Auth.Realm)
 

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"crypto/tls"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/pion/turn/v4"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/internal/testenv"
 )
 
 // dtlsPacketConn lets the pion/turn client speak over a DTLS session: each
@@ -97,13 +99,12 @@ func TestStreamAndDTLSListeners(t *testing.T) {
 		})
 	}
 	// Closing a connection deletes its allocations.
-	deadline := time.Now().Add(5 * time.Second)
-	for srv.Engine().Allocations() > 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if n := srv.Engine().Allocations(); n != 0 {
-		t.Errorf("%d allocations left after every client closed", n)
-	}
+	testenv.Eventually(t, 5*time.Second, func() error {
+		if n := srv.Engine().Allocations(); n != 0 {
+			return fmt.Errorf("%d allocations left after every client closed", n)
+		}
+		return nil
+	})
 }
 
 func TestBadCertificateFailsOnlyItsListener(t *testing.T) {

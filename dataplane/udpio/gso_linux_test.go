@@ -1,4 +1,4 @@
-package dataplane
+package udpio
 
 import (
 	"bytes"
@@ -35,13 +35,13 @@ func TestCoalesce(t *testing.T) {
 		{"empty datagrams stay single", []msg{{3, 0, a}, {3, 0, a}}, []int{1, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sb := newMsgBatch(batchSize)
-			g := newGSOState(batchSize)
+			sb := newBatch(BatchSize)
+			g := newGSOState(BatchSize)
 			var want []byte
 			for i, m := range tc.in {
 				p := bytes.Repeat([]byte{byte(i + 1)}, m.size)
 				want = append(want, p...)
-				sb.add(m.fd, p, m.to)
+				sb.Add(m.fd, p, m.to)
 			}
 			sb.coalesce(g)
 			if sb.n != len(tc.segs) {
@@ -69,7 +69,7 @@ func TestCoalesce(t *testing.T) {
 // TestGSOSendsSeparateDatagrams: a coalesced run arrives at a plain UDP
 // socket as the datagrams that were queued, in order.
 func TestGSOSendsSeparateDatagrams(t *testing.T) {
-	if !gsoProbe() {
+	if !GSOSupported() {
 		t.Skip("kernel without UDP_SEGMENT")
 	}
 	rx, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
@@ -77,21 +77,21 @@ func TestGSOSendsSeparateDatagrams(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rx.Close()
-	fd, err := socketFor(netip.MustParseAddrPort("127.0.0.1:0"), true, false)
+	fd, err := Socket(netip.MustParseAddrPort("127.0.0.1:0"), SocketOptions{NonBlock: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer unix.Close(fd)
 	to := rx.LocalAddr().(*net.UDPAddr).AddrPort()
-	sb := newMsgBatch(batchSize)
-	sb.gso = newGSOState(batchSize)
+	sb := newBatch(BatchSize)
+	sb.gso = newGSOState(BatchSize)
 	var want [][]byte
 	for i, size := range []int{120, 120, 120, 120, 57, 300} {
 		p := bytes.Repeat([]byte{byte(i + 1)}, size)
 		want = append(want, p)
-		sb.add(fd, p, to)
+		sb.Add(fd, p, to)
 	}
-	if sent, _ := sb.flush(); sent != len(want) {
+	if sent, _ := sb.Flush(); sent != len(want) {
 		t.Fatalf("flush reports %d datagrams sent, want %d", sent, len(want))
 	}
 	buf := make([]byte, 2048)
@@ -108,7 +108,7 @@ func TestGSOSendsSeparateDatagrams(t *testing.T) {
 }
 
 // unsafeBytes is the payload of queued message i.
-func unsafeBytes(b *msgBatch, i int) []byte { return unsafe.Slice(b.iovs[i].Base, b.iovs[i].Len) }
+func unsafeBytes(b *Batch, i int) []byte { return unsafe.Slice(b.iovs[i].Base, b.iovs[i].Len) }
 
 // TestGSOFallbackSplits: the fallback for a refused GSO send sends each
 // datagram of the run on its own, with the sizes that were queued.
@@ -118,16 +118,16 @@ func TestGSOFallbackSplits(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rx.Close()
-	fd, err := socketFor(netip.MustParseAddrPort("127.0.0.1:0"), true, false)
+	fd, err := Socket(netip.MustParseAddrPort("127.0.0.1:0"), SocketOptions{NonBlock: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer unix.Close(fd)
-	sb := newMsgBatch(batchSize)
-	g := newGSOState(batchSize)
+	sb := newBatch(BatchSize)
+	g := newGSOState(BatchSize)
 	want := [][]byte{bytes.Repeat([]byte{1}, 90), bytes.Repeat([]byte{2}, 90), bytes.Repeat([]byte{3}, 30)}
 	for _, p := range want {
-		sb.add(fd, p, rx.LocalAddr().(*net.UDPAddr).AddrPort())
+		sb.Add(fd, p, rx.LocalAddr().(*net.UDPAddr).AddrPort())
 	}
 	sb.coalesce(g)
 	if sb.n != 1 || g.segs[0] != 3 {

@@ -1,4 +1,4 @@
-package dataplane
+package udpio
 
 import (
 	"sync"
@@ -35,7 +35,7 @@ func newGSOState(n int) *gsoState {
 // control message. Payloads of runs are copied into g.buf (a copy of ~100
 // bytes is far cheaper than a trip down the send path). Messages that do
 // not join a run are left as they are.
-func (b *msgBatch) coalesce(g *gsoState) {
+func (b *Batch) coalesce(g *gsoState) {
 	g.buf = g.buf[:0]
 	w := 0
 	for i := 0; i < b.n; {
@@ -84,7 +84,7 @@ func (b *msgBatch) coalesce(g *gsoState) {
 }
 
 // move copies queued message i to slot w (w <= i) without a control message.
-func (b *msgBatch) move(w, i int) {
+func (b *Batch) move(w, i int) {
 	if w != i {
 		b.iovs[w] = b.iovs[i]
 		b.names[w] = b.names[i]
@@ -98,14 +98,14 @@ func (b *msgBatch) move(w, i int) {
 // sendSegments sends the datagrams of GSO message i one by one: the
 // fallback for a socket or route that refuses UDP_SEGMENT. It returns the
 // datagrams and bytes sent.
-func (b *msgBatch) sendSegments(i, segs int) (sent, bytes int) {
+func (b *Batch) sendSegments(i, segs int) (sent, bytes int) {
 	size := int(*(*uint16)(unsafe.Pointer(uintptr(unsafe.Pointer(b.hdrs[i].Hdr.Control)) + unix.SizeofCmsghdr)))
 	all := unsafe.Slice(b.iovs[i].Base, b.iovs[i].Len)
-	sa := sockaddrOf(sockaddrAddrPort(&b.names[i]))
+	to := decodeSockaddr(&b.names[i])
 	for k := 0; k < segs && len(all) > 0; k++ {
 		p := all[:min(size, len(all))]
 		all = all[len(p):]
-		if unix.Sendto(b.fds[i], p, 0, sa) == nil {
+		if SendTo(b.fds[i], p, to) == nil {
 			sent++
 			bytes += len(p)
 		}
@@ -113,7 +113,10 @@ func (b *msgBatch) sendSegments(i, segs int) (sent, bytes int) {
 	return sent, bytes
 }
 
-// gsoSupported reports whether the kernel knows UDP_SEGMENT.
+// GSOSupported reports whether the kernel knows UDP_SEGMENT. It probes
+// once per process.
+var GSOSupported = sync.OnceValue(gsoSupported)
+
 func gsoSupported() bool {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -122,15 +125,4 @@ func gsoSupported() bool {
 	defer unix.Close(fd)
 	_, err = unix.GetsockoptInt(fd, unix.SOL_UDP, udpSegment)
 	return err == nil
-}
-
-var gsoProbe = sync.OnceValue(gsoSupported)
-
-// newSendGSO returns the GSO state of a send batch of srv: nil unless the
-// GSO option is on and the kernel supports it.
-func newSendGSO(srv *Server) *gsoState {
-	if !srv.opts.GSO || !gsoProbe() {
-		return nil
-	}
-	return newGSOState(batchSize)
 }

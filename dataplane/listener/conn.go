@@ -1,4 +1,4 @@
-package dataplane
+package listener
 
 import (
 	"net"
@@ -7,7 +7,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tern-gw/tern/dataplane/allowlist"
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/stats"
 	"github.com/tern-gw/tern/turn"
 )
 
@@ -30,13 +32,12 @@ const (
 // connListener is what TCP, TLS and DTLS listeners share: the listener
 // config, its allowlist, its connections and counters.
 type connListener struct {
-	cfg       config.Listener
-	srv       *Server
+	cfg       atomic.Pointer[config.Listener]
+	env       Env
 	proto     turn.Proto
-	policy    atomic.Pointer[policy]
+	allowlist atomic.Pointer[allowlist.List]
 	cert, key []byte
-	idle      time.Duration
-	stats     workerStats // shared by the listener's connections
+	stats     stats.Worker // shared by the listener's connections
 
 	mu     sync.Mutex
 	conns  map[*clientConn]struct{}
@@ -44,12 +45,17 @@ type connListener struct {
 	closed atomic.Bool
 }
 
-func (l *connListener) spec() config.Listener             { return l.cfg }
-func (l *connListener) setSpec(lc config.Listener)        { l.cfg = lc }
-func (l *connListener) setPolicy(p *policy)               { l.policy.Store(p) }
-func (l *connListener) keyPair() (cert, key []byte)       { return l.cert, l.key }
-func (l *connListener) foldStats(sum *statsSum)           { l.stats.addTo(sum) }
-func (l *connListener) peerAllowed(p netip.AddrPort) bool { return l.policy.Load().allowed(p) }
+func (l *connListener) init(env Env, lc config.Listener, proto turn.Proto, al *allowlist.List) {
+	l.env, l.proto, l.conns = env, proto, map[*clientConn]struct{}{}
+	l.cfg.Store(&lc)
+	l.allowlist.Store(al)
+}
+
+func (l *connListener) Spec() config.Listener           { return *l.cfg.Load() }
+func (l *connListener) SetSpec(lc config.Listener)      { l.cfg.Store(&lc) }
+func (l *connListener) SetAllowlist(al *allowlist.List) { l.allowlist.Store(al) }
+func (l *connListener) KeyPair() (cert, key []byte)     { return l.cert, l.key }
+func (l *connListener) FoldStats(sum *stats.Sum)        { l.stats.AddTo(sum) }
 
 // add registers a connection, or reports false when the listener is closing.
 func (l *connListener) add(c *clientConn) bool {
@@ -82,26 +88,31 @@ func (l *connListener) closeConns() {
 	l.wg.Wait()
 }
 
-// clientConn is one client connection: the turn.Transport of the
-// allocations made over it. Its reader goroutine runs the engine; its
-// writer goroutine is the only one writing to the connection.
+// clientConn is one client connection: the turn.Transport and
+// relay.Client of the allocations made over it. Its reader goroutine runs
+// the engine; its writer goroutine is the only one writing to the
+// connection.
 type clientConn struct {
 	l   *connListener
 	c   net.Conn // the accepted connection, closed to end both goroutines
 	w   net.Conn // what the writer writes to: c, or the DTLS session over it
 	ft  turn.FiveTuple
-	out chan []byte
+	out chan *[]byte // pooled buffers, back to bufPool once written
 	// quit ends the writer.
 	quit chan struct{}
 }
 
+// bufPool holds the buffers messages wait in for a connection's writer.
+// They travel as *[]byte, the pointer the pool hands out, so that queueing
+// and recycling one allocates nothing (putting back a fresh &slice would
+// allocate its header on every message).
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1500); return &b }}
 
 func newClientConn(l *connListener, c net.Conn) *clientConn {
 	remote := addrPortOf(c.RemoteAddr())
 	local := addrPortOf(c.LocalAddr())
 	return &clientConn{l: l, c: c, w: c, ft: turn.FiveTuple{Client: remote, Server: local, Proto: l.proto},
-		out: make(chan []byte, outQueue), quit: make(chan struct{})}
+		out: make(chan *[]byte, outQueue), quit: make(chan struct{})}
 }
 
 func addrPortOf(a net.Addr) netip.AddrPort {
@@ -116,18 +127,26 @@ func addrPortOf(a net.Addr) netip.AddrPort {
 }
 
 // PeerAllowed implements turn.Transport with the listener's allowlist.
-func (c *clientConn) PeerAllowed(p netip.AddrPort) bool { return c.l.peerAllowed(p) }
+func (c *clientConn) PeerAllowed(p netip.AddrPort) bool { return c.l.allowlist.Load().Allowed(p) }
 
-// writeToClient queues a copy of b for the writer; when the client is too
-// slow to keep up, the message is dropped rather than blocking the caller.
-func (c *clientConn) writeToClient(b []byte, _ netip.AddrPort) {
+// BatchSocket implements relay.Client: a connection takes WriteToClient.
+func (c *clientConn) BatchSocket(int) (int, *stats.Worker, bool) { return -1, nil, false }
+
+// WriteToClient implements relay.Client: it queues a copy of msg for the
+// writer; when the client is too slow to keep up, the message is dropped
+// (and counted) rather than blocking the relay worker.
+func (c *clientConn) WriteToClient(msg []byte) { c.queue(msg) }
+
+// queue copies b into a pooled buffer for the writer, or drops it when the
+// writer's queue is full.
+func (c *clientConn) queue(b []byte) {
 	bp := bufPool.Get().(*[]byte)
 	*bp = append((*bp)[:0], b...)
 	select {
-	case c.out <- *bp:
+	case c.out <- bp:
 	default:
 		bufPool.Put(bp)
-		c.l.stats.drops[turn.DropUnexpected].Add(1)
+		c.l.stats.Drops[turn.DropUnexpected].Add(1)
 	}
 }
 
@@ -137,18 +156,17 @@ func (c *clientConn) writer() {
 		select {
 		case <-c.quit:
 			return
-		case b := <-c.out:
+		case bp := <-c.out:
 			_ = c.w.SetWriteDeadline(time.Now().Add(writeTimeout))
-			_, err := c.w.Write(b)
-			n := len(b)
-			b = b[:0]
-			bufPool.Put(&b)
+			_, err := c.w.Write(*bp)
+			n := len(*bp)
+			bufPool.Put(bp)
 			if err != nil {
 				c.c.Close() // a stalled or gone client: the reader ends too
 				return
 			}
-			c.l.stats.tx.Add(1)
-			c.l.stats.txBytes.Add(uint64(n))
+			c.l.stats.Tx.Add(1)
+			c.l.stats.TxBytes.Add(uint64(n))
 		}
 	}
 }
@@ -156,23 +174,19 @@ func (c *clientConn) writer() {
 // handle runs the engine on one message from the client.
 func (c *clientConn) handle(msg []byte, res *turn.Result) {
 	st := &c.l.stats
-	st.rx.Add(1)
-	st.rxBytes.Add(uint64(len(msg)))
-	c.l.srv.engine.HandleClient(c, c.ft, msg, res)
+	st.Rx.Add(1)
+	st.RxBytes.Add(uint64(len(msg)))
+	c.l.env.Engine.HandleClient(c, c.ft, msg, res)
 	switch res.Kind {
 	case turn.Reply:
-		select {
-		case c.out <- res.Reply:
-		default:
-			st.drops[turn.DropUnexpected].Add(1)
-		}
+		c.queue(res.Reply)
 	case turn.Forward:
-		if r := forwardRelay(res); r != nil && r.sock.send(res.Payload, res.Peer) == nil {
-			st.peerTx.Add(1)
-			st.peerTxBytes.Add(uint64(len(res.Payload)))
+		if sendToPeer(res.Alloc.Relay().Socket(), res.Payload, res.Peer) == nil {
+			st.PeerTx.Add(1)
+			st.PeerTxBytes.Add(uint64(len(res.Payload)))
 		}
 	default:
-		st.drops[res.Drop].Add(1)
+		st.Drops[res.Drop].Add(1)
 	}
 }
 
@@ -183,8 +197,8 @@ func (c *clientConn) finish() {
 		c.w.Close()
 	}
 	c.c.Close()
-	if n := c.l.srv.engine.CloseTransport(c, "connection closed"); n > 0 {
-		c.l.srv.log.Debug("connection closed", "client", c.ft.String(), "allocations", n)
+	if n := c.l.env.Engine.CloseTransport(c, "connection closed"); n > 0 {
+		c.l.env.Log.Debug("connection closed", "client", c.ft.String(), "allocations", n)
 	}
 	c.l.remove(c)
 }

@@ -1,4 +1,4 @@
-package dataplane
+package listener
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/pion/dtls/v2"
 	"github.com/pion/transport/v2/udp"
 
+	"github.com/tern-gw/tern/dataplane/allowlist"
 	"github.com/tern-gw/tern/dataplane/config"
 	"github.com/tern-gw/tern/turn"
 )
@@ -24,16 +25,16 @@ type dtlsListener struct {
 	conf *dtls.Config
 }
 
-func (l *dtlsListener) localAddr() string { return l.ln.Addr().String() }
+func (l *dtlsListener) LocalAddr() string { return l.ln.Addr().String() }
 
-func (s *Server) startDTLS(lc config.Listener, pol *policy) (*dtlsListener, error) {
+func startDTLS(env Env, lc config.Listener, al *allowlist.List) (*dtlsListener, error) {
 	pair, cert, key, err := loadKeyPair(lc)
 	if err != nil {
 		return nil, err
 	}
-	l := &dtlsListener{connListener: connListener{cfg: lc, srv: s, proto: turn.ProtoDTLS, cert: cert, key: key,
-		conns: map[*clientConn]struct{}{}, idle: s.idleTimeout()}}
-	l.policy.Store(pol)
+	l := &dtlsListener{}
+	l.init(env, lc, turn.ProtoDTLS, al)
+	l.cert, l.key = cert, key
 	l.conf = &dtls.Config{
 		Certificates:         []tls.Certificate{pair},
 		ExtendedMasterSecret: dtls.RequireExtendedMasterSecret,
@@ -80,7 +81,7 @@ func (l *dtlsListener) serveConn(c *clientConn) {
 	dc, err := dtls.ServerWithContext(ctx, c.c, l.conf)
 	cancel()
 	if err != nil {
-		l.srv.log.Debug("dtls handshake failed", "client", c.ft.String(), "error", err)
+		l.env.Log.Debug("dtls handshake failed", "client", c.ft.String(), "error", err)
 		return
 	}
 	c.w = dc
@@ -88,7 +89,7 @@ func (l *dtlsListener) serveConn(c *clientConn) {
 	buf := make([]byte, maxStreamMessage)
 	var res turn.Result
 	for {
-		_ = dc.SetReadDeadline(time.Now().Add(l.idle))
+		_ = dc.SetReadDeadline(time.Now().Add(l.env.IdleTimeout))
 		n, err := dc.Read(buf)
 		if err != nil {
 			return
@@ -97,7 +98,9 @@ func (l *dtlsListener) serveConn(c *clientConn) {
 	}
 }
 
-func (l *dtlsListener) close() {
+// Close stops accepting, closes every association and deletes their
+// allocations.
+func (l *dtlsListener) Close() {
 	l.closed.Store(true)
 	l.ln.Close()
 	l.closeConns()

@@ -1,4 +1,7 @@
-package dataplane
+// Package allowlist compiles a listener's routes into the set of peers its
+// clients may reach through a relay, and answers that question on the
+// packet path without allocating. See docs/security.md.
+package allowlist
 
 import (
 	"fmt"
@@ -15,10 +18,10 @@ type rule struct {
 	sensitive bool   // the prefix lies inside a protected range: it names it explicitly
 }
 
-// policy is a listener's compiled peer allowlist (DESIGN.md, Security model):
-// the union of the clusters its routes name. It is immutable; a config
-// change builds a new one and swaps it in.
-type policy struct {
+// List is a listener's compiled peer allowlist: the union of the clusters
+// its routes name, minus the protected ranges that only an explicit cluster
+// opens. It is immutable; a config change builds a new one and swaps it in.
+type List struct {
 	rules     []rule
 	protected []netip.Prefix
 }
@@ -38,12 +41,12 @@ var defaultProtected = []netip.Prefix{
 	netip.MustParsePrefix("ff00::/8"),
 }
 
-// newPolicy compiles the allowlist of routes (cluster names) against
-// clusters. own are the dataplane's own addresses (listeners, relay), which
-// are protected like loopback. It returns an error naming an unknown route or
-// a bad endpoint.
-func newPolicy(routes []string, clusters []config.Cluster, own []netip.Addr) (*policy, error) {
-	p := &policy{protected: append([]netip.Prefix(nil), defaultProtected...)}
+// New compiles the allowlist of routes (cluster names) against clusters.
+// own are the dataplane's own addresses (listeners, relay), which are
+// protected like loopback. It returns an error naming an unknown route or a
+// bad endpoint.
+func New(routes []string, clusters []config.Cluster, own []netip.Addr) (*List, error) {
+	p := &List{protected: append([]netip.Prefix(nil), defaultProtected...)}
 	for _, a := range own {
 		if a.IsValid() && !a.IsUnspecified() {
 			p.protected = append(p.protected, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
@@ -76,9 +79,9 @@ func newPolicy(routes []string, clusters []config.Cluster, own []netip.Addr) (*p
 	return p, nil
 }
 
-// allowed reports whether peer may be reached. Port 0 asks whether any port
+// Allowed reports whether peer may be reached. Port 0 asks whether any port
 // of the peer's IP is allowed (permissions are per IP, RFC 8656 §9).
-func (p *policy) allowed(peer netip.AddrPort) bool {
+func (p *List) Allowed(peer netip.AddrPort) bool {
 	ip := peer.Addr().Unmap()
 	protected := false
 	for _, pr := range p.protected {

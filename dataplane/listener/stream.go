@@ -1,4 +1,4 @@
-package dataplane
+package listener
 
 import (
 	"bufio"
@@ -11,6 +11,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/tern-gw/tern/dataplane/allowlist"
 	"github.com/tern-gw/tern/dataplane/config"
 	"github.com/tern-gw/tern/turn"
 )
@@ -22,7 +23,7 @@ type streamListener struct {
 	ln net.Listener
 }
 
-func (l *streamListener) localAddr() string { return l.ln.Addr().String() }
+func (l *streamListener) LocalAddr() string { return l.ln.Addr().String() }
 
 // loadKeyPair reads a listener's PEM certificate and key, with errors that
 // name the listener and the file.
@@ -42,10 +43,9 @@ func loadKeyPair(lc config.Listener) (tls.Certificate, []byte, []byte, error) {
 	return pair, cert, key, nil
 }
 
-func (s *Server) startStream(lc config.Listener, pol *policy) (*streamListener, error) {
-	l := &streamListener{connListener: connListener{cfg: lc, srv: s, proto: turn.ProtoTCP,
-		conns: map[*clientConn]struct{}{}, idle: s.idleTimeout()}}
-	l.policy.Store(pol)
+func startStream(env Env, lc config.Listener, al *allowlist.List) (*streamListener, error) {
+	l := &streamListener{}
+	l.init(env, lc, turn.ProtoTCP, al)
 	var tlsConf *tls.Config
 	if lc.Protocol == config.ProtoTURNTLS {
 		pair, cert, key, err := loadKeyPair(lc)
@@ -65,12 +65,6 @@ func (s *Server) startStream(lc config.Listener, pol *policy) (*streamListener, 
 	l.ln = ln
 	go l.accept()
 	return l, nil
-}
-
-// idleTimeout is how long a connection may stay silent: a client with an
-// allocation refreshes it before the maximum lifetime passes.
-func (s *Server) idleTimeout() time.Duration {
-	return time.Duration(s.cfg.Limits.MaxLifetime)*time.Second + 30*time.Second
 }
 
 func (l *streamListener) accept() {
@@ -103,7 +97,7 @@ func (l *streamListener) serveConn(c *clientConn) {
 	if tc, ok := c.c.(*tls.Conn); ok {
 		_ = c.c.SetDeadline(time.Now().Add(handshakeTimeout))
 		if err := tc.Handshake(); err != nil {
-			l.srv.log.Debug("tls handshake failed", "client", c.ft.String(), "error", err)
+			l.env.Log.Debug("tls handshake failed", "client", c.ft.String(), "error", err)
 			return
 		}
 		_ = c.c.SetWriteDeadline(time.Time{})
@@ -117,14 +111,14 @@ func (l *streamListener) serveConn(c *clientConn) {
 		n, err := readFrame(r, buf)
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
-				l.srv.log.Debug("closing connection", "client", c.ft.String(), "error", err)
+				l.env.Log.Debug("closing connection", "client", c.ft.String(), "error", err)
 			}
 			if errors.Is(err, errBadFrame) {
-				l.stats.drops[turn.DropMalformed].Add(1)
+				l.stats.Drops[turn.DropMalformed].Add(1)
 			}
 			return
 		}
-		timeout = l.idle
+		timeout = l.env.IdleTimeout
 		c.handle(buf[:n], &res)
 	}
 }
@@ -161,9 +155,9 @@ func readFrame(r *bufio.Reader, buf []byte) (int, error) {
 	return keep, nil
 }
 
-// close stops accepting, closes every connection and deletes their
+// Close stops accepting, closes every connection and deletes their
 // allocations.
-func (l *streamListener) close() {
+func (l *streamListener) Close() {
 	l.closed.Store(true)
 	l.ln.Close()
 	l.closeConns()

@@ -1,4 +1,4 @@
-package dataplane
+package allowlist
 
 import (
 	"net/netip"
@@ -42,15 +42,15 @@ func TestPolicy(t *testing.T) {
 		{[]string{"local", "media"}, "127.0.0.1:1", true},
 	}
 	for _, tc := range cases {
-		p, err := newPolicy(tc.routes, clusters, own)
+		p, err := New(tc.routes, clusters, own)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := p.allowed(netip.MustParseAddrPort(tc.peer)); got != tc.want {
+		if got := p.Allowed(netip.MustParseAddrPort(tc.peer)); got != tc.want {
 			t.Errorf("routes %v, peer %s: allowed = %v, want %v", tc.routes, tc.peer, got, tc.want)
 		}
 	}
-	if _, err := newPolicy([]string{"nope"}, clusters, nil); err == nil {
+	if _, err := New([]string{"nope"}, clusters, nil); err == nil {
 		t.Error("unknown route accepted")
 	}
 }

@@ -1,4 +1,4 @@
-package dataplane
+package relay
 
 import (
 	"errors"
@@ -10,6 +10,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tern-gw/tern/dataplane/stats"
+	"github.com/tern-gw/tern/dataplane/udpio"
 	"github.com/tern-gw/tern/internal/sysblock"
 	"github.com/tern-gw/tern/turn"
 )
@@ -20,57 +22,59 @@ type relaySocket struct{ fd int }
 func (s relaySocket) close() { _ = unix.Close(s.fd) }
 
 // setDontFragment sets DF on everything the socket sends (RFC 8656 §7.2
-// DONT-FRAGMENT) by turning path-MTU discovery to "do".
-func (s relaySocket) setDontFragment(ipv6 bool) error {
-	if ipv6 {
-		return unix.SetsockoptInt(s.fd, unix.IPPROTO_IPV6, unix.IPV6_MTU_DISCOVER, unix.IPV6_PMTUDISC_DO)
-	}
-	return unix.SetsockoptInt(s.fd, unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO)
-}
+// DONT-FRAGMENT).
+func (s relaySocket) setDontFragment(ipv6 bool) error { return udpio.SetDontFragment(s.fd, ipv6) }
 
 // relayIO serves relay sockets with a few epoll workers: an allocation
 // costs a socket and a small struct, not a goroutine and its stack.
 type relayIO struct {
-	pool *relayPool
-	ws   []*relayWorker
+	pool *Pool
+	ws   []*worker
 	next atomic.Uint32
 	wg   sync.WaitGroup
 }
 
-// relayWorker owns an epoll set of relay sockets. It alone closes them, so
-// a descriptor it is reading is never reused under it.
-type relayWorker struct {
+// worker owns an epoll set of relay sockets. It alone closes them, so a
+// descriptor it is reading is never reused under it.
+type worker struct {
 	id    int
 	io    *relayIO
 	epfd  int
 	evfd  int // wakes the worker for closes and stop
-	stats workerStats
+	stats stats.Worker
 	// Poller mode: the epoll descriptor itself sits in the Go netpoller
 	// (an epoll set is readable when any of its sockets is), so the worker
 	// parks like any goroutine instead of blocking a thread in epoll_wait.
 	epf *os.File
 	erc syscall.RawConn
 
-	mu sync.Mutex
-	// relays is indexed by socket descriptor: descriptors are small and
-	// dense, so a slice costs 8 bytes per descriptor where a map cost ~5
-	// times that per relay.
-	relays   []*relay
-	closing  []*relay
+	// relays is indexed by socket descriptor (descriptors are small and
+	// dense: 8 bytes per descriptor, where a map cost ~5 times that per
+	// relay). The worker reads it with one atomic load per ready socket and
+	// no lock; writers (start, control) hold mu and replace the slice only
+	// to grow it, storing entries atomically in place otherwise.
+	relays atomic.Pointer[[]atomic.Pointer[Relay]]
+
+	mu       sync.Mutex
+	closing  []*Relay
 	stopping bool
 }
 
-func newRelayIO(p *relayPool) (*relayIO, error) {
+func newRelayIO(p *Pool) (*relayIO, error) {
 	io := &relayIO{pool: p}
-	n := p.srv.opts.RelayThreads
-	for i := 0; i < n; i++ {
-		w, err := newRelayWorker(io, i)
+	for i := 0; i < p.opts.Workers; i++ {
+		w, err := newWorker(io, i)
 		if err != nil {
-			io.close()
+			io.closeFDs()
 			return nil, err
 		}
 		io.ws = append(io.ws, w)
 	}
+	return io, nil
+}
+
+// run starts the workers.
+func (io *relayIO) run() {
 	for _, w := range io.ws {
 		io.wg.Add(1)
 		go func() {
@@ -78,10 +82,9 @@ func newRelayIO(p *relayPool) (*relayIO, error) {
 			w.serve()
 		}()
 	}
-	return io, nil
 }
 
-func newRelayWorker(io *relayIO, id int) (*relayWorker, error) {
+func newWorker(io *relayIO, id int) (*worker, error) {
 	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, err
@@ -97,8 +100,9 @@ func newRelayWorker(io *relayIO, id int) (*relayWorker, error) {
 		unix.Close(evfd)
 		return nil, err
 	}
-	w := &relayWorker{id: id, io: io, epfd: epfd, evfd: evfd}
-	if io.pool.srv.opts.IOMode != IOThreads {
+	w := &worker{id: id, io: io, epfd: epfd, evfd: evfd}
+	w.relays.Store(new([]atomic.Pointer[Relay]))
+	if io.pool.opts.Mode != udpio.Threads {
 		if err := unix.SetNonblock(epfd, true); err != nil {
 			unix.Close(epfd)
 			unix.Close(evfd)
@@ -116,29 +120,31 @@ func newRelayWorker(io *relayIO, id int) (*relayWorker, error) {
 
 func (io *relayIO) workers() int { return len(io.ws) }
 
-func (io *relayIO) foldStats(sum *statsSum) {
+func (io *relayIO) foldStats(sum *stats.Sum) {
 	for _, w := range io.ws {
-		w.stats.addTo(sum)
+		w.stats.AddTo(sum)
 	}
 }
 
 // bind opens a non-blocking relay socket on addr:port.
 func (io *relayIO) bind(addr netip.Addr, port uint16) (relaySocket, error) {
-	fd, err := socketFor(netip.AddrPortFrom(addr, port), true, false)
+	fd, err := udpio.Socket(netip.AddrPortFrom(addr, port), udpio.SocketOptions{NonBlock: true})
 	if err != nil {
 		return relaySocket{}, err
 	}
 	return relaySocket{fd: fd}, nil
 }
 
-// start adds r to a worker's epoll set, round robin.
-func (io *relayIO) start(r *relay) error {
+// start adds r to a worker's epoll set, round robin, and settles where the
+// worker sends r's client-bound messages.
+func (io *relayIO) start(r *Relay) error {
 	w := io.ws[int(io.next.Add(1))%len(io.ws)]
 	r.worker = w.id
+	r.outFD, r.outStats, r.batch = r.client.BatchSocket(w.id)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.stopping {
-		return errors.New("dataplane: relay workers stopped")
+		return errors.New("relay: workers stopped")
 	}
 	w.setRelay(r.sock.fd, r)
 	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(r.sock.fd)}
@@ -152,7 +158,7 @@ func (io *relayIO) start(r *relay) error {
 // stop queues r for its worker to close. Only the first close queued
 // since the worker last took the queue wakes it: under allocation churn one
 // eventfd round trip then serves many closes.
-func (io *relayIO) stop(r *relay) {
+func (io *relayIO) stop(r *Relay) {
 	w := io.ws[r.worker]
 	w.mu.Lock()
 	first := len(w.closing) == 0
@@ -174,36 +180,55 @@ func (io *relayIO) close() {
 	io.wg.Wait()
 }
 
-// relay returns the relay whose socket is fd, or nil. The caller holds w.mu.
-func (w *relayWorker) relay(fd int) *relay {
-	if fd < 0 || fd >= len(w.relays) {
-		return nil
+// closeFDs releases the descriptors of workers that never ran.
+func (io *relayIO) closeFDs() {
+	for _, w := range io.ws {
+		if w.epf != nil {
+			w.epf.Close()
+		} else {
+			unix.Close(w.epfd)
+		}
+		unix.Close(w.evfd)
 	}
-	return w.relays[fd]
 }
 
-// setRelay files r (nil to clear) under descriptor fd. The caller holds w.mu.
-func (w *relayWorker) setRelay(fd int, r *relay) {
-	if fd >= len(w.relays) {
+// relay returns the relay whose socket is fd, or nil. Lock-free.
+func (w *worker) relay(fd int) *Relay {
+	t := *w.relays.Load()
+	if fd < 0 || fd >= len(t) {
+		return nil
+	}
+	return t[fd].Load()
+}
+
+// setRelay files r (nil to clear) under descriptor fd, growing the table
+// by copy when fd is past its end. The caller holds w.mu.
+func (w *worker) setRelay(fd int, r *Relay) {
+	t := *w.relays.Load()
+	if fd >= len(t) {
 		if r == nil {
 			return
 		}
-		w.relays = append(w.relays, make([]*relay, fd+1-len(w.relays))...)
+		grown := make([]atomic.Pointer[Relay], max(fd+1, 2*len(t)))
+		for i := range t {
+			grown[i].Store(t[i].Load())
+		}
+		w.relays.Store(&grown)
+		t = grown
 	}
-	w.relays[fd] = r
+	t[fd].Store(r)
 }
 
-func (w *relayWorker) wake() {
+func (w *worker) wake() {
 	one := [8]byte{1}
 	_, _ = unix.Write(w.evfd, one[:])
 }
 
 // serve waits on the epoll set and drains each ready relay socket.
-func (w *relayWorker) serve() {
+func (w *worker) serve() {
 	events := make([]unix.EpollEvent, 128)
-	rb := newRecvBatch(batchSize, turn.PeerHeadroom, maxPeerPayload, turn.PeerTailroom)
-	sb := newMsgBatch(batchSize)
-	sb.gso = newSendGSO(w.io.pool.srv)
+	rb := udpio.NewRecvBatch(udpio.BatchSize, turn.PeerHeadroom, maxPeerPayload, turn.PeerTailroom)
+	sb := udpio.NewSendBatch(udpio.BatchSize, w.io.pool.opts.GSO)
 	var (
 		n    int
 		werr error
@@ -236,10 +261,7 @@ func (w *relayWorker) serve() {
 				}
 				continue
 			}
-			w.mu.Lock()
-			r := w.relay(int(fd))
-			w.mu.Unlock()
-			if r != nil {
+			if r := w.relay(int(fd)); r != nil {
 				w.drain(r, rb, sb)
 			}
 		}
@@ -247,15 +269,16 @@ func (w *relayWorker) serve() {
 }
 
 // control handles queued closes; it reports true when the worker must exit.
-func (w *relayWorker) control() bool {
+func (w *worker) control() bool {
 	var buf [8]byte
 	_, _ = unix.Read(w.evfd, buf[:])
 	w.mu.Lock()
 	closing, stopping := w.closing, w.stopping
 	w.closing = nil
 	if stopping {
-		for _, r := range w.relays {
-			if r != nil {
+		t := *w.relays.Load()
+		for i := range t {
+			if r := t[i].Load(); r != nil {
 				closing = append(closing, r)
 			}
 		}
@@ -283,60 +306,47 @@ func (w *relayWorker) control() bool {
 }
 
 // drain reads r's socket until it would block, frames each datagram for
-// the client and sends the batch on the client's listener socket.
-func (w *relayWorker) drain(r *relay, rb, sb *msgBatch) {
-	eng := w.io.pool.srv.engine
+// the client and sends the batch on the client's listener socket (UDP
+// clients) or hands each message to the client's connection.
+func (w *worker) drain(r *Relay, rb, sb *udpio.Batch) {
+	eng := w.io.pool.engine
 	st := &w.stats
 	a := r.alloc
 	client := a.FiveTuple.Client
-	ul, _ := a.Transport.(*udpListener)
-	var out int
-	if ul != nil {
-		out = ul.socks[w.id%len(ul.socks)].fd
-	}
 	for {
-		n, err := rb.recv(r.sock.fd, unix.MSG_DONTWAIT, false)
+		n, err := rb.Recv(r.sock.fd, unix.MSG_DONTWAIT, false)
 		if err != nil || n == 0 {
 			return
 		}
 		var rxBytes, txBytes uint64
 		for i := 0; i < n; i++ {
-			size := int(rb.hdrs[i].Len)
+			size := rb.Size(i)
 			rxBytes += uint64(size)
-			if rb.truncated(i) {
-				st.drops[turn.DropMalformed].Add(1)
+			if rb.Truncated(i) {
+				st.Drops[turn.DropMalformed].Add(1)
 				continue
 			}
-			msg, ok := eng.HandlePeer(a, rb.from(i), rb.bufs[i], turn.PeerHeadroom, size)
+			msg, ok := eng.HandlePeer(a, rb.From(i), rb.Buf(i), turn.PeerHeadroom, size)
 			if !ok {
-				st.drops[turn.DropNoPermission].Add(1)
+				st.Drops[turn.DropNoPermission].Add(1)
 				continue
 			}
-			if ul == nil {
-				if cw, ok := a.Transport.(clientWriter); ok {
-					cw.writeToClient(msg, client)
-				}
+			if !r.batch {
+				r.client.WriteToClient(msg)
 				continue
 			}
-			sb.add(out, msg, client)
+			sb.Add(r.outFD, msg, client)
 			txBytes += uint64(len(msg))
 		}
-		st.peerRx.Add(uint64(n))
-		st.peerRxBytes.Add(rxBytes)
-		if sb.n > 0 {
-			sent, _ := sb.flush()
-			ls := &ul.relayStats[w.id]
-			ls.tx.Add(uint64(sent))
-			ls.txBytes.Add(txBytes)
+		st.PeerRx.Add(uint64(n))
+		st.PeerRxBytes.Add(rxBytes)
+		if sb.Queued() > 0 {
+			sent, _ := sb.Flush()
+			r.outStats.Tx.Add(uint64(sent))
+			r.outStats.TxBytes.Add(txBytes)
 		}
-		if n < len(rb.hdrs) {
+		if n < rb.Cap() {
 			return
 		}
 	}
-}
-
-// send writes one datagram to a peer (the connection-oriented listeners'
-// path; UDP listeners batch with sendmmsg instead).
-func (s relaySocket) send(b []byte, to netip.AddrPort) error {
-	return unix.Sendto(s.fd, b, 0, sockaddrOf(to))
 }

@@ -1,4 +1,10 @@
-package dataplane
+// Package relay opens and serves relay sockets: the relayed transport
+// addresses of allocations (RFC 8656 §2.2). Pool implements the engine's
+// turn.RelayAllocator, picking a free port of the configured range on one of
+// the relay addresses; a few epoll workers read every relay socket, frame
+// what peers send with the engine (turn.Engine.HandlePeer) and deliver it to
+// the allocation's client through its Client.
+package relay
 
 import (
 	crand "crypto/rand"
@@ -11,6 +17,8 @@ import (
 	"time"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/stats"
+	"github.com/tern-gw/tern/dataplane/udpio"
 	"github.com/tern-gw/tern/turn"
 )
 
@@ -22,23 +30,50 @@ const reservationLifetime = 30 * time.Second
 // are dropped rather than truncated. WebRTC media stays under ~1200 bytes.
 const maxPeerPayload = 8192
 
-// relayPool opens relay sockets on its addresses within a port range and
+// Options are the process-level settings of relay workers.
+type Options struct {
+	// Workers is the number of workers serving relay sockets; at least 1.
+	Workers int
+	// Mode is how workers wait: blocked in epoll_wait in a thread each, or
+	// parked in the Go netpoller.
+	Mode udpio.Mode
+	// GSO sends runs of same-size datagrams to one client as one
+	// UDP_SEGMENT message where the kernel supports it.
+	GSO bool
+}
+
+// Client is where a relay worker delivers what peers send to an
+// allocation's client. It is the allocation's turn.Transport: the
+// dataplane's listeners implement it, and the pool looks it up once per
+// allocation, so the packet path makes no type assertion.
+type Client interface {
+	// BatchSocket returns the UDP socket relay worker w sends this client's
+	// messages on, batched with others, and the counters to count them in.
+	// ok is false for connection transports, which take WriteToClient.
+	BatchSocket(w int) (fd int, st *stats.Worker, ok bool)
+	// WriteToClient sends one framed message to the client. It must copy
+	// msg (the worker reuses the buffer) and must not block.
+	WriteToClient(msg []byte)
+}
+
+// Pool opens relay sockets on its addresses within a port range and
 // implements turn.RelayAllocator. The socket work is platform-specific
-// (relay_linux.go: non-blocking sockets served by epoll workers).
-type relayPool struct {
-	srv *Server
-	io  *relayIO // platform part: socket creation and serving
+// (worker_linux.go: non-blocking sockets served by epoll workers).
+type Pool struct {
+	opts   Options
+	engine *turn.Engine
+	io     *relayIO // platform part: socket creation and serving
 
 	mu           sync.Mutex
-	addrs        []*relayAddr
+	addrs        []*Addr
 	next         int // the address the next allocation tries first
 	reservations map[uint64]*reservation
 }
 
-// relayAddr is one address relay sockets bind to and its ports in use. A
-// reset replaces the pool's relayAddrs: relays still closing then release
-// into tables nobody reads any more.
-type relayAddr struct {
+// Addr is one address relay sockets bind to and its ports in use. A reset
+// replaces the pool's Addrs: relays still closing then release into tables
+// nobody reads any more.
+type Addr struct {
 	bind   netip.Addr // address relay sockets bind to
 	public netip.Addr // address advertised in XOR-RELAYED-ADDRESS
 	min    uint16     // first port of the range
@@ -47,16 +82,17 @@ type relayAddr struct {
 
 type reservation struct {
 	sock    relaySocket
-	addr    *relayAddr
+	addr    *Addr
 	port    uint16
 	expires time.Time
 }
 
-// relayAddrs returns the relay addresses of r, each with a port table for
-// the range min-max.
-func relayAddrs(r config.Relay) ([]*relayAddr, error) {
+// ParseAddrs returns the relay addresses of r, each with a port table for
+// its range minPort-maxPort, or an error naming the field that does not
+// parse.
+func ParseAddrs(r config.Relay) ([]*Addr, error) {
 	all := append([]config.RelayAddress{{Address: r.Address, PublicAddress: r.PublicAddress}}, r.ExtraAddresses...)
-	var out []*relayAddr
+	var out []*Addr
 	for i, ra := range all {
 		field := "relay"
 		if i > 0 {
@@ -72,23 +108,44 @@ func relayAddrs(r config.Relay) ([]*relayAddr, error) {
 				return nil, fmt.Errorf("%s.publicAddress: %w", field, err)
 			}
 		}
-		out = append(out, &relayAddr{bind: bind, public: public, min: uint16(r.MinPort), used: make([]bool, r.MaxPort-r.MinPort+1)})
+		out = append(out, &Addr{bind: bind, public: public, min: uint16(r.MinPort), used: make([]bool, r.MaxPort-r.MinPort+1)})
 	}
 	return out, nil
 }
 
-func newRelayPool(srv *Server, r config.Relay) (*relayPool, error) {
-	addrs, err := relayAddrs(r)
+// NewPool returns a pool for the relay config r, with its workers created
+// but not yet serving (Start). It returns an error naming a relay address
+// that does not parse, or the system call that failed.
+func NewPool(r config.Relay, o Options) (*Pool, error) {
+	addrs, err := ParseAddrs(r)
 	if err != nil {
 		return nil, err
 	}
-	p := &relayPool{srv: srv, addrs: addrs, reservations: map[uint64]*reservation{}}
+	if o.Workers < 1 {
+		o.Workers = 1
+	}
+	p := &Pool{opts: o, addrs: addrs, reservations: map[uint64]*reservation{}}
 	p.io, err = newRelayIO(p)
 	return p, err
 }
 
-// ownAddrs returns the addresses relays bind to and advertise.
-func (p *relayPool) ownAddrs() []netip.Addr {
+// Start lets the workers serve relay sockets, framing peer data with eng.
+// The engine is built with the pool as its RelayAllocator, so it comes
+// after NewPool; no relay exists before the engine asks for one.
+func (p *Pool) Start(eng *turn.Engine) {
+	p.engine = eng
+	p.io.run()
+}
+
+// Workers returns the number of relay workers, for per-worker counters
+// kept by Clients.
+func (p *Pool) Workers() int { return p.io.workers() }
+
+// FoldStats adds the workers' counters (datagrams from peers, drops) to sum.
+func (p *Pool) FoldStats(sum *stats.Sum) { p.io.foldStats(sum) }
+
+// OwnAddrs returns the addresses relays bind to and advertise.
+func (p *Pool) OwnAddrs() []netip.Addr {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var own []netip.Addr
@@ -103,10 +160,14 @@ func (p *relayPool) ownAddrs() []netip.Addr {
 // one (an even port, and reserves the next, when asked), and starts
 // relaying from it. It returns turn.ErrAddressFamily when no relay address
 // has the family and turn.ErrNoCapacity when every port is taken.
-func (p *relayPool) Allocate(a *turn.Allocation, req turn.RelayRequest) (turn.Relay, uint64, error) {
+func (p *Pool) Allocate(a *turn.Allocation, req turn.RelayRequest) (turn.Relay, uint64, error) {
+	client, _ := a.Transport.(Client)
+	if client == nil {
+		return nil, 0, fmt.Errorf("relay: transport %T cannot take relayed data", a.Transport)
+	}
 	var (
 		sock  relaySocket
-		ra    *relayAddr
+		ra    *Addr
 		port  uint16
 		token uint64
 		err   error
@@ -119,7 +180,7 @@ func (p *relayPool) Allocate(a *turn.Allocation, req turn.RelayRequest) (turn.Re
 	if err != nil {
 		return nil, 0, err
 	}
-	r := &relay{sock: sock, ra: ra, port: port, addr: netip.AddrPortFrom(ra.public, port), pool: p, alloc: a}
+	r := &Relay{sock: sock, ra: ra, port: port, addr: netip.AddrPortFrom(ra.public, port), pool: p, alloc: a, client: client}
 	if req.DontFragment {
 		if err := sock.setDontFragment(ra.bind.Is6()); err != nil {
 			sock.close()
@@ -137,7 +198,7 @@ func (p *relayPool) Allocate(a *turn.Allocation, req turn.RelayRequest) (turn.Re
 
 // open binds a socket on a free port of an address of the family; with
 // pair it also binds port+1 and holds it under a fresh reservation token.
-func (p *relayPool) open(v6, even, pair bool) (relaySocket, *relayAddr, uint16, uint64, error) {
+func (p *Pool) open(v6, even, pair bool) (relaySocket, *Addr, uint16, uint64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	family := false
@@ -161,7 +222,7 @@ func (p *relayPool) open(v6, even, pair bool) (relaySocket, *relayAddr, uint16, 
 }
 
 // openOn is open on one address. The caller holds p.mu.
-func (p *relayPool) openOn(ra *relayAddr, even, pair bool) (relaySocket, uint16, uint64, bool) {
+func (p *Pool) openOn(ra *Addr, even, pair bool) (relaySocket, uint16, uint64, bool) {
 	n := len(ra.used)
 	start := rand.IntN(n)
 	for i := 0; i < n; i++ {
@@ -195,7 +256,7 @@ func (p *relayPool) openOn(ra *relayAddr, even, pair bool) (relaySocket, uint16,
 }
 
 // claim takes the socket reserved under token.
-func (p *relayPool) claim(token uint64) (relaySocket, *relayAddr, uint16, error) {
+func (p *Pool) claim(token uint64) (relaySocket, *Addr, uint16, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	r, ok := p.reservations[token]
@@ -206,8 +267,9 @@ func (p *relayPool) claim(token uint64) (relaySocket, *relayAddr, uint16, error)
 	return r.sock, r.addr, r.port, nil
 }
 
-// sweep releases reservations nobody claimed in time.
-func (p *relayPool) sweep(now time.Time) {
+// Sweep releases reservations nobody claimed in time; now is the time of
+// the sweep.
+func (p *Pool) Sweep(now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for tok, r := range p.reservations {
@@ -220,15 +282,15 @@ func (p *relayPool) sweep(now time.Time) {
 }
 
 // release frees r's port once its socket is closed.
-func (p *relayPool) release(r *relay) {
+func (p *Pool) release(r *Relay) {
 	p.mu.Lock()
 	r.ra.used[r.port-r.ra.min] = false
 	p.mu.Unlock()
 }
 
-// reset moves the pool to addrs (from relayAddrs), for a relay config
+// Reset moves the pool to addrs (from ParseAddrs), for a relay config
 // change. The caller has deleted every allocation first.
-func (p *relayPool) reset(addrs []*relayAddr) {
+func (p *Pool) Reset(addrs []*Addr) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for tok, res := range p.reservations {
@@ -238,8 +300,9 @@ func (p *relayPool) reset(addrs []*relayAddr) {
 	p.addrs, p.next = addrs, 0
 }
 
-// close stops the relay workers and closes reserved sockets.
-func (p *relayPool) close() {
+// Close stops the relay workers, closing the sockets they serve, and closes
+// reserved sockets.
+func (p *Pool) Close() {
 	p.mu.Lock()
 	for tok, r := range p.reservations {
 		r.sock.close()
@@ -253,7 +316,7 @@ func newToken() uint64 {
 	var b [8]byte
 	for {
 		if _, err := crand.Read(b[:]); err != nil {
-			panic(fmt.Sprintf("dataplane: no randomness: %v", err))
+			panic(fmt.Sprintf("relay: no randomness: %v", err))
 		}
 		if t := binary.BigEndian.Uint64(b[:]); t != 0 {
 			return t
@@ -261,25 +324,35 @@ func newToken() uint64 {
 	}
 }
 
-// relay is one allocation's relay socket (turn.Relay).
-type relay struct {
+// Relay is one allocation's relay socket (turn.Relay).
+type Relay struct {
 	sock   relaySocket
-	ra     *relayAddr // the address it is bound on
+	ra     *Addr // the address it is bound on
 	port   uint16
 	addr   netip.AddrPort
-	pool   *relayPool
+	pool   *Pool
 	alloc  *turn.Allocation
+	client Client
 	closed atomic.Bool
-	worker int // platform part: which relay worker serves it
+	// Set when a worker takes the relay: which worker serves it and, for a
+	// UDP client, the listener socket that worker sends on.
+	worker   int
+	batch    bool
+	outFD    int
+	outStats *stats.Worker
 }
 
-// Addr implements turn.Relay.
-func (r *relay) Addr() netip.AddrPort { return r.addr }
+// Addr implements turn.Relay: the relayed transport address.
+func (r *Relay) Addr() netip.AddrPort { return r.addr }
+
+// Socket implements turn.Relay: the relay socket's descriptor, which
+// listeners send relayed payloads from.
+func (r *Relay) Socket() int { return r.sock.fd }
 
 // Close implements turn.Relay: the socket is closed by the worker that
 // serves it (so its descriptor is not reused while being read), then the
 // port is freed.
-func (r *relay) Close() error {
+func (r *Relay) Close() error {
 	if !r.closed.CompareAndSwap(false, true) {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package dataplane
+package listener
 
 import (
 	"context"
@@ -8,9 +8,15 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tern-gw/tern/dataplane/stats"
+	"github.com/tern-gw/tern/dataplane/udpio"
 	"github.com/tern-gw/tern/internal/sysblock"
 	"github.com/tern-gw/tern/turn"
 )
+
+// reusePortBalances: Linux spreads datagrams over SO_REUSEPORT sockets by
+// 5-tuple hash, so one client always reaches the same worker.
+const reusePortBalances = true
 
 // listenerSlot is the largest client datagram a listener worker reads, in
 // bytes; larger ones are dropped as truncated. It fits jumbo frames.
@@ -22,16 +28,17 @@ type udpSocket struct {
 	rc    syscall.RawConn // poller mode: the runtime's handle, to park on readiness
 	conn  *net.UDPConn
 	l     *udpListener
-	stats workerStats
+	stats stats.Worker
 }
 
 // openUDPSocket binds a listener socket. In poller mode it is non-blocking
 // and registered with the Go runtime's netpoller; in threads mode it is a
 // blocking socket whose worker blocks in recvmmsg in its own thread.
-func openUDPSocket(addr netip.AddrPort, bufSize int, mode string) (*udpSocket, error) {
+func openUDPSocket(addr netip.AddrPort, bufSize int, mode udpio.Mode) (*udpSocket, error) {
 	s := &udpSocket{}
-	if mode == IOThreads {
-		fd, err := socketFor(addr, false, true)
+	opts := udpio.SocketOptions{ReusePort: true, Buffer: bufSize}
+	if mode == udpio.Threads {
+		fd, err := udpio.Socket(addr, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -40,33 +47,29 @@ func openUDPSocket(addr netip.AddrPort, bufSize int, mode string) (*udpSocket, e
 		// the shutdown wake-up is missed.
 		tv := unix.Timeval{Sec: 1}
 		_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
-	} else {
-		network := "udp4"
-		if addr.Addr().Is6() {
-			network = "udp6"
-		}
-		lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-			var serr error
-			err := c.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1) })
-			if err != nil {
-				return err
-			}
-			return serr
-		}}
-		pc, err := lc.ListenPacket(context.Background(), network, addr.String())
-		if err != nil {
-			return nil, err
-		}
-		s.conn = pc.(*net.UDPConn)
-		if s.rc, err = s.conn.SyscallConn(); err != nil {
-			s.conn.Close()
-			return nil, err
-		}
-		_ = s.rc.Control(func(fd uintptr) { s.fd = int(fd) })
+		return s, nil
 	}
-	if bufSize > 0 {
-		setBuffers(s.fd, bufSize)
+	network := "udp4"
+	if addr.Addr().Is6() {
+		network = "udp6"
 	}
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) { serr = udpio.SetOptions(int(fd), opts) }); err != nil {
+			return err
+		}
+		return serr
+	}}
+	pc, err := lc.ListenPacket(context.Background(), network, addr.String())
+	if err != nil {
+		return nil, err
+	}
+	s.conn = pc.(*net.UDPConn)
+	if s.rc, err = s.conn.SyscallConn(); err != nil {
+		s.conn.Close()
+		return nil, err
+	}
+	_ = s.rc.Control(func(fd uintptr) { s.fd = int(fd) })
 	return s, nil
 }
 
@@ -75,9 +78,8 @@ func openUDPSocket(addr netip.AddrPort, bufSize int, mode string) (*udpSocket, e
 // replies on this socket, relayed payloads grouped per relay socket.
 // Nothing here allocates per packet.
 func (s *udpSocket) serve() {
-	rb := newRecvBatch(batchSize, 0, listenerSlot, 0)
-	sb := newMsgBatch(batchSize)
-	sb.gso = newSendGSO(s.l.srv)
+	rb := udpio.NewRecvBatch(udpio.BatchSize, 0, listenerSlot, 0)
+	sb := udpio.NewSendBatch(udpio.BatchSize, s.l.env.GSO)
 	if s.rc == nil {
 		// Threads mode: block in recvmmsg, for the first datagram only
 		// (MSG_WAITFORONE). The blocked goroutine holds its thread anyway;
@@ -86,7 +88,7 @@ func (s *udpSocket) serve() {
 		var y sysblock.Yielder
 		for {
 			y.Maybe()
-			n, err := rb.recv(s.fd, unix.MSG_WAITFORONE, true)
+			n, err := rb.Recv(s.fd, unix.MSG_WAITFORONE, true)
 			if s.l.closed.Load() {
 				return
 			}
@@ -102,7 +104,7 @@ func (s *udpSocket) serve() {
 		rerr error
 	)
 	read := func(fd uintptr) bool {
-		n, rerr = rb.recv(int(fd), unix.MSG_DONTWAIT, false)
+		n, rerr = rb.Recv(int(fd), unix.MSG_DONTWAIT, false)
 		return rerr != unix.EAGAIN
 	}
 	for {
@@ -116,48 +118,46 @@ func (s *udpSocket) serve() {
 }
 
 // process runs the engine on the n datagrams of rb and flushes sb.
-func (s *udpSocket) process(rb, sb *msgBatch, n int) {
+func (s *udpSocket) process(rb, sb *udpio.Batch, n int) {
 	var (
 		l                                    = s.l
-		eng                                  = l.srv.engine
+		eng                                  = l.env.Engine
 		st                                   = &s.stats
 		res                                  turn.Result
 		rxBytes, txBytes, peerTx, peerTxByte uint64
 		replies                              uint64
 	)
 	for i := 0; i < n; i++ {
-		size := int(rb.hdrs[i].Len)
+		size := rb.Size(i)
 		rxBytes += uint64(size)
-		if rb.truncated(i) {
-			st.drops[turn.DropMalformed].Add(1)
+		if rb.Truncated(i) {
+			st.Drops[turn.DropMalformed].Add(1)
 			continue
 		}
-		from := rb.from(i)
+		from := rb.From(i)
 		ft := turn.FiveTuple{Client: from, Server: l.addr, Proto: turn.ProtoUDP}
-		eng.HandleClient(l, ft, rb.bufs[i][:size], &res)
+		eng.HandleClient(l, ft, rb.Buf(i)[:size], &res)
 		switch res.Kind {
 		case turn.Reply:
-			sb.add(s.fd, res.Reply, from)
+			sb.Add(s.fd, res.Reply, from)
 			replies++
 			txBytes += uint64(len(res.Reply))
 		case turn.Forward:
-			if r := forwardRelay(&res); r != nil {
-				sb.add(r.sock.fd, res.Payload, res.Peer)
-				peerTx++
-				peerTxByte += uint64(len(res.Payload))
-			}
+			sb.Add(res.Alloc.Relay().Socket(), res.Payload, res.Peer)
+			peerTx++
+			peerTxByte += uint64(len(res.Payload))
 		default:
-			st.drops[res.Drop].Add(1)
+			st.Drops[res.Drop].Add(1)
 		}
 	}
-	st.rx.Add(uint64(n))
-	st.rxBytes.Add(rxBytes)
-	if sb.n > 0 {
-		sb.flush()
-		st.peerTx.Add(peerTx)
-		st.peerTxBytes.Add(peerTxByte)
-		st.tx.Add(replies)
-		st.txBytes.Add(txBytes)
+	st.Rx.Add(uint64(n))
+	st.RxBytes.Add(rxBytes)
+	if sb.Queued() > 0 {
+		sb.Flush()
+		st.PeerTx.Add(peerTx)
+		st.PeerTxBytes.Add(peerTxByte)
+		st.Tx.Add(replies)
+		st.TxBytes.Add(txBytes)
 	}
 }
 
@@ -175,3 +175,6 @@ func (s *udpSocket) close() {
 		_ = unix.Close(s.fd)
 	}
 }
+
+// sendToPeer sends one relayed payload from relay socket fd to peer.
+func sendToPeer(fd int, p []byte, peer netip.AddrPort) error { return udpio.SendTo(fd, p, peer) }

@@ -1,0 +1,130 @@
+// Package admin serves a dataplane's HTTP endpoints: liveness and readiness
+// on the health address (what kubelet probes), Prometheus metrics on the
+// metrics address, and, when asked for, Go's profiling endpoints on an
+// address of their own. None is authenticated, which is why the examples
+// bind them to loopback and the rendered pods to the pod's own address.
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/tern-gw/tern/dataplane/config"
+)
+
+// Handlers are what the endpoints report.
+type Handlers struct {
+	// Ready reports whether the dataplane takes new allocations: /ready
+	// answers 200 when it does and 503 otherwise.
+	Ready func() bool
+	// Metrics writes the dataplane's metrics in Prometheus text format;
+	// /metrics adds the process metrics after them.
+	Metrics func(io.Writer)
+}
+
+// Endpoints are running HTTP servers of one config.Admin.
+type Endpoints struct {
+	servers   []*http.Server
+	listeners []net.Listener
+}
+
+// Start serves /live and /ready on a.HealthAddress and /metrics on
+// a.MetricsAddress (the two may be one address; an empty one is off). It
+// returns an error naming the address that cannot be listened on, and then
+// serves none.
+func Start(a config.Admin, h Handlers, log *slog.Logger) (*Endpoints, error) {
+	e := &Endpoints{}
+	mux := map[string]*http.ServeMux{}
+	get := func(addr string) *http.ServeMux {
+		if mux[addr] == nil {
+			mux[addr] = http.NewServeMux()
+		}
+		return mux[addr]
+	}
+	if addr := a.HealthAddress; addr != "" {
+		m := get(addr)
+		m.HandleFunc("/live", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+		m.HandleFunc("/ready", func(w http.ResponseWriter, _ *http.Request) {
+			if !h.Ready() {
+				http.Error(w, "not ready", http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprintln(w, "ok")
+		})
+	}
+	if addr := a.MetricsAddress; addr != "" {
+		get(addr).HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+			h.Metrics(w)
+			metrics.WriteProcessMetrics(w)
+		})
+	}
+	for addr, m := range mux {
+		if err := e.serve(addr, m, log); err != nil {
+			e.Close()
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+func (e *Endpoints) serve(addr string, h http.Handler, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("http endpoint %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	e.servers = append(e.servers, srv)
+	e.listeners = append(e.listeners, ln)
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http endpoint stopped", "address", addr, "error", err)
+		}
+	}()
+	return nil
+}
+
+// StartPprof serves Go's CPU, heap and other runtime profiles under
+// /debug/pprof/ on addr (ternd --pprof), on a server of its own so that the
+// health and metrics endpoints never expose them. It returns an error when
+// addr cannot be listened on.
+func StartPprof(addr string, log *slog.Logger) (*Endpoints, error) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	e := &Endpoints{}
+	if err := e.serve(addr, mux, log); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Close stops the servers, letting requests under way finish for up to 2 s.
+// A nil Endpoints is closed already.
+func (e *Endpoints) Close() {
+	if e == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, srv := range e.servers {
+		_ = srv.Shutdown(ctx)
+	}
+	// A server whose Serve goroutine has not started yet does not know its
+	// listener: close them all here, so the address is free on return.
+	for _, ln := range e.listeners {
+		_ = ln.Close()
+	}
+}

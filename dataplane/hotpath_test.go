@@ -1,0 +1,224 @@
+package dataplane
+
+import (
+	"bufio"
+	"crypto/tls"
+	"encoding/binary"
+	"io"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/pion/stun/v2"
+
+	"github.com/tern-gw/tern/dataplane/config"
+)
+
+// rawClient speaks TURN over one client connection with no library on the
+// relay path, so that a test can count the dataplane's heap allocations
+// per relayed packet without counting a client's. Control requests use
+// pion/stun codecs and happen before counting starts.
+type rawClient struct {
+	t      *testing.T
+	conn   net.Conn
+	stream bool          // TCP or TLS: messages are framed by their length fields
+	r      *bufio.Reader // stream reader
+	buf    []byte
+	realm  string
+	nonce  string
+	user   string
+	pass   string
+}
+
+func dialRaw(t *testing.T, lc config.Listener, user, pass string) *rawClient {
+	t.Helper()
+	addr := addrOf(lc)
+	var (
+		c   net.Conn
+		err error
+	)
+	switch lc.Protocol {
+	case config.ProtoTURNUDP:
+		c, err = net.Dial("udp4", addr)
+	case config.ProtoTURNTCP:
+		c, err = net.Dial("tcp4", addr)
+	case config.ProtoTURNTLS:
+		c, err = tls.Dial("tcp4", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // the test's self-signed certificate
+	default:
+		t.Fatalf("no raw client for %s", lc.Protocol)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	rc := &rawClient{t: t, conn: c, stream: lc.Protocol != config.ProtoTURNUDP, buf: make([]byte, 0x10000), user: user, pass: pass}
+	rc.r = bufio.NewReader(c)
+	return rc
+}
+
+// read returns the next message from the server.
+func (c *rawClient) read() []byte {
+	c.t.Helper()
+	_ = c.conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if !c.stream {
+		n, err := c.conn.Read(c.buf)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		return c.buf[:n]
+	}
+	if _, err := io.ReadFull(c.r, c.buf[:4]); err != nil {
+		c.t.Fatal(err)
+	}
+	n := int(binary.BigEndian.Uint16(c.buf[2:4]))
+	if c.buf[0]>>6 == 0 {
+		n += 16 // STUN: 20-byte header in all
+	} else {
+		n = (n + 3) &^ 3 // ChannelData is padded to 4 bytes on streams
+	}
+	if _, err := io.ReadFull(c.r, c.buf[4:4+n]); err != nil {
+		c.t.Fatal(err)
+	}
+	return c.buf[:4+n]
+}
+
+// request sends a request of method with attrs, signed once the server
+// has sent a realm and nonce, answers one 401 or 438 by signing, and
+// returns the success response.
+func (c *rawClient) request(method stun.Method, attrs ...stun.Setter) *stun.Message {
+	c.t.Helper()
+	for try := 0; try < 2; try++ {
+		setters := append([]stun.Setter{stun.TransactionID, stun.NewType(method, stun.ClassRequest)}, attrs...)
+		if c.nonce != "" {
+			setters = append(setters, stun.NewUsername(c.user), stun.NewRealm(c.realm), stun.NewNonce(c.nonce),
+				stun.NewLongTermIntegrity(c.user, c.realm, c.pass))
+		}
+		setters = append(setters, stun.Fingerprint)
+		m := stun.MustBuild(setters...)
+		if _, err := c.conn.Write(m.Raw); err != nil {
+			c.t.Fatal(err)
+		}
+		resp := &stun.Message{Raw: append([]byte(nil), c.read()...)}
+		if err := resp.Decode(); err != nil {
+			c.t.Fatal(err)
+		}
+		if resp.Type.Class == stun.ClassSuccessResponse {
+			return resp
+		}
+		var code stun.ErrorCodeAttribute
+		_ = code.GetFrom(resp)
+		if code.Code != stun.CodeUnauthorized && code.Code != stun.CodeStaleNonce {
+			c.t.Fatalf("%v: error %d %s", method, code.Code, code.Reason)
+		}
+		var realm stun.Realm
+		var nonce stun.Nonce
+		_ = realm.GetFrom(resp)
+		_ = nonce.GetFrom(resp)
+		c.realm, c.nonce = realm.String(), nonce.String()
+	}
+	c.t.Fatalf("%v: still unauthorized after signing", method)
+	return nil
+}
+
+// allocate makes a UDP allocation and binds channel ch to peer; it
+// returns the relayed transport address.
+func (c *rawClient) allocate(ch uint16, peer netip.AddrPort) netip.AddrPort {
+	c.t.Helper()
+	resp := c.request(stun.MethodAllocate, stun.RawAttribute{Type: stun.AttrRequestedTransport, Value: []byte{17, 0, 0, 0}})
+	var relayed stun.XORMappedAddress
+	if err := xorRelayed(resp, &relayed); err != nil {
+		c.t.Fatal(err)
+	}
+	peerAttr := stun.XORMappedAddress{IP: peer.Addr().AsSlice(), Port: int(peer.Port())}
+	c.request(stun.MethodChannelBind,
+		stun.RawAttribute{Type: stun.AttrChannelNumber, Value: []byte{byte(ch >> 8), byte(ch), 0, 0}},
+		xorPeer{peerAttr})
+	ip, _ := netip.AddrFromSlice(relayed.IP)
+	return netip.AddrPortFrom(ip.Unmap(), uint16(relayed.Port))
+}
+
+// xorRelayed reads XOR-RELAYED-ADDRESS, which has XOR-MAPPED-ADDRESS's encoding.
+func xorRelayed(m *stun.Message, a *stun.XORMappedAddress) error {
+	return a.GetFromAs(m, stun.AttrXORRelayedAddress)
+}
+
+// xorPeer is XOR-PEER-ADDRESS, which has XOR-MAPPED-ADDRESS's encoding.
+type xorPeer struct{ stun.XORMappedAddress }
+
+func (p xorPeer) AddTo(m *stun.Message) error { return p.AddToAs(m, stun.AttrXORPeerAddress) }
+
+// channelData frames payload for channel ch, padded to 4 bytes on streams.
+func channelData(ch uint16, payload []byte, stream bool) []byte {
+	n := 4 + len(payload)
+	if stream {
+		n = (n + 3) &^ 3
+	}
+	b := make([]byte, n)
+	binary.BigEndian.PutUint16(b[0:2], ch)
+	binary.BigEndian.PutUint16(b[2:4], uint16(len(payload)))
+	copy(b[4:], payload)
+	return b
+}
+
+// TestRelayAllocatesNothing relays ChannelData client -> peer and peer ->
+// client through a running dataplane over UDP, TCP and TLS, and counts the
+// heap allocations of the whole process per round trip: the listener
+// worker, the engine, the relay worker and (for TCP and TLS) the
+// connection's reader and writer. The test's own side allocates nothing,
+// except in crypto/tls: a tls.Conn allocates one 16-byte reader each time
+// it reads a record from its socket (readFromUntil's atLeastReader), on the
+// dataplane's connection and on the test's client alike. That is the whole
+// TLS budget; when records arrive back to back one read takes several, so
+// under load it falls below one per packet.
+func TestRelayAllocatesNothing(t *testing.T) {
+	budget := map[string]float64{config.ProtoTURNUDP: 0, config.ProtoTURNTCP: 0, config.ProtoTURNTLS: 2}
+	certPath, keyPath := writeTestCert(t, t.TempDir(), "localhost")
+	cfg := testConfig(t, 29800, 29829)
+	cfg.Listeners = append(cfg.Listeners,
+		config.Listener{Name: "tcp", Protocol: config.ProtoTURNTCP, Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}},
+		config.Listener{Name: "tls", Protocol: config.ProtoTURNTLS, Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}, Cert: certPath, Key: keyPath},
+	)
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	startWith(t, cfg)
+	peer, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	peerAddr := peer.LocalAddr().(*net.UDPAddr).AddrPort()
+	for _, lc := range cfg.Listeners {
+		t.Run(lc.Protocol, func(t *testing.T) {
+			c := dialRaw(t, lc, "user", "pass")
+			const ch = 0x4001
+			relayed := c.allocate(ch, peerAddr)
+			up := channelData(ch, []byte("client to peer, 32 bytes of it.."), c.stream)
+			down := []byte("peer to client, 32 bytes of it..")
+			pbuf := make([]byte, 2048)
+			roundTrip := func() {
+				if _, err := c.conn.Write(up); err != nil {
+					t.Fatal(err)
+				}
+				_ = peer.SetReadDeadline(time.Now().Add(3 * time.Second))
+				n, from, err := peer.ReadFromUDPAddrPort(pbuf)
+				if err != nil || n != 32 || from != relayed {
+					t.Fatalf("peer got %d bytes from %v (relay %v): %v", n, from, relayed, err)
+				}
+				if _, err := peer.WriteToUDPAddrPort(down, relayed); err != nil {
+					t.Fatal(err)
+				}
+				if m := c.read(); binary.BigEndian.Uint16(m) != ch || binary.BigEndian.Uint16(m[2:]) != uint16(len(down)) {
+					t.Fatalf("client got % x, want ChannelData on %#x", m[:4], ch)
+				}
+			}
+			for range 50 { // warm pools, buffers and the TLS record layer
+				roundTrip()
+			}
+			if allocs := testing.AllocsPerRun(500, roundTrip); allocs > budget[lc.Protocol] {
+				t.Errorf("%s: %v heap allocations per relayed round trip, want at most %v", lc.Protocol, allocs, budget[lc.Protocol])
+			}
+		})
+	}
+}

@@ -1,0 +1,79 @@
+// Package listener runs TURN listeners: TURN-UDP on SO_REUSEPORT sockets
+// read in batches, TURN-TCP and TURN-TLS on byte streams, and TURN-DTLS. A
+// listener feeds what clients send to the engine (turn.Engine.HandleClient),
+// sends replies back, relays Forward results from the allocation's relay
+// socket, and takes what relay workers deliver for its clients (it
+// implements relay.Client). It owns its sockets and their goroutines;
+// package dataplane decides when listeners start, change and stop.
+package listener
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/tern-gw/tern/dataplane/allowlist"
+	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/stats"
+	"github.com/tern-gw/tern/dataplane/udpio"
+	"github.com/tern-gw/tern/turn"
+)
+
+// Env is what a listener takes from the dataplane that runs it.
+type Env struct {
+	// Engine handles every client packet.
+	Engine *turn.Engine
+	// Log gets listener and connection events (nothing per packet).
+	Log *slog.Logger
+	// UDPThreads is the number of SO_REUSEPORT sockets, each read by a
+	// worker of its own, of a TURN-UDP listener (1 where SO_REUSEPORT does
+	// not balance).
+	UDPThreads int
+	// SocketBuffer is SO_RCVBUF/SO_SNDBUF of UDP listener sockets, bytes.
+	SocketBuffer int
+	// Mode is how UDP workers wait for packets.
+	Mode udpio.Mode
+	// GSO lets UDP workers send runs of same-size datagrams as one message.
+	GSO bool
+	// RelayWorkers is the number of relay workers, which count what they
+	// deliver to a UDP listener's clients in counters of the listener's.
+	RelayWorkers int
+	// IdleTimeout is how long a TCP, TLS or DTLS connection may stay
+	// silent once it has sent a first message.
+	IdleTimeout time.Duration
+}
+
+// Listener is a running TURN listener of any protocol.
+type Listener interface {
+	// Spec is the config it runs.
+	Spec() config.Listener
+	// SetSpec and SetAllowlist apply a change that needs no restart
+	// (routes and what they allow).
+	SetSpec(config.Listener)
+	SetAllowlist(*allowlist.List)
+	// Close stops it and deletes the allocations made through it.
+	Close()
+	// FoldStats adds its counters to sum.
+	FoldStats(sum *stats.Sum)
+	// KeyPair is the PEM certificate and key a TLS or DTLS listener was
+	// started with, nil for others.
+	KeyPair() (cert, key []byte)
+	// LocalAddr is the bound address, for logs.
+	LocalAddr() string
+}
+
+// Start opens the listener lc with the peer allowlist al and starts serving
+// it. It returns an error naming the listener: an unknown protocol, an
+// address that does not parse, a port in use, a certificate or key that
+// cannot be read.
+func Start(env Env, lc config.Listener, al *allowlist.List) (Listener, error) {
+	switch lc.Protocol {
+	case config.ProtoTURNUDP:
+		return startUDP(env, lc, al)
+	case config.ProtoTURNTCP, config.ProtoTURNTLS:
+		return startStream(env, lc, al)
+	case config.ProtoTURNDTLS:
+		return startDTLS(env, lc, al)
+	}
+	return nil, fmt.Errorf("listener %q: unknown protocol %q", lc.Name, lc.Protocol)
+}

@@ -1,0 +1,108 @@
+package listener
+
+import (
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tern-gw/tern/dataplane/allowlist"
+	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/stats"
+)
+
+// udpListener is a TURN-UDP listener: N sockets bound to one address with
+// SO_REUSEPORT, each read by its own worker (udp_linux.go). It is the
+// turn.Transport and relay.Client of every allocation made through it.
+type udpListener struct {
+	cfg       atomic.Pointer[config.Listener]
+	addr      netip.AddrPort
+	env       Env
+	socks     []*udpSocket
+	allowlist atomic.Pointer[allowlist.List]
+	// relayStats[k] counts what relay worker k delivered to this
+	// listener's clients, so that no counter is shared between workers.
+	relayStats []stats.Worker
+	wg         sync.WaitGroup
+	closed     atomic.Bool
+}
+
+// PeerAllowed implements turn.Transport with the listener's current allowlist.
+func (l *udpListener) PeerAllowed(peer netip.AddrPort) bool { return l.allowlist.Load().Allowed(peer) }
+
+// BatchSocket implements relay.Client: relay worker w sends on socket
+// w mod N, so the workers spread over the listener's sockets.
+func (l *udpListener) BatchSocket(w int) (int, *stats.Worker, bool) {
+	return l.socks[w%len(l.socks)].fd, &l.relayStats[w%len(l.relayStats)], true
+}
+
+// WriteToClient implements relay.Client; relay workers batch on
+// BatchSocket's socket instead, so it is never called.
+func (l *udpListener) WriteToClient([]byte) {}
+
+func (l *udpListener) Spec() config.Listener           { return *l.cfg.Load() }
+func (l *udpListener) SetSpec(lc config.Listener)      { l.cfg.Store(&lc) }
+func (l *udpListener) SetAllowlist(al *allowlist.List) { l.allowlist.Store(al) }
+func (l *udpListener) LocalAddr() string               { return l.addr.String() }
+func (l *udpListener) KeyPair() (cert, key []byte)     { return nil, nil }
+
+func (l *udpListener) FoldStats(sum *stats.Sum) {
+	for _, s := range l.socks {
+		s.stats.AddTo(sum)
+	}
+	for i := range l.relayStats {
+		l.relayStats[i].AddTo(sum)
+	}
+}
+
+// startUDP binds env.UDPThreads sockets for lc and starts their workers.
+func startUDP(env Env, lc config.Listener, al *allowlist.List) (*udpListener, error) {
+	ip, err := netip.ParseAddr(lc.Address)
+	if err != nil {
+		return nil, fmt.Errorf("listener %q: address: %w", lc.Name, err)
+	}
+	threads := env.UDPThreads
+	if !reusePortBalances || threads < 1 {
+		threads = 1
+	}
+	l := &udpListener{addr: netip.AddrPortFrom(ip, uint16(lc.Port)), env: env}
+	l.cfg.Store(&lc)
+	l.relayStats = make([]stats.Worker, max(env.RelayWorkers, 1))
+	l.allowlist.Store(al)
+	for range threads {
+		sock, err := openUDPSocket(l.addr, env.SocketBuffer, env.Mode)
+		if err != nil {
+			l.closeSockets()
+			return nil, fmt.Errorf("listener %q: %w", lc.Name, err)
+		}
+		sock.l = l
+		l.socks = append(l.socks, sock)
+	}
+	env.Log.Debug("udp listener sockets", "name", lc.Name, "threads", len(l.socks))
+	for _, sock := range l.socks {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			sock.serve()
+		}()
+	}
+	return l, nil
+}
+
+// Close stops the workers, closes the sockets and deletes the allocations
+// made through the listener.
+func (l *udpListener) Close() {
+	l.closeSockets()
+	l.env.Engine.CloseTransport(l, "listener stopped")
+}
+
+func (l *udpListener) closeSockets() {
+	l.closed.Store(true)
+	for _, s := range l.socks {
+		s.shutdown()
+	}
+	l.wg.Wait()
+	for _, s := range l.socks {
+		s.close()
+	}
+}

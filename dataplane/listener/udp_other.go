@@ -1,0 +1,94 @@
+//go:build !linux
+
+package listener
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"syscall"
+
+	"github.com/tern-gw/tern/dataplane/stats"
+	"github.com/tern-gw/tern/dataplane/udpio"
+	"github.com/tern-gw/tern/turn"
+)
+
+// reusePortBalances: elsewhere a listener gets one socket.
+const reusePortBalances = false
+
+// udpSocket is the portable listener socket: one datagram per system call.
+type udpSocket struct {
+	conn  *net.UDPConn
+	fd    int // for relay workers, which send on it
+	l     *udpListener
+	stats stats.Worker
+}
+
+func openUDPSocket(addr netip.AddrPort, bufSize int, _ udpio.Mode) (*udpSocket, error) {
+	network := "udp4"
+	if addr.Addr().Is6() {
+		network = "udp6"
+	}
+	pc, err := (&net.ListenConfig{}).ListenPacket(context.Background(), network, addr.String())
+	if err != nil {
+		return nil, err
+	}
+	c := pc.(*net.UDPConn)
+	if bufSize > 0 {
+		_ = c.SetReadBuffer(bufSize)
+		_ = c.SetWriteBuffer(bufSize)
+	}
+	s := &udpSocket{conn: c, fd: -1}
+	if rc, err := c.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) { s.fd = int(fd) })
+	}
+	return s, nil
+}
+
+func (s *udpSocket) serve() {
+	buf := make([]byte, 65535)
+	var res turn.Result
+	eng, st := s.l.env.Engine, &s.stats
+	for {
+		n, from, err := s.conn.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			if s.l.closed.Load() || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		st.Rx.Add(1)
+		st.RxBytes.Add(uint64(n))
+		from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
+		eng.HandleClient(s.l, turn.FiveTuple{Client: from, Server: s.l.addr, Proto: turn.ProtoUDP}, buf[:n], &res)
+		switch res.Kind {
+		case turn.Reply:
+			if _, err := s.conn.WriteToUDPAddrPort(res.Reply, from); err == nil {
+				st.Tx.Add(1)
+				st.TxBytes.Add(uint64(len(res.Reply)))
+			}
+		case turn.Forward:
+			if sendToPeer(res.Alloc.Relay().Socket(), res.Payload, res.Peer) == nil {
+				st.PeerTx.Add(1)
+				st.PeerTxBytes.Add(uint64(len(res.Payload)))
+			}
+		default:
+			st.Drops[res.Drop].Add(1)
+		}
+	}
+}
+
+func (s *udpSocket) shutdown() { s.conn.Close() }
+func (s *udpSocket) close()    {}
+
+// sendToPeer sends one relayed payload from relay socket fd to peer.
+func sendToPeer(fd int, p []byte, peer netip.AddrPort) error {
+	var sa syscall.Sockaddr
+	if peer.Addr().Is4() {
+		sa = &syscall.SockaddrInet4{Port: int(peer.Port()), Addr: peer.Addr().As4()}
+	} else {
+		sa = &syscall.SockaddrInet6{Port: int(peer.Port()), Addr: peer.Addr().As16()}
+	}
+	return syscall.Sendto(fd, p, 0, sa)
+}

@@ -1,0 +1,172 @@
+package udpio
+
+import (
+	"net/netip"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Batch is a preallocated vector of mmsghdrs for recvmmsg or sendmmsg, with
+// one iovec and one socket address per message, so batch I/O allocates
+// nothing per datagram. A Batch belongs to one goroutine.
+type Batch struct {
+	hdrs  []unix.Mmsghdr
+	iovs  []unix.Iovec
+	names []unix.RawSockaddrInet6
+	bufs  [][]byte  // receive buffers (receive batches only)
+	fds   []int     // destination socket per message (send batches only)
+	n     int       // messages queued (send batches only)
+	gso   *gsoState // send batches with UDP GSO on; nil sends datagram by datagram
+}
+
+func newBatch(n int) *Batch {
+	b := &Batch{
+		hdrs:  make([]unix.Mmsghdr, n),
+		iovs:  make([]unix.Iovec, n),
+		names: make([]unix.RawSockaddrInet6, n),
+		fds:   make([]int, n),
+	}
+	for i := range b.hdrs {
+		b.hdrs[i].Hdr.Name = (*byte)(unsafe.Pointer(&b.names[i]))
+		b.hdrs[i].Hdr.Iov = &b.iovs[i]
+		b.hdrs[i].Hdr.SetIovlen(1)
+	}
+	return b
+}
+
+// NewSendBatch returns a batch that queues up to n datagrams for Flush. With
+// gso, runs of same-size datagrams to one destination leave as one
+// UDP_SEGMENT message when the kernel supports it (Linux 4.18+); otherwise,
+// or without gso, each datagram is its own message.
+func NewSendBatch(n int, gso bool) *Batch {
+	b := newBatch(n)
+	if gso && GSOSupported() {
+		b.gso = newGSOState(n)
+	}
+	return b
+}
+
+// NewRecvBatch returns a batch that receives up to n datagrams, message i
+// into Buf(i)[headroom:headroom+size]. The headroom and tailroom around each
+// payload let a relay worker frame the datagram in place.
+func NewRecvBatch(n, headroom, size, tailroom int) *Batch {
+	b := newBatch(n)
+	b.bufs = make([][]byte, n)
+	for i := range b.bufs {
+		b.bufs[i] = make([]byte, headroom+size+tailroom)
+		b.iovs[i].Base = &b.bufs[i][headroom]
+		b.iovs[i].SetLen(size)
+	}
+	return b
+}
+
+// Cap returns how many datagrams the batch holds.
+func (b *Batch) Cap() int { return len(b.hdrs) }
+
+// GSO reports whether Flush uses UDP generic segmentation offload.
+func (b *Batch) GSO() bool { return b.gso != nil }
+
+// Recv reads up to Cap datagrams from fd with recvmmsg and returns how many
+// it read, or the errno (unix.EAGAIN on an empty non-blocking socket).
+// blocking selects a system call that may park the thread (blocking
+// listener sockets) over a raw one for non-blocking sockets, which saves
+// the scheduler hand-off around it.
+func (b *Batch) Recv(fd int, flags int, blocking bool) (int, error) {
+	for i := range b.hdrs {
+		b.hdrs[i].Hdr.Namelen = unix.SizeofSockaddrInet6
+		b.hdrs[i].Hdr.Flags = 0
+	}
+	var (
+		r  uintptr
+		en unix.Errno
+	)
+	if blocking {
+		r, _, en = unix.Syscall6(unix.SYS_RECVMMSG, uintptr(fd), uintptr(unsafe.Pointer(&b.hdrs[0])), uintptr(len(b.hdrs)), uintptr(flags), 0, 0)
+	} else {
+		r, _, en = unix.RawSyscall6(unix.SYS_RECVMMSG, uintptr(fd), uintptr(unsafe.Pointer(&b.hdrs[0])), uintptr(len(b.hdrs)), uintptr(flags), 0, 0)
+	}
+	if en != 0 {
+		return 0, en
+	}
+	return int(r), nil
+}
+
+// Buf returns the whole buffer of received message i, headroom and
+// tailroom included.
+func (b *Batch) Buf(i int) []byte { return b.bufs[i] }
+
+// Size returns the length of received message i in bytes.
+func (b *Batch) Size(i int) int { return int(b.hdrs[i].Len) }
+
+// From returns the source address of received message i.
+func (b *Batch) From(i int) netip.AddrPort { return decodeSockaddr(&b.names[i]) }
+
+// Truncated reports whether received message i did not fit its buffer.
+func (b *Batch) Truncated(i int) bool { return b.hdrs[i].Hdr.Flags&unix.MSG_TRUNC != 0 }
+
+// Queued returns how many datagrams wait for Flush.
+func (b *Batch) Queued() int { return b.n }
+
+// Full reports whether no more datagrams can be queued before Flush.
+func (b *Batch) Full() bool { return b.n == len(b.hdrs) }
+
+// Add queues p for to on socket fd. p must stay unchanged until Flush. The
+// caller flushes before the batch is full.
+func (b *Batch) Add(fd int, p []byte, to netip.AddrPort) {
+	i := b.n
+	if len(p) == 0 {
+		b.iovs[i].Base = nil
+	} else {
+		b.iovs[i].Base = &p[0]
+	}
+	b.iovs[i].SetLen(len(p))
+	b.hdrs[i].Hdr.Namelen = encodeSockaddr(&b.names[i], to)
+	b.fds[i] = fd
+	b.n++
+}
+
+// Flush sends the queued datagrams, one sendmmsg per run of messages to the
+// same socket, and returns how many datagrams were sent and their bytes. A
+// datagram the kernel refuses (no route, buffer full on a non-blocking relay
+// socket) is skipped: UDP promises no delivery anyway.
+func (b *Batch) Flush() (sent, bytes int) {
+	queued := b.n
+	if b.gso != nil {
+		b.coalesce(b.gso)
+	}
+	for i := 0; i < b.n; {
+		j := i + 1
+		for j < b.n && b.fds[j] == b.fds[i] {
+			j++
+		}
+		for i < j {
+			r, _, en := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(b.fds[i]), uintptr(unsafe.Pointer(&b.hdrs[i])), uintptr(j-i), 0, 0, 0)
+			if en == unix.EINTR {
+				continue
+			}
+			if en != 0 || r == 0 {
+				if b.gso != nil && b.gso.segs[i] > 1 {
+					s, n := b.sendSegments(i, b.gso.segs[i])
+					sent, bytes = sent+s, bytes+n
+				}
+				i++ // skip the message that failed
+				continue
+			}
+			for k := i; k < i+int(r); k++ {
+				bytes += int(b.iovs[k].Len)
+				if b.gso != nil {
+					sent += b.gso.segs[k]
+				} else {
+					sent++
+				}
+			}
+			i += int(r)
+		}
+	}
+	for k := 0; k < queued; k++ {
+		b.iovs[k].Base = nil // do not keep replies alive
+	}
+	b.n = 0
+	return sent, bytes
+}

@@ -1,0 +1,69 @@
+package udpio
+
+import (
+	"net/netip"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// decodeSockaddr decodes a sockaddr_in or sockaddr_in6; an IPv4-mapped
+// IPv6 address comes back as IPv4, so that one client has one 5-tuple.
+func decodeSockaddr(sa *unix.RawSockaddrInet6) netip.AddrPort {
+	switch sa.Family {
+	case unix.AF_INET:
+		s4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
+		p := (*[2]byte)(unsafe.Pointer(&s4.Port))
+		return netip.AddrPortFrom(netip.AddrFrom4(s4.Addr), uint16(p[0])<<8|uint16(p[1]))
+	case unix.AF_INET6:
+		p := (*[2]byte)(unsafe.Pointer(&sa.Port))
+		return netip.AddrPortFrom(netip.AddrFrom16(sa.Addr).Unmap(), uint16(p[0])<<8|uint16(p[1]))
+	}
+	return netip.AddrPort{}
+}
+
+// encodeSockaddr writes ap into sa as a sockaddr_in (IPv4) or sockaddr_in6
+// and returns its length in bytes.
+func encodeSockaddr(sa *unix.RawSockaddrInet6, ap netip.AddrPort) uint32 {
+	port := ap.Port()
+	if a := ap.Addr(); a.Is4() {
+		s4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
+		s4.Family = unix.AF_INET
+		p := (*[2]byte)(unsafe.Pointer(&s4.Port))
+		p[0], p[1] = byte(port>>8), byte(port)
+		s4.Addr = a.As4()
+		s4.Zero = [8]uint8{}
+		return unix.SizeofSockaddrInet4
+	}
+	sa.Family = unix.AF_INET6
+	p := (*[2]byte)(unsafe.Pointer(&sa.Port))
+	p[0], p[1] = byte(port>>8), byte(port)
+	sa.Flowinfo = 0
+	sa.Addr = ap.Addr().As16()
+	sa.Scope_id = 0
+	return unix.SizeofSockaddrInet6
+}
+
+// SendTo sends p to `to` on socket fd with one sendto call. Unlike
+// unix.Sendto it builds the socket address on the stack, so a send
+// allocates nothing: it is the single-datagram path of connection-oriented
+// listeners relaying to peers. It returns the errno, if any.
+func SendTo(fd int, p []byte, to netip.AddrPort) error {
+	var sa unix.RawSockaddrInet6
+	n := encodeSockaddr(&sa, to)
+	var base unsafe.Pointer
+	if len(p) > 0 {
+		base = unsafe.Pointer(&p[0])
+	}
+	for {
+		_, _, en := unix.Syscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(base), uintptr(len(p)), 0, uintptr(unsafe.Pointer(&sa)), uintptr(n))
+		switch en {
+		case 0:
+			return nil
+		case unix.EINTR:
+			continue
+		default:
+			return en
+		}
+	}
+}
