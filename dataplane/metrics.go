@@ -10,7 +10,7 @@ import (
 )
 
 // writeMetrics writes the dataplane's metrics in Prometheus text format,
-// under the names STUNner's dashboards and the seeds' adopters query.
+// under the names STUNner's dashboards and adopters query (docs/stunner-compat.md).
 func (s *Server) writeMetrics(w io.Writer) {
 	metrics.WriteGaugeUint64(w, "stunner_allocations_active", uint64(s.engine.Allocations()))
 	var total stats.Sum
