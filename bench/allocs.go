@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tern-gw/tern/bench/stats"
 	"github.com/tern-gw/tern/bench/turnclient"
 	"github.com/tern-gw/tern/bench/udpbatch"
 )
@@ -92,8 +93,8 @@ func MeasureAllocs(ctx context.Context, t Target, st AllocsStep) AllocsResult {
 	res.Done = len(cycles)
 	res.PerSec = float64(res.Done) / res.Elapsed.Seconds()
 	slices.Sort(cycles)
-	res.CycleP50US = float64(percentile(cycles, 50)) / 1e3
-	res.CycleP99US = float64(percentile(cycles, 99)) / 1e3
+	res.CycleP50US = float64(stats.Percentile(cycles, 50)) / 1e3
+	res.CycleP99US = float64(stats.Percentile(cycles, 99)) / 1e3
 	if ok && res.Done > 0 {
 		res.HasCPU = true
 		res.CPUPerAllocUS = float64(cpuUsed.Microseconds()) / float64(res.Done)

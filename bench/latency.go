@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/tern-gw/tern/bench/stats"
 )
 
 // LatencyStep is one round-trip latency measurement.
@@ -89,8 +91,8 @@ func MeasureLatency(ctx context.Context, t Target, st LatencyStep, peers Peers) 
 		res.LossPct = 100 * float64(res.Sent-min(res.Received, res.Sent)) / float64(res.Sent)
 	}
 	us := func(ns int64) float64 { return float64(ns) / 1e3 }
-	res.P50US, res.P90US = us(percentile(rtts, 50)), us(percentile(rtts, 90))
-	res.P99US, res.P999US = us(percentile(rtts, 99)), us(percentile(rtts, 99.9))
+	res.P50US, res.P90US = us(stats.Percentile(rtts, 50)), us(stats.Percentile(rtts, 90))
+	res.P99US, res.P999US = us(stats.Percentile(rtts, 99)), us(stats.Percentile(rtts, 99.9))
 	if len(rtts) > 0 {
 		res.MaxUS = us(rtts[len(rtts)-1])
 	}

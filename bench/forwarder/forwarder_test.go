@@ -1,12 +1,14 @@
 package forwarder
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/tern-gw/tern/bench/peer"
+	"github.com/tern-gw/tern/internal/testenv"
 )
 
 func TestControlRoundTrip(t *testing.T) {
@@ -80,10 +82,10 @@ func testForwardsBothWays(t *testing.T, poller bool) {
 	if _, err := c.WriteToUDPAddrPort(Control(OpUnbind, netip.AddrPort{}), f.Addr()); err != nil {
 		t.Fatal(err)
 	}
-	for end := time.Now().Add(time.Second); f.Relays() != 0 && time.Now().Before(end); {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if f.Relays() != 0 {
-		t.Fatalf("%d relays after unbind", f.Relays())
-	}
+	testenv.Eventually(t, time.Second, func() error {
+		if n := f.Relays(); n != 0 {
+			return fmt.Errorf("%d relays after unbind", n)
+		}
+		return nil
+	})
 }

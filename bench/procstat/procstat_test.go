@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/tern-gw/tern/internal/testenv"
 )
 
 func TestParseStat(t *testing.T) {
@@ -51,7 +53,7 @@ func TestParseRSS(t *testing.T) {
 
 func TestSelf(t *testing.T) {
 	if runtime.GOOS != "linux" {
-		t.Skip("/proc is Linux only")
+		testenv.SkipOrFail(t, "/proc is Linux only, this is %s", runtime.GOOS)
 	}
 	before, err := CPU(os.Getpid())
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/tern-gw/tern/bench"
+	"github.com/tern-gw/tern/bench/stats"
 )
 
 // Names of the targets the ratios and goals compare. The launcher uses them.
@@ -81,7 +82,7 @@ func throughput(rs []bench.ThroughputResult) (keys []tpKey, cells map[tpKey]map[
 	for k, m := range accs {
 		cells[k] = map[string]tpCell{}
 		for t, a := range m {
-			c := tpCell{Delivered: median(a.d), Loss: median(a.l), CPU: median(a.c), Err: a.err}
+			c := tpCell{Delivered: stats.Median(a.d), Loss: stats.Median(a.l), CPU: stats.Median(a.c), Err: a.err}
 			cells[k][t] = c
 		}
 	}
@@ -181,7 +182,7 @@ func latency(rs []bench.LatencyResult) (names []string, cells map[string]latCell
 			for j := range xs {
 				v[j] = xs[j][i]
 			}
-			return median(v)
+			return stats.Median(v)
 		}
 		cells[t] = latCell{col(0), col(1), col(2), col(3), col(4)}
 	}
@@ -206,7 +207,7 @@ func allocs(rs []bench.AllocsResult) (names []string, cells map[string]allocCell
 	}
 	cells = map[string]allocCell{}
 	for t := range ps {
-		cells[t] = allocCell{median(ps[t]), median(cpu[t])}
+		cells[t] = allocCell{stats.Median(ps[t]), stats.Median(cpu[t])}
 	}
 	return names, cells
 }
@@ -251,25 +252,13 @@ func memory(rs []bench.MemoryResult) []struct {
 				c.Err = r.Err
 			}
 		}
-		c.PerAlloc = median(per)
+		c.PerAlloc = stats.Median(per)
 		out = append(out, struct {
 			Target string
 			memCell
 		}{k.t, c})
 	}
 	return out
-}
-
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // ratio formats a/b as "0.93×", or "–" when either is missing.

@@ -2,10 +2,15 @@ package udpbatch
 
 import (
 	"bytes"
+	"errors"
 	"net"
 	"net/netip"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/tern-gw/tern/internal/testenv"
 )
 
 func TestBatchRoundTrip(t *testing.T) {
@@ -122,7 +127,13 @@ func TestBlockingClose(t *testing.T) {
 		_, err := c.ReadBatch(in)
 		done <- err
 	}()
-	time.Sleep(50 * time.Millisecond) // let the read block
+	// Close must wake a read that is already in the kernel, not one that has yet to start.
+	testenv.Eventually(t, 5*time.Second, func() error {
+		if !inSyscall("udpbatch.(*Conn).ReadBatch") {
+			return errors.New("ReadBatch is not blocked in a system call")
+		}
+		return nil
+	})
 	closed := make(chan struct{})
 	go func() { c.Close(); close(closed) }()
 	select {
@@ -138,4 +149,16 @@ func TestBlockingClose(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close hung")
 	}
+}
+
+// inSyscall reports whether a goroutine whose stack contains fn is in a system call, as the
+// goroutine headers of runtime.Stack show ("goroutine 7 [syscall]:").
+func inSyscall(fn string) bool {
+	buf := make([]byte, 1<<20)
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		if strings.Contains(g, fn) && strings.Contains(g[:strings.IndexByte(g, '\n')+1], "[syscall") {
+			return true
+		}
+	}
+	return false
 }

@@ -38,7 +38,7 @@ func Assets(tb testing.TB) string {
 		tb.Fatalf("envtest assets: %v", assetsErr)
 	}
 	if assetsSkip != "" {
-		tb.Skip(assetsSkip)
+		SkipOrFail(tb, "%s", assetsSkip)
 	}
 	return assetsDir
 }

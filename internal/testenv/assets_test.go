@@ -1,8 +1,11 @@
 package testenv
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -48,5 +51,39 @@ func TestRunScript(t *testing.T) {
 				t.Errorf("runScript = %q, %v; want %q, error %v", got, err, tt.want, tt.wantErr)
 			}
 		})
+	}
+}
+
+// tbRecorder records what SkipOrFail asks of a test instead of ending it, so both outcomes can
+// be checked from one test.
+type tbRecorder struct {
+	testing.TB
+	skipped, failed string
+}
+
+func (r *tbRecorder) Helper()                        {}
+func (r *tbRecorder) Skip(args ...any)               { r.skipped = fmt.Sprint(args...) }
+func (r *tbRecorder) Fatalf(format string, a ...any) { r.failed = fmt.Sprintf(format, a...) }
+
+func TestSkipOrFail(t *testing.T) {
+	for _, tc := range []struct {
+		ci       string
+		wantFail bool
+	}{{"", false}, {"false", false}, {"true", true}, {"1", true}} {
+		t.Setenv("CI", tc.ci)
+		r := &tbRecorder{TB: t}
+		Require(r, "turnserver", errors.New("not found"))
+		got := r.skipped
+		if tc.wantFail {
+			got = r.failed
+		}
+		if !strings.Contains(got, "turnserver: not found") || (r.failed != "") == (r.skipped != "") || (r.failed != "") != tc.wantFail {
+			t.Errorf("CI=%q: skipped %q, failed %q; want the reason, and a failure only under CI", tc.ci, r.skipped, r.failed)
+		}
+		r = &tbRecorder{TB: t}
+		Require(r, "turnserver", nil)
+		if r.skipped != "" || r.failed != "" {
+			t.Errorf("CI=%q: Require with no error skipped %q, failed %q", tc.ci, r.skipped, r.failed)
+		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -12,23 +11,17 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tern-gw/tern/internal/testenv"
 )
 
-// requireTool returns the path of one of coturn's tools. Locally a missing
-// tool skips the test; under CI (CI set, and not "false", as in
-// internal/testenv) it fails it, because `make test` installs coturn and a
-// silent skip there would hide a broken setup.
+// requireTool returns the path of one of coturn's tools, or skips the test (fails it under CI,
+// where `make test` installs coturn) as testenv.Require does.
 func requireTool(t *testing.T, name string) string {
 	t.Helper()
 	path, err := exec.LookPath(name)
-	if err == nil {
-		return path
-	}
-	if ci := os.Getenv("CI"); ci == "" || ci == "false" {
-		t.Skipf("%s not found (hack/test-deps.sh installs coturn): %v", name, err)
-	}
-	t.Fatalf("%s not found under CI=%s: `make test` should have installed coturn: %v", name, os.Getenv("CI"), err)
-	return ""
+	testenv.Require(t, name+" (hack/test-deps.sh installs coturn)", err)
+	return path
 }
 
 // startTurnutilsPeer starts coturn's UDP echo peer on 127.0.0.1 and returns

@@ -13,6 +13,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -259,17 +260,12 @@ func startTernd(t *testing.T, mutate func(*config)) *server {
 		t.Fatalf("TERN_E2E_TARGET=%q: want ternd or coturn", target)
 	}
 	s.start(t, cmd)
-
-	deadline := time.Now().Add(readyTimeout)
-	for !s.ready() {
+	testenv.Eventually(t, readyTimeout, func() error {
 		if s.exited() {
 			t.Fatalf("%s exited before it was ready: %v", s.name(), s.waitErr)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready within %v", s.name(), readyTimeout)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return s.ready()
+	})
 	return s
 }
 
@@ -377,14 +373,17 @@ func (s *server) stop(t *testing.T) {
 	}
 }
 
-// ready is ternd's /ready, or for a target without health endpoint, an
-// answered STUN Binding request on the TURN port.
-func (s *server) ready() bool {
+// ready returns nil when the server is ready: ternd's /ready answers 200, or for a target
+// without health endpoint, the TURN port answers a STUN Binding request.
+func (s *server) ready() error {
 	if s.healthURL != "" {
 		code, _, err := httpGet(s.healthURL + "/ready")
-		return err == nil && code == http.StatusOK
+		if err == nil && code != http.StatusOK {
+			err = fmt.Errorf("GET /ready: status %d", code)
+		}
+		return err
 	}
-	return stunBinding(s.addr, 200*time.Millisecond) == nil
+	return stunBinding(s.addr, 200*time.Millisecond)
 }
 
 var httpClient = &http.Client{Timeout: 2 * time.Second}
@@ -432,20 +431,16 @@ func (s *server) metric(t *testing.T, name string) (float64, bool) {
 // waitMetric polls /metrics until the metric has the value want (bounded).
 func (s *server) waitMetric(t *testing.T, name string, want float64, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	testenv.Eventually(t, timeout, func() error {
 		v, ok := s.metric(t, name)
 		if !ok {
 			t.Fatalf("/metrics has no %s", name)
 		}
-		if v == want {
-			return
+		if v != want {
+			return fmt.Errorf("%s = %v, want %v", name, v, want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s = %v after %v, want %v", name, v, timeout, want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // stunBinding sends a STUN Binding request to addr and waits for a success
@@ -547,7 +542,11 @@ type peer struct {
 	mu      sync.Mutex
 	packets int
 	sources map[string]int // source address -> packets
+	flushed chan struct{}  // gets a value when the peer reads flushMarker
 }
+
+// flushMarker is the datagram flush sends; the peer neither counts nor echoes it.
+const flushMarker = "tern-e2e flush marker"
 
 const (
 	peerLifetime   = 2 * time.Minute // a peer stops by itself after this
@@ -566,7 +565,7 @@ func startEchoPeer(t *testing.T, addr string) *peer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &peer{conn: c, addr: c.LocalAddr().(*net.UDPAddr), sources: map[string]int{}}
+	p := &peer{conn: c, addr: c.LocalAddr().(*net.UDPAddr), sources: map[string]int{}, flushed: make(chan struct{}, 1)}
 	_ = c.SetDeadline(time.Now().Add(peerLifetime))
 	done := make(chan struct{})
 	go func() {
@@ -576,6 +575,10 @@ func startEchoPeer(t *testing.T, addr string) *peer {
 			n, from, err := c.ReadFromUDP(buf)
 			if err != nil {
 				return // closed, or peerLifetime is over
+			}
+			if string(buf[:n]) == flushMarker {
+				p.flushed <- struct{}{}
+				continue
 			}
 			p.mu.Lock()
 			p.packets++
@@ -589,6 +592,27 @@ func startEchoPeer(t *testing.T, addr string) *peer {
 		<-done
 	})
 	return p
+}
+
+// flush returns once the peer has read every datagram that reached its socket before the
+// call: it sends flushMarker from a socket of its own and waits until the peer reads it, which
+// it does after everything queued ahead of it. Checks that something did not arrive use it
+// instead of sleeping.
+func (p *peer) flush(t *testing.T) {
+	t.Helper()
+	c, err := net.DialUDP("udp4", nil, p.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte(flushMarker)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.flushed:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("peer %v did not read the flush marker within 5 s", p.addr)
+	}
 }
 
 // received returns how many datagrams the peer got and from whom.
@@ -690,13 +714,12 @@ func TestSIGTERMDrains(t *testing.T) {
 	roundTrips(t, relayConn, echo.addr, 1)
 
 	s.signal(t, syscall.SIGTERM)
-	deadline := time.Now().Add(2 * time.Second)
-	for s.ready() {
-		if time.Now().After(deadline) {
-			t.Fatal("/ready still 200 2 s after SIGTERM, want it to drop while draining")
+	testenv.Eventually(t, 2*time.Second, func() error {
+		if s.ready() == nil {
+			return errors.New("/ready still 200 after SIGTERM, want it to drop while draining")
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	if s.exited() {
 		t.Fatalf("ternd exited on SIGTERM with an allocation left (%v), want it to drain", s.waitErr)
 	}

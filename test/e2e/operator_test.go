@@ -149,26 +149,28 @@ func TestOperatorConfigDelivery(t *testing.T) {
 
 	start := time.Now()
 	testenv.Apply(t, c, []byte(operatorRouteChanged))
-	var took time.Duration
-	for {
-		m := cb.transact(t, stun.MethodCreatePermission, peerAddress(peerB.addr))
-		if errorCode(m) == 0 {
-			took = time.Since(start)
-			break
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if m := cb.transact(t, stun.MethodCreatePermission, peerAddress(peerB.addr)); errorCode(m) != 0 {
+			return fmt.Errorf("peer B still refused (%d) after the route change", errorCode(m))
 		}
-		if time.Since(start) > 10*time.Second {
-			t.Fatalf("peer B still refused (%d) 10s after the route change", errorCode(m))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
+	took := time.Since(start)
 	t.Logf("UDPRoute change to peer B reachable through ternd: %v (bound %v)", took, propagationBound)
 	if took > propagationBound {
 		t.Errorf("the new backend took %v to become reachable, want within %v", took, propagationBound)
 	}
 	roundTrips(t, relayB, peerB.addr, 3)
 
-	// Keep client A's stream going a little past the change, then check it never stopped.
-	time.Sleep(300 * time.Millisecond)
+	// Keep client A's stream going past the change, for 50 more echoes (about 250 ms at one
+	// packet per 5 ms), then check it never stopped.
+	after := stream.got.Load() + 50
+	testenv.Eventually(t, 5*time.Second, func() error {
+		if n := stream.got.Load(); n < after {
+			return fmt.Errorf("client A: %d echoes, want %d: the stream stalled after the route change", n, after)
+		}
+		return nil
+	})
 	sent, got, gap := stream.stop()
 	t.Logf("client A during the change: %d sent, %d echoed, longest gap between echoes %v", sent, got, gap)
 	if sent == 0 || float64(got) < 0.99*float64(sent) {
@@ -279,7 +281,11 @@ func startStream(relay net.PacketConn, peer *net.UDPAddr, every time.Duration) *
 			}
 			select {
 			case <-s.quitRecv:
-				return
+				// The sender has stopped: done once every packet is echoed, or once
+				// nothing came for a read timeout (the rest is lost).
+				if err != nil || s.got.Load() >= s.sent.Load() {
+					return
+				}
 			default:
 			}
 		}
@@ -287,12 +293,11 @@ func startStream(relay net.PacketConn, peer *net.UDPAddr, every time.Duration) *
 	return s
 }
 
-// stop ends the stream after the last echoes had time to arrive and returns packets sent,
-// packets echoed and the longest gap between echoes.
+// stop ends the stream once the echoes still on their way have arrived (or a read timed out
+// waiting for them) and returns packets sent, packets echoed and the longest gap between echoes.
 func (s *stream) stop() (sent, got int64, gap time.Duration) {
 	close(s.quitSend)
 	s.sender.Wait()
-	time.Sleep(200 * time.Millisecond) // echoes still on their way
 	close(s.quitRecv)
 	s.receiver.Wait()
 	_ = s.conn.SetReadDeadline(time.Time{})

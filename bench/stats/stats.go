@@ -1,14 +1,17 @@
-package bench
+// Package stats holds the summary statistics of the benchmark harness: the percentiles the
+// measurements record and the medians the report takes over repeats. One copy, so the two
+// cannot drift apart.
+package stats
 
 import (
 	"math"
 	"slices"
 )
 
-// percentile returns the q-th percentile (0 < q <= 100) of sorted values by
+// Percentile returns the q-th percentile (0 < q <= 100) of sorted values by
 // the nearest-rank method: the smallest value with at least q% of the
 // samples at or below it. It returns 0 for no samples.
-func percentile(sorted []int64, q float64) int64 {
+func Percentile(sorted []int64, q float64) int64 {
 	if len(sorted) == 0 {
 		return 0
 	}
@@ -17,9 +20,9 @@ func percentile(sorted []int64, q float64) int64 {
 	return sorted[rank-1]
 }
 
-// median returns the median of xs (the mean of the middle two for an even
+// Median returns the median of xs (the mean of the middle two for an even
 // count), or NaN for none.
-func median(xs []float64) float64 {
+func Median(xs []float64) float64 {
 	if len(xs) == 0 {
 		return math.NaN()
 	}

@@ -1,4 +1,4 @@
-package bench
+package stats
 
 import (
 	"math"
@@ -24,7 +24,7 @@ func TestPercentile(t *testing.T) {
 		{"p1", hundred, 1, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := percentile(tc.sorted, tc.q); got != tc.want {
+			if got := Percentile(tc.sorted, tc.q); got != tc.want {
 				t.Fatalf("got %d, want %d", got, tc.want)
 			}
 		})
@@ -40,11 +40,11 @@ func TestMedian(t *testing.T) {
 		{[]float64{4, 1, 3, 2}, 2.5},
 		{[]float64{5}, 5},
 	} {
-		if got := median(tc.xs); got != tc.want {
-			t.Errorf("median(%v) = %v, want %v", tc.xs, got, tc.want)
+		if got := Median(tc.xs); got != tc.want {
+			t.Errorf("Median(%v) = %v, want %v", tc.xs, got, tc.want)
 		}
 	}
-	if !math.IsNaN(median(nil)) {
-		t.Error("median(nil) is not NaN")
+	if !math.IsNaN(Median(nil)) {
+		t.Error("Median(nil) is not NaN")
 	}
 }
