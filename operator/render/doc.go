@@ -20,13 +20,15 @@
 //
 // Addresses known only at run time: a pod's IP is not known when the config
 // is rendered, so address fields of the config may hold a placeholder,
-// PlaceholderPodIP or PlaceholderNodeIP, which the dataplane replaces with
-// its POD_IP and NODE_IP environment variables (filled by the Deployment
-// from the downward API: status.podIP and status.hostIP) before validating
-// the config. See ExpandPlaceholders and ParseConfig. The relay address is
-// $(POD_IP); with hostNetwork it is $(NODE_IP), the node's own address,
-// which is the pod's address too in that case. Only whole field values are
-// replaced, so passwords containing "$(" are never touched.
+// config.PlaceholderPodIP or config.PlaceholderNodeIP, which the dataplane
+// replaces with its POD_IP and NODE_IP environment variables (filled by the
+// Deployment from the downward API: status.podIP and status.hostIP) before
+// validating the config. This package only produces placeholders; reading
+// them is config.Parse's job, the same Parse Render checks every rendered
+// config with. The relay address is $(POD_IP); with hostNetwork it is
+// $(NODE_IP), the node's own address, which is the pod's address too in
+// that case. Only whole field values are replaced, so passwords containing
+// "$(" are never touched.
 //
 // TLS: a TURN-TLS or TURN-DTLS listener's certificateRef must name a Secret
 // in the Gateway's namespace (a pod can mount no other) with keys tls.crt

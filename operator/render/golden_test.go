@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/tern-gw/tern/dataplane/config"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.out.yaml from the current output")
@@ -75,7 +77,7 @@ func renderFile(t *testing.T, path string) []byte {
 			continue
 		}
 		env := map[string]string{"POD_IP": "10.244.0.7", "NODE_IP": "192.168.1.10"}
-		if _, err := ParseConfig([]byte(g.ConfigMap.Data[ConfigKey]), func(k string) string { return env[k] }); err != nil {
+		if _, err := config.Parse([]byte(g.ConfigMap.Data[ConfigKey]), func(k string) string { return env[k] }); err != nil {
 			t.Errorf("Gateway %s/%s: rendered config does not load: %v", g.Namespace, g.Name, err)
 		}
 	}

@@ -44,7 +44,7 @@ type GatewayResult struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	// Config is the dataplane config, as stored in ConfigMap. Address
-	// fields may hold PlaceholderPodIP or PlaceholderNodeIP.
+	// fields may hold config.PlaceholderPodIP or config.PlaceholderNodeIP.
 	Config     *config.Config     `json:"config,omitempty"`
 	ConfigMap  *corev1.ConfigMap  `json:"configMap,omitempty"`
 	Deployment *appsv1.Deployment `json:"deployment,omitempty"`
