@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/internal/kubeclient"
 )
 
 // retryPeriod (a variable for tests) is how often the last seen ConfigMap is offered again while applying it keeps
@@ -58,9 +59,9 @@ func Watch(ctx context.Context, kubeconfig, namespace, name, key string, apply f
 	if log == nil {
 		log = slog.Default()
 	}
-	rc, err := RESTConfig(kubeconfig)
+	rc, err := kubeclient.RESTConfig(kubeconfig)
 	if err != nil {
-		return err
+		return fmt.Errorf("k8sconfig: %w", err)
 	}
 	rc.UserAgent = "ternd"
 	cs, err := corev1client.NewForConfig(rc)
