@@ -1,7 +1,11 @@
 // Package render turns a set of Gateway API and stunner.l7mp.io/v1 objects
 // into, per Gateway, the dataplane config ternd loads and the Kubernetes
-// objects that run it: a ConfigMap, a Deployment and a Service. It also
-// says what status the controller should write and which problems it found.
+// objects that run it: a ConfigMap, a Deployment, a Service, and the
+// ServiceAccount, Role and RoleBinding that let the pods read the ConfigMap
+// through the API. The objects are complete, labels and owner reference
+// included, so what `tern-operator render` prints is what the controller
+// applies. It also says what status the controller should write and which
+// problems it found.
 //
 // Render is a pure function: it reads only its Input, talks to no API
 // server and never panics on invalid objects; an invalid object yields a

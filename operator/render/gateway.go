@@ -89,6 +89,7 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 			res.ConfigMap = r.configMap(gw, data)
 			res.Service = r.service(gw, gc, listeners, svcType, mixed)
 			if dp != nil {
+				res.ServiceAccount, res.Role, res.RoleBinding = dataplaneAccess(gw, res.ConfigMap.Name)
 				res.Deployment = r.deployment(gw, dp, listeners, res.TLSSecrets)
 			}
 		}

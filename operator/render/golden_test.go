@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/tern-gw/tern/dataplane/config"
@@ -71,8 +72,14 @@ func renderFile(t *testing.T, path string) []byte {
 		t.Fatalf("decode %s: %v", path, err)
 	}
 	res := Render(in, Options{})
-	// Every rendered config must load the way ternd loads it.
+	gateways := map[string]*gwapiv1.Gateway{}
+	for i := range in.Gateways {
+		gateways[nsName(in.Gateways[i].Namespace, in.Gateways[i].Name)] = &in.Gateways[i]
+	}
 	for _, g := range res.Gateways {
+		// Every object is complete as the controller applies it.
+		checkObjectsComplete(t, gateways[nsName(g.Namespace, g.Name)], &g)
+		// Every rendered config must load the way ternd loads it.
 		if g.ConfigMap == nil {
 			continue
 		}
