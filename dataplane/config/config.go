@@ -7,7 +7,8 @@
 // applies defaults and validates, returning errors that name the offending
 // field by its path (for example "listeners[0].port"). The operator renders
 // documents for Parse; this package imports nothing of the operator or of
-// Kubernetes, so ternd can be built and run without either.
+// the Kubernetes API (internal/importrules checks), so both sides link it
+// without the other's dependencies.
 package config
 
 import "slices"

@@ -31,6 +31,12 @@ var rules = []rule{
 		forbidden: []string{module + "/operator", "sigs.k8s.io/gateway-api", "sigs.k8s.io/controller-runtime"},
 	},
 	{
+		// The contract both sides link: plain data, decoding and validation.
+		pattern:   "./dataplane/config",
+		forbidden: []string{module, "k8s.io", "sigs.k8s.io/gateway-api", "sigs.k8s.io/controller-runtime"},
+		allowed:   []string{module + "/dataplane/config"},
+	},
+	{
 		pattern:   "./cmd/tern-operator",
 		forbidden: []string{module + "/dataplane"},
 		allowed:   []string{module + "/dataplane/config"},

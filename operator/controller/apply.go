@@ -48,7 +48,7 @@ const HashAnnotation = "operator.tern-gw.io/rendered-hash"
 // deleted object or an edited ConfigMap at once. A Deployment's replicas are left out once
 // someone else (an autoscaler, kubectl scale) owns them, as the Dataplane reference asks.
 func (r *Reconciler) applyOwned(ctx context.Context, obj client.Object, gw *gwapiv1.Gateway) error {
-	if err := checkRendered(obj, gw); err != nil {
+	if err := checkApplicable(obj, gw); err != nil {
 		return err
 	}
 	u, err := r.toApplyObject(obj)
@@ -76,9 +76,9 @@ func (r *Reconciler) applyOwned(ctx context.Context, obj client.Object, gw *gwap
 	return r.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership)
 }
 
-// checkRendered returns an error unless obj is in gw's namespace, labelled managedBy and
+// checkApplicable returns an error unless obj is in gw's namespace, labelled managedBy and
 // controlled by gw, as render promises for every object it returns.
-func checkRendered(obj client.Object, gw *gwapiv1.Gateway) error {
+func checkApplicable(obj client.Object, gw *gwapiv1.Gateway) error {
 	switch {
 	case obj.GetNamespace() != gw.Namespace:
 		return fmt.Errorf("rendered in namespace %q, not the Gateway's", obj.GetNamespace())

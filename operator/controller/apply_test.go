@@ -84,9 +84,9 @@ func TestContentHash(t *testing.T) {
 	}
 }
 
-// TestCheckRendered: what render returns passes as is, and an object that lost what prune and
+// TestCheckApplicable: what render returns passes as is, and an object that lost what prune and
 // the cache rely on is refused rather than repaired.
-func TestCheckRendered(t *testing.T) {
+func TestCheckApplicable(t *testing.T) {
 	gw := &gwapiv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "g", UID: "uid-1"}}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 		Namespace: "ns", Name: "g",
@@ -94,7 +94,7 @@ func TestCheckRendered(t *testing.T) {
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: gwapiv1.GroupVersion.String(), Kind: "Gateway",
 			Name: "g", UID: "uid-1", Controller: ptr(true)}},
 	}}
-	if err := checkRendered(cm, gw); err != nil {
+	if err := checkApplicable(cm, gw); err != nil {
 		t.Fatalf("rendered object refused: %v", err)
 	}
 	for name, edit := range map[string]func(*corev1.ConfigMap){
@@ -107,7 +107,7 @@ func TestCheckRendered(t *testing.T) {
 	} {
 		o := cm.DeepCopy()
 		edit(o)
-		if err := checkRendered(o, gw); err == nil {
+		if err := checkApplicable(o, gw); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
