@@ -51,7 +51,7 @@ clusters:
   - {name: local, endpoints: ["127.0.0.1/32"]}
 relay: {address: 127.0.0.1, minPort: %d, maxPort: %d}
 `, freePort(t, "tcp"), freePort(t, "tcp"), freePort(t, "udp"), min, max)
-	cfg, err := config.Parse([]byte(doc))
+	cfg, err := config.Parse([]byte(doc), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ func TestTerndConfigValid(t *testing.T) {
 	if err := os.WriteFile(p, []byte(l.terndConfig(l.addr(0), relayIP(0))), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Load(p)
+	cfg, err := config.Load(p, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

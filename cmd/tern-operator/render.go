@@ -26,8 +26,9 @@ const renderUsage = `usage: tern-operator render -f <file|dir|-> [-f ...] [--sta
 
 Reads Gateway API and stunner.l7mp.io/v1 manifests (multi-document YAML;
 a directory means its *.yaml, *.yml and *.json files; - means stdin) and
-prints, as YAML, the ConfigMap, Service and Deployment tern-operator would
-create for each Gateway, with no cluster. Objects the manifests do not hold
+prints, as YAML, every object tern-operator would apply for each Gateway
+(ServiceAccount, Role, RoleBinding, ConfigMap, Service, Deployment), with
+no cluster. Objects the manifests do not hold
 are taken as absent, except the default Dataplane, which is assumed as
 deploy/ installs it. Problems go to stderr; the exit code is 1 if any is an
 error, 2 for bad usage or unreadable input.
@@ -92,7 +93,8 @@ func runRender(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// writeObjects prints every rendered object as one YAML document.
+// writeObjects prints every rendered object as one YAML document, in the order the controller
+// applies them; render returns them complete, so this is what lands in the cluster.
 func writeObjects(w io.Writer, res *render.Result) error {
 	first := true
 	for i := range res.Gateways {

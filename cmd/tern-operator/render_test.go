@@ -42,7 +42,9 @@ spec:
 		wantErrOut []string
 	}{
 		{name: "file", args: []string{"render", "-f", filepath.Join(dir, "good.yaml")}, wantCode: 0,
-			wantOut: []string{"kind: ConfigMap", "kind: Service", "kind: Deployment", "image: ghcr.io/tern-gw/ternd:latest", "tern.yaml: |"}},
+			wantOut: []string{"kind: ServiceAccount", "kind: Role\n", "kind: RoleBinding", "kind: ConfigMap", "kind: Service\n", "kind: Deployment",
+				"serviceAccountName: g\n", "app.kubernetes.io/managed-by: tern-operator", "controller: true",
+				"image: ghcr.io/tern-gw/ternd:latest", "tern.yaml: |"}},
 		{name: "directory", args: []string{"render", "-f", dir}, wantCode: 0, wantOut: []string{"kind: Deployment"}},
 		{name: "stdin with status", args: []string{"render", "-f", "-", "--status"}, stdin: good, wantCode: 0,
 			wantOut: []string{"gatewayClasses:", "type: Programmed"}},

@@ -19,7 +19,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/tern-gw/tern/dataplane/config"
-	"github.com/tern-gw/tern/dataplane/k8sconfig"
+	"github.com/tern-gw/tern/internal/kubeclient"
 	"github.com/tern-gw/tern/operator/controller"
 	"github.com/tern-gw/tern/operator/render"
 )
@@ -100,7 +100,7 @@ type managerFlags struct {
 // runManager builds the manager with the controller, health checks and metrics, and runs it
 // until ctx ends.
 func runManager(ctx context.Context, f managerFlags, log *slog.Logger) error {
-	cfg, err := k8sconfig.RESTConfig(f.kubeconfig)
+	cfg, err := kubeclient.RESTConfig(f.kubeconfig)
 	if err != nil {
 		return err
 	}

@@ -73,7 +73,13 @@ func (f *gatewayFile) load(path string) (*config.Config, error) {
 	if err := writeTLSSecrets(in, gw.Namespace, g.TLSSecrets, opts.TLSDir); err != nil {
 		return nil, err
 	}
-	return g.Config, nil
+	// Serve the document the operator would store in the ConfigMap, parsed as -c and
+	// --configmap parse it, so standalone mode cannot drift from the contract.
+	cfg, err := config.Parse([]byte(g.ConfigMap.Data[render.ConfigKey]), os.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("%s: Gateway %s/%s: %w", path, gw.Namespace, gw.Name, err)
+	}
+	return cfg, nil
 }
 
 // pick returns the Gateway f serves: the one f.gateway names, or the first.

@@ -18,22 +18,13 @@ import (
 	"github.com/tern-gw/tern/dataplane/admin"
 	"github.com/tern-gw/tern/dataplane/config"
 	"github.com/tern-gw/tern/dataplane/k8sconfig"
-	"github.com/tern-gw/tern/operator/render"
 )
 
 // loadConfig reads a dataplane config file as the operator renders it: the
 // address placeholders $(POD_IP) and $(NODE_IP) take the values of the
 // environment variables the rendered Deployment sets from the downward API.
 func loadConfig(path string) (*config.Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := render.ParseConfig(data, os.Getenv)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return cfg, nil
+	return config.Load(path, os.Getenv)
 }
 
 // defaultGCPercent is ternd's GOGC unless the environment sets one. The

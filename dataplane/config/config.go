@@ -1,9 +1,14 @@
 // Package config defines the dataplane config: the one contract between
 // tern-operator, which renders it per Gateway, and ternd, which loads it.
 //
-// A config is a single versioned document, YAML or JSON. Load parses and
-// defaults it; Validate checks it and returns errors that name the offending
-// field by its path (for example "listeners[0].port").
+// A config is a single versioned document, YAML or JSON. Parse (and Load,
+// for a file) is the one way to read it: it decodes strictly, replaces the
+// address placeholders $(POD_IP) and $(NODE_IP) from the environment,
+// applies defaults and validates, returning errors that name the offending
+// field by its path (for example "listeners[0].port"). The operator renders
+// documents for Parse; this package imports nothing of the operator or of
+// the Kubernetes API (internal/importrules checks), so both sides link it
+// without the other's dependencies.
 package config
 
 import "slices"

@@ -9,7 +9,7 @@ import (
 // TestLocalExample keeps deploy/examples/local.yaml loadable and saying
 // what its comments claim.
 func TestLocalExample(t *testing.T) {
-	c, err := Load("../../deploy/examples/local.yaml")
+	c, err := Load("../../deploy/examples/local.yaml", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,14 +30,19 @@ func TestLocalExample(t *testing.T) {
 }
 
 func ExampleParse() {
-	c, err := Parse([]byte(`
+	// A config as tern-operator renders it: the relay address is the pod's
+	// IP, which only the pod knows (os.Getenv would be the getenv in ternd).
+	doc := []byte(`
 version: v1
 auth: {type: plaintext, username: user, password: pass}
 listeners:
   - {name: udp, protocol: udp, port: 3478, routes: [media]}
 clusters:
   - {name: media, endpoints: ["10.0.0.7/24"]}
-`))
+relay: {address: $(POD_IP)}
+`)
+	env := map[string]string{"POD_IP": "10.244.0.7"}
+	c, err := Parse(doc, func(k string) string { return env[k] })
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -45,10 +50,15 @@ clusters:
 	p, _ := c.Clusters[0].Prefixes()
 	fmt.Println(c.Auth.Type, c.Listeners[0].Protocol, c.Listeners[0].Address, c.Relay.Address, c.Relay.MinPort, c.Relay.MaxPort, p)
 
-	_, err = Parse([]byte(`{"version": "v1", "listeners": [{"name": "udp", "protocol": "TURN-UDP", "port": 70000}]}`))
+	// Without the variable the placeholder cannot be replaced.
+	_, err = Parse(doc, nil)
+	fmt.Println(err)
+
+	_, err = Parse([]byte(`{"version": "v1", "listeners": [{"name": "udp", "protocol": "TURN-UDP", "port": 70000}]}`), nil)
 	fmt.Println(err)
 	// Output:
-	// static TURN-UDP 0.0.0.0 127.0.0.1 20000 29999 [10.0.0.0/24]
+	// static TURN-UDP 0.0.0.0 10.244.0.7 20000 29999 [10.0.0.0/24]
+	// parse config: relay.address: $(POD_IP) needs the environment variable POD_IP
 	// auth.username: required for static auth
 	// auth.password: required for static auth
 	// listeners[0].port: must be 1-65535, got 70000

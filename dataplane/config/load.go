@@ -23,27 +23,43 @@ const (
 	DefaultNonceLifetime = 600 // seconds
 )
 
-// Load reads the config file at path and returns Parse's result. Errors,
-// whether from reading, decoding or validation, are wrapped with the path.
-func Load(path string) (*Config, error) {
+// Load reads the config file at path and returns Parse(data, getenv).
+// Errors, whether from reading, decoding, placeholders or validation, are
+// wrapped with the path.
+func Load(path string, getenv func(string) string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("load config: %w", err) // *PathError already names the path
 	}
-	c, err := Parse(data)
+	c, err := Parse(data, getenv)
 	if err != nil {
 		return nil, fmt.Errorf("load config %s: %w", path, err)
 	}
 	return c, nil
 }
 
-// Parse decodes a config from YAML or JSON (JSON is YAML), applies
-// SetDefaults and then Validate. Decoding is strict: an unknown or duplicate
-// field is an error that names it. It returns the config, or nil and either
-// the decoding error or Validate's error (a join of *FieldError).
-func Parse(data []byte) (*Config, error) {
+// Parse turns a config document, as the operator renders it or a person
+// writes it, into the config ternd runs. It is the only way in: ternd (file
+// and ConfigMap), the operator's check of what it renders, and the fuzz
+// target all parse with it.
+//
+// In order, it decodes data as YAML or JSON (JSON is YAML), strictly: an
+// unknown or duplicate field is an error that names it. It replaces address
+// placeholders (PlaceholderPodIP, PlaceholderNodeIP) with the values getenv
+// returns for POD_IP and NODE_IP; getenv is os.Getenv in a pod, and nil
+// means no variable is set, so a placeholder is then an error. It applies
+// SetDefaults, after the placeholders so that a relay address defaulted from
+// a listener's gets the real IP, and then Validate.
+//
+// It returns the config, or nil and the error: a decoding or placeholder
+// error prefixed "parse config: ", or Validate's error unwrapped (a join of
+// *FieldError).
+func Parse(data []byte, getenv func(string) string) (*Config, error) {
 	var c Config
 	if err := yaml.UnmarshalStrict(data, &c); err != nil {
+		return nil, fmt.Errorf("parse config: %w", err)
+	}
+	if err := c.expandPlaceholders(getenv); err != nil {
 		return nil, fmt.Errorf("parse config: %w", err)
 	}
 	c.SetDefaults()

@@ -40,7 +40,7 @@ func TestParseDefaults(t *testing.T) {
 	}
 	for name, in := range map[string]string{"yaml": minimalYAML, "json": minimalJSON} {
 		t.Run(name, func(t *testing.T) {
-			c, err := Parse([]byte(in))
+			c, err := Parse([]byte(in), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -132,7 +132,7 @@ listeners:
   - {name: a, protocol: udp, port: 3478}
   - {name: b, protocol: Turn-Tcp, port: 3478}
 `
-	c, err := Parse([]byte(in))
+	c, err := Parse([]byte(in), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestParseErrors(t *testing.T) {
 		{"empty", "", []string{"version:", "listeners:"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := Parse([]byte(tc.in))
+			c, err := Parse([]byte(tc.in), nil)
 			if err == nil {
 				t.Fatalf("Parse succeeded: %+v", c)
 			}
@@ -174,7 +174,7 @@ func TestParseErrors(t *testing.T) {
 }
 
 func TestParseValidationErrorIsFieldErrors(t *testing.T) {
-	_, err := Parse([]byte(`{"version":"v2","auth":{"type":"oauth"}}`))
+	_, err := Parse([]byte(`{"version":"v2","auth":{"type":"oauth"}}`), nil)
 	fes := fieldErrors(err)
 	if len(fes) < 3 {
 		t.Fatalf("want several FieldErrors, got %v", err)
@@ -195,15 +195,15 @@ func TestLoad(t *testing.T) {
 	if err := os.WriteFile(bad, []byte(`{"version":"v1","extra":1}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if c, err := Load(good); err != nil || c.Listeners[0].Name != "udp" {
+	if c, err := Load(good, nil); err != nil || c.Listeners[0].Name != "udp" {
 		t.Errorf("Load(good) = %+v, %v", c, err)
 	}
-	_, err := Load(bad)
+	_, err := Load(bad, nil)
 	if err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), `"extra"`) {
 		t.Errorf("Load(bad) error %v: want path and field name", err)
 	}
 	missing := filepath.Join(dir, "missing.yaml")
-	_, err = Load(missing)
+	_, err = Load(missing, nil)
 	if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), missing) {
 		t.Errorf("Load(missing) error %v: want ErrNotExist naming the path", err)
 	}

@@ -24,7 +24,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/tern-gw/tern/dataplane/config"
-	"github.com/tern-gw/tern/operator/render"
+	"github.com/tern-gw/tern/internal/kubeclient"
 )
 
 // retryPeriod (a variable for tests) is how often the last seen ConfigMap is offered again while applying it keeps
@@ -34,7 +34,7 @@ var retryPeriod = 10 * time.Second
 
 // Watch follows the ConfigMap namespace/name through the API server and calls apply with the
 // config held under key each time a new, valid one appears, the first time included. The
-// config is read as the operator renders it (render.ParseConfig): the address placeholders
+// config is read as the operator renders it (config.Parse): the address placeholders
 // $(POD_IP) and $(NODE_IP) take the values of the environment variables POD_IP and NODE_IP,
 // which the rendered Deployment sets from the downward API. It uses
 // the kubeconfig file at kubeconfig, or when that is "" the usual defaults: $KUBECONFIG,
@@ -59,9 +59,9 @@ func Watch(ctx context.Context, kubeconfig, namespace, name, key string, apply f
 	if log == nil {
 		log = slog.Default()
 	}
-	rc, err := RESTConfig(kubeconfig)
+	rc, err := kubeclient.RESTConfig(kubeconfig)
 	if err != nil {
-		return err
+		return fmt.Errorf("k8sconfig: %w", err)
 	}
 	rc.UserAgent = "ternd"
 	cs, err := corev1client.NewForConfig(rc)
@@ -132,7 +132,7 @@ func (w *watcher) offer(obj any) {
 	if w.bad != nil && bytes.Equal(data, w.bad) {
 		return
 	}
-	c, err := render.ParseConfig(data, os.Getenv)
+	c, err := config.Parse(data, os.Getenv)
 	if err != nil {
 		w.bad = data
 		w.log.Error("invalid dataplane config; keeping the running config",

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -13,29 +14,31 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/tern-gw/tern/operator/render"
 )
 
 // FieldOwner is the server-side apply field manager of everything the operator writes.
 const FieldOwner = "tern-operator"
 
-// Labels the operator puts on every object it renders, so it can find (and prune) them and so
-// its cache holds only its own ConfigMaps and Deployments, not every one in the cluster.
-const (
-	ManagedByLabel = "app.kubernetes.io/managed-by"
-	ManagedByValue = "tern-operator"
-)
+// managedBy selects the objects render labels as the operator's (render.LabelManagedBy), so
+// prune finds them and the cache holds only the operator's own ConfigMaps, Deployments and
+// RBAC objects, not every one in the cluster.
+var managedBy = map[string]string{render.LabelManagedBy: render.LabelManagedByValue}
 
 // HashAnnotation holds a digest of what the operator last applied to an object, so unchanged
 // objects are not sent again.
 const HashAnnotation = "operator.tern-gw.io/rendered-hash"
 
-// applyOwned writes obj (a rendered ConfigMap, Deployment or Service) with server-side apply,
-// owned by gw so that deleting the Gateway garbage-collects it. obj is not modified.
+// applyOwned writes obj, an object render returned for gw, with server-side apply. obj is not
+// modified: render has named, labelled and owned it, and an object that is not in gw's
+// namespace, labelled managedBy and controlled by gw is refused, since prune and the cache
+// would then never find it again.
 //
 // Server-side apply rather than update: the operator states only the fields it renders, so
 // fields other managers set (a LoadBalancer controller's annotations, defaulted fields) are
@@ -45,18 +48,8 @@ const HashAnnotation = "operator.tern-gw.io/rendered-hash"
 // deleted object or an edited ConfigMap at once. A Deployment's replicas are left out once
 // someone else (an autoscaler, kubectl scale) owns them, as the Dataplane reference asks.
 func (r *Reconciler) applyOwned(ctx context.Context, obj client.Object, gw *gwapiv1.Gateway) error {
-	obj = obj.DeepCopyObject().(client.Object)
-	if obj.GetNamespace() == "" {
-		obj.SetNamespace(gw.Namespace)
-	}
-	labels := obj.GetLabels()
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels[ManagedByLabel] = ManagedByValue
-	obj.SetLabels(labels)
-	if err := controllerutil.SetControllerReference(gw, obj, r.client.Scheme()); err != nil {
-		return fmt.Errorf("owner reference: %w", err)
+	if err := checkApplicable(obj, gw); err != nil {
+		return err
 	}
 	u, err := r.toApplyObject(obj)
 	if err != nil {
@@ -81,6 +74,20 @@ func (r *Reconciler) applyOwned(ctx context.Context, obj client.Object, gw *gwap
 		}
 	}
 	return r.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership)
+}
+
+// checkApplicable returns an error unless obj is in gw's namespace, labelled managedBy and
+// controlled by gw, as render promises for every object it returns.
+func checkApplicable(obj client.Object, gw *gwapiv1.Gateway) error {
+	switch {
+	case obj.GetNamespace() != gw.Namespace:
+		return fmt.Errorf("rendered in namespace %q, not the Gateway's", obj.GetNamespace())
+	case !labels.SelectorFromSet(managedBy).Matches(labels.Set(obj.GetLabels())):
+		return fmt.Errorf("rendered without the label %s=%s", render.LabelManagedBy, render.LabelManagedByValue)
+	case !metav1.IsControlledBy(obj, gw):
+		return errors.New("rendered without the Gateway as its controlling owner")
+	}
+	return nil
 }
 
 // sameConfig reports whether cur holds the data of rendered when both are ConfigMaps (and is

@@ -5,8 +5,12 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/tern-gw/tern/operator/render"
 )
 
 func TestReplicasOwnedByOthers(t *testing.T) {
@@ -77,5 +81,34 @@ func TestContentHash(t *testing.T) {
 	}
 	if a1 == b {
 		t.Errorf("different content, same hash %s", a1)
+	}
+}
+
+// TestCheckApplicable: what render returns passes as is, and an object that lost what prune and
+// the cache rely on is refused rather than repaired.
+func TestCheckApplicable(t *testing.T) {
+	gw := &gwapiv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "g", UID: "uid-1"}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Namespace: "ns", Name: "g",
+		Labels: map[string]string{render.LabelManagedBy: render.LabelManagedByValue},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: gwapiv1.GroupVersion.String(), Kind: "Gateway",
+			Name: "g", UID: "uid-1", Controller: ptr(true)}},
+	}}
+	if err := checkApplicable(cm, gw); err != nil {
+		t.Fatalf("rendered object refused: %v", err)
+	}
+	for name, edit := range map[string]func(*corev1.ConfigMap){
+		"other namespace": func(o *corev1.ConfigMap) { o.Namespace = "other" },
+		"no label":        func(o *corev1.ConfigMap) { o.Labels = nil },
+		"other owner":     func(o *corev1.ConfigMap) { o.OwnerReferences[0].UID = "uid-2" },
+		"owner, not controller": func(o *corev1.ConfigMap) {
+			o.OwnerReferences[0].Controller = nil
+		},
+	} {
+		o := cm.DeepCopy()
+		edit(o)
+		if err := checkApplicable(o, gw); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
 	}
 }

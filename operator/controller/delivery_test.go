@@ -87,7 +87,7 @@ func TestDelivery(t *testing.T) {
 	applyYAML(t, c, []byte(deliveryYAML))
 	testenv.Eventually(t, waitTimeout, func() error { return get(c, "delivery", "gw", &corev1.ConfigMap{}) })
 
-	// The pods run as the ServiceAccount the operator sets on the Deployment.
+	// The pods run as the ServiceAccount render sets on the Deployment.
 	kubeconfig := env.ImpersonatingKubeconfig(t, "system:serviceaccount:delivery:gw")
 
 	t.Run("access limited to the Gateway's ConfigMap", func(t *testing.T) {

@@ -37,7 +37,7 @@ func (r *Reconciler) prune(ctx context.Context, in *render.Input, res *render.Re
 	}
 
 	var errs []error
-	sel := client.MatchingLabels{ManagedByLabel: ManagedByValue}
+	sel := client.MatchingLabels(managedBy)
 	for _, l := range []client.ObjectList{&corev1.ConfigMapList{}, &corev1.ServiceList{}, &appsv1.DeploymentList{},
 		&corev1.ServiceAccountList{}, &rbacv1.RoleList{}, &rbacv1.RoleBindingList{}} {
 		if err := r.client.List(ctx, l, sel); err != nil {

@@ -70,11 +70,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 			errs = append(errs, fmt.Errorf("rendered Gateway %s/%s is not in the input", g.Namespace, g.Name))
 			continue
 		}
-		objs := dataplaneAccess(g) // first: it sets the Deployment's service account
-		for _, obj := range g.Objects() {
-			objs = append(objs, obj.(client.Object))
-		}
-		for _, obj := range objs {
+		for _, o := range g.Objects() {
+			obj := o.(client.Object) // the same method set
 			if err := r.applyOwned(ctx, obj, gw); err != nil {
 				errs = append(errs, fmt.Errorf("gateway %s/%s: apply %T %s: %w", g.Namespace, g.Name, obj, obj.GetName(), err))
 			}

@@ -323,7 +323,7 @@ spec:
 func parseConfig(t *testing.T, cm *corev1.ConfigMap) *config.Config {
 	t.Helper()
 	env := map[string]string{"POD_IP": "10.244.0.10", "NODE_IP": "192.168.0.10"}
-	cfg, err := render.ParseConfig([]byte(cm.Data[render.ConfigKey]), func(k string) string { return env[k] })
+	cfg, err := config.Parse([]byte(cm.Data[render.ConfigKey]), func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatalf("ConfigMap %s/%s: %v", cm.Namespace, cm.Name, err)
 	}

@@ -31,7 +31,7 @@ import (
 // Deployments, ServiceAccounts, Roles and RoleBindings are cached only when the operator
 // manages them, since it reads no others and a cluster has many.
 func CacheOptions() cache.Options {
-	sel := labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedByValue})
+	sel := labels.SelectorFromSet(managedBy)
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
 		&corev1.ConfigMap{}:      {Label: sel},
 		&appsv1.Deployment{}:     {Label: sel},

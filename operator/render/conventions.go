@@ -13,13 +13,6 @@ const (
 	// with files tls.crt and tls.key.
 	TLSDir = "/etc/tern/tls"
 
-	// PlaceholderPodIP in an address field of the config stands for the
-	// pod's IP (env POD_IP, from status.podIP).
-	PlaceholderPodIP = "$(POD_IP)"
-	// PlaceholderNodeIP stands for the node's IP (env NODE_IP, from
-	// status.hostIP).
-	PlaceholderNodeIP = "$(NODE_IP)"
-
 	// HealthPort serves /live and /ready unless the Dataplane disables it.
 	HealthPort = 8086
 	// MetricsPort serves /metrics when the Dataplane enables it.

@@ -23,7 +23,8 @@ const (
 // deployment renders the dataplane Deployment of gw from the Dataplane
 // template dp: one ternd container reading the ConfigMap at ConfigPath,
 // with the listener ports, probes on HealthPort unless disabled, the
-// metrics port when enabled, and the TLS Secrets mounted under TLSDir.
+// metrics port when enabled, and the TLS Secrets mounted under TLSDir. Its
+// pods run as the ServiceAccount of dataplaneAccess.
 func (r *renderer) deployment(gw *gwapiv1.Gateway, dp *stnrv1.Dataplane, listeners []*listenerState, tlsSecrets []string) *appsv1.Deployment {
 	spec := &dp.Spec
 	meta := objectMeta(gw)
@@ -68,6 +69,7 @@ func (r *renderer) deployment(gw *gwapiv1.Gateway, dp *stnrv1.Dataplane, listene
 
 	pod := corev1.PodSpec{
 		Containers:                    []corev1.Container{c},
+		ServiceAccountName:            serviceAccountName(gw),
 		HostNetwork:                   spec.HostNetwork,
 		Affinity:                      spec.Affinity,
 		Tolerations:                   spec.Tolerations,

@@ -1,7 +1,11 @@
 // Package render turns a set of Gateway API and stunner.l7mp.io/v1 objects
 // into, per Gateway, the dataplane config ternd loads and the Kubernetes
-// objects that run it: a ConfigMap, a Deployment and a Service. It also
-// says what status the controller should write and which problems it found.
+// objects that run it: a ConfigMap, a Deployment, a Service, and the
+// ServiceAccount, Role and RoleBinding that let the pods read the ConfigMap
+// through the API. The objects are complete, labels and owner reference
+// included, so what `tern-operator render` prints is what the controller
+// applies. It also says what status the controller should write and which
+// problems it found.
 //
 // Render is a pure function: it reads only its Input, talks to no API
 // server and never panics on invalid objects; an invalid object yields a
@@ -20,13 +24,15 @@
 //
 // Addresses known only at run time: a pod's IP is not known when the config
 // is rendered, so address fields of the config may hold a placeholder,
-// PlaceholderPodIP or PlaceholderNodeIP, which the dataplane replaces with
-// its POD_IP and NODE_IP environment variables (filled by the Deployment
-// from the downward API: status.podIP and status.hostIP) before validating
-// the config. See ExpandPlaceholders and ParseConfig. The relay address is
-// $(POD_IP); with hostNetwork it is $(NODE_IP), the node's own address,
-// which is the pod's address too in that case. Only whole field values are
-// replaced, so passwords containing "$(" are never touched.
+// config.PlaceholderPodIP or config.PlaceholderNodeIP, which the dataplane
+// replaces with its POD_IP and NODE_IP environment variables (filled by the
+// Deployment from the downward API: status.podIP and status.hostIP) before
+// validating the config. This package only produces placeholders; reading
+// them is config.Parse's job, the same Parse Render checks every rendered
+// config with. The relay address is $(POD_IP); with hostNetwork it is
+// $(NODE_IP), the node's own address, which is the pod's address too in
+// that case. Only whole field values are replaced, so passwords containing
+// "$(" are never touched.
 //
 // TLS: a TURN-TLS or TURN-DTLS listener's certificateRef must name a Secret
 // in the Gateway's namespace (a pod can mount no other) with keys tls.crt

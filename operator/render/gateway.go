@@ -70,7 +70,11 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 
 	if gc != nil && len(fatal) == 0 {
 		cfg := r.buildConfig(gw, auth, logLevel, dp, listeners, public)
-		if err := validateRendered(cfg); err != nil {
+		data, err := MarshalConfig(cfg)
+		if err == nil {
+			err = checkRendered(data)
+		}
+		if err != nil {
 			var fe *config.FieldError
 			for _, e := range unjoin(err) {
 				if errors.As(e, &fe) {
@@ -82,16 +86,11 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 		} else {
 			res.Config = cfg
 			res.TLSSecrets = tlsSecrets(listeners)
-			cm, err := r.configMap(gw, cfg)
-			if err != nil {
-				fatal = append(fatal, r.problems.errorf(ref, "", "dataplane config: %v", err))
-				res.Config = nil
-			} else {
-				res.ConfigMap = cm
-				res.Service = r.service(gw, gc, listeners, svcType, mixed)
-				if dp != nil {
-					res.Deployment = r.deployment(gw, dp, listeners, res.TLSSecrets)
-				}
+			res.ConfigMap = r.configMap(gw, data)
+			res.Service = r.service(gw, gc, listeners, svcType, mixed)
+			if dp != nil {
+				res.ServiceAccount, res.Role, res.RoleBinding = dataplaneAccess(gw, res.ConfigMap.Name)
+				res.Deployment = r.deployment(gw, dp, listeners, res.TLSSecrets)
 			}
 		}
 	}
@@ -246,24 +245,22 @@ func (r *renderer) buildConfig(gw *gwapiv1.Gateway, auth config.Auth, logLevel s
 		// Bound to the pod's address, which is what peers reach and what
 		// XOR-RELAYED-ADDRESS must carry; under hostNetwork that is the
 		// node's address.
-		cfg.Relay.Address = PlaceholderPodIP
+		cfg.Relay.Address = config.PlaceholderPodIP
 		if dp != nil && dp.Spec.HostNetwork {
-			cfg.Relay.Address = PlaceholderNodeIP
+			cfg.Relay.Address = config.PlaceholderNodeIP
 		}
 	}
 	cfg.SetDefaults()
 	return cfg
 }
 
-// validateRendered validates cfg as ternd will after replacing the address
-// placeholders (with a documentation address here).
-func validateRendered(cfg *config.Config) error {
-	c := *cfg
-	c.Listeners = append([]config.Listener(nil), cfg.Listeners...)
-	if err := ExpandPlaceholders(&c, func(string) string { return "192.0.2.1" }); err != nil {
-		return err
-	}
-	return c.Validate()
+// checkRendered parses data, a marshalled config, exactly as ternd will
+// (config.Parse), with a documentation address standing in for the pod's
+// and node's IPs, so that a config the dataplane would refuse is reported
+// as a problem rather than shipped.
+func checkRendered(data []byte) error {
+	_, err := config.Parse(data, func(string) string { return "192.0.2.1" })
+	return err
 }
 
 func unjoin(err error) []error {

@@ -9,7 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/tern-gw/tern/dataplane/config"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.out.yaml from the current output")
@@ -69,13 +72,19 @@ func renderFile(t *testing.T, path string) []byte {
 		t.Fatalf("decode %s: %v", path, err)
 	}
 	res := Render(in, Options{})
-	// Every rendered config must load the way ternd loads it.
+	gateways := map[string]*gwapiv1.Gateway{}
+	for i := range in.Gateways {
+		gateways[nsName(in.Gateways[i].Namespace, in.Gateways[i].Name)] = &in.Gateways[i]
+	}
 	for _, g := range res.Gateways {
+		// Every object is complete as the controller applies it.
+		checkObjectsComplete(t, gateways[nsName(g.Namespace, g.Name)], &g)
+		// Every rendered config must load the way ternd loads it.
 		if g.ConfigMap == nil {
 			continue
 		}
 		env := map[string]string{"POD_IP": "10.244.0.7", "NODE_IP": "192.168.1.10"}
-		if _, err := ParseConfig([]byte(g.ConfigMap.Data[ConfigKey]), func(k string) string { return env[k] }); err != nil {
+		if _, err := config.Parse([]byte(g.ConfigMap.Data[ConfigKey]), func(k string) string { return env[k] }); err != nil {
 			t.Errorf("Gateway %s/%s: rendered config does not load: %v", g.Namespace, g.Name, err)
 		}
 	}

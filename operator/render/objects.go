@@ -48,17 +48,14 @@ func objectMeta(gw *gwapiv1.Gateway) metav1.ObjectMeta {
 	}
 }
 
-// configMap holds the dataplane config of gw under ConfigKey.
-func (r *renderer) configMap(gw *gwapiv1.Gateway, cfg *config.Config) (*corev1.ConfigMap, error) {
-	data, err := MarshalConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
+// configMap holds data, the marshalled dataplane config of gw, under
+// ConfigKey.
+func (r *renderer) configMap(gw *gwapiv1.Gateway, data []byte) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: objectMeta(gw),
 		Data:       map[string]string{ConfigKey: string(data)},
-	}, nil
+	}
 }
 
 // MarshalConfig returns cfg as the YAML document stored in the ConfigMap.

@@ -38,10 +38,12 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Render computes, from the objects in in, the dataplane config and the
-// ConfigMap, Deployment and Service of every Gateway whose GatewayClass has
-// the controller name of opts, the status of those classes, Gateways and
-// the routes attached to them, and the problems found. It neither modifies
+// Render computes, from the objects in in, for every Gateway whose
+// GatewayClass has the controller name of opts, the dataplane config and
+// every object the controller applies for it (ConfigMap, Service,
+// Deployment, and the ServiceAccount, Role and RoleBinding of its pods);
+// the status of those classes, Gateways and the routes attached to them;
+// and the problems found. It neither modifies
 // in nor keeps references into it, and returns a deterministic Result.
 func Render(in *Input, opts Options) *Result {
 	r := newRenderer(in, opts.withDefaults())

@@ -3,6 +3,7 @@ package render
 import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -36,19 +37,28 @@ type GatewayClassResult struct {
 
 // GatewayResult is one Gateway's rendering. When the Gateway cannot be
 // rendered (its class or GatewayConfig is invalid, no listener is usable,
-// the credentials are missing) Config, ConfigMap, Deployment and Service
-// are nil and Status says why; a controller should then leave the objects
-// it created earlier in place rather than delete them. A missing Dataplane
-// leaves only Deployment nil.
+// the credentials are missing) Config and every object are nil and Status
+// says why; a controller should then leave the objects it created earlier
+// in place rather than delete them. A missing Dataplane leaves the
+// Deployment and its ServiceAccount, Role and RoleBinding nil.
+//
+// The objects are complete as they are to be applied: named, in the
+// Gateway's namespace, labelled LabelManagedBy=LabelManagedByValue and
+// controlled by the Gateway through an owner reference.
 type GatewayResult struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	// Config is the dataplane config, as stored in ConfigMap. Address
-	// fields may hold PlaceholderPodIP or PlaceholderNodeIP.
+	// fields may hold config.PlaceholderPodIP or config.PlaceholderNodeIP.
 	Config     *config.Config     `json:"config,omitempty"`
 	ConfigMap  *corev1.ConfigMap  `json:"configMap,omitempty"`
 	Deployment *appsv1.Deployment `json:"deployment,omitempty"`
 	Service    *corev1.Service    `json:"service,omitempty"`
+	// ServiceAccount, Role and RoleBinding let the Deployment's pods read
+	// ConfigMap through the API.
+	ServiceAccount *corev1.ServiceAccount `json:"serviceAccount,omitempty"`
+	Role           *rbacv1.Role           `json:"role,omitempty"`
+	RoleBinding    *rbacv1.RoleBinding    `json:"roleBinding,omitempty"`
 	// TLSSecrets are the Secrets (in the Gateway's namespace) whose tls.crt
 	// and tls.key the config's listeners use, each expected under
 	// TLSDir/<name>/ (Options.TLSDir when set).
@@ -65,10 +75,20 @@ type Object interface {
 	runtime.Object
 }
 
-// Objects returns the objects to create or update for the Gateway, in the
-// order to apply them: ConfigMap, Service, Deployment. Nil ones are left out.
+// Objects returns every object to create or update for the Gateway, in the
+// order to apply them: ServiceAccount, Role, RoleBinding (the pods need
+// them at start), ConfigMap, Service, Deployment. Nil ones are left out.
 func (g *GatewayResult) Objects() []Object {
 	var out []Object
+	if g.ServiceAccount != nil {
+		out = append(out, g.ServiceAccount)
+	}
+	if g.Role != nil {
+		out = append(out, g.Role)
+	}
+	if g.RoleBinding != nil {
+		out = append(out, g.RoleBinding)
+	}
 	if g.ConfigMap != nil {
 		out = append(out, g.ConfigMap)
 	}

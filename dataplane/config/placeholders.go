@@ -1,0 +1,61 @@
+package config
+
+import "fmt"
+
+// Address placeholders. A pod's IP is not known when the operator renders
+// a config, so an address field may hold one of these instead; Parse
+// replaces it with the value of an environment variable, which the
+// rendered Deployment fills from the downward API.
+const (
+	// PlaceholderPodIP stands for the pod's IP: environment variable
+	// POD_IP (status.podIP).
+	PlaceholderPodIP = "$(POD_IP)"
+	// PlaceholderNodeIP stands for the node's IP: environment variable
+	// NODE_IP (status.hostIP).
+	PlaceholderNodeIP = "$(NODE_IP)"
+)
+
+// placeholderEnv maps each placeholder to the environment variable holding
+// its value.
+var placeholderEnv = map[string]string{
+	PlaceholderPodIP:  "POD_IP",
+	PlaceholderNodeIP: "NODE_IP",
+}
+
+// expandPlaceholders replaces, in the address fields of c (each listener's
+// address and publicAddress, the relay's address and publicAddress), a
+// value that is exactly a placeholder with the value getenv returns for its
+// variable; a nil getenv sets no variable. Only whole values in address
+// fields are replaced, so a password that happens to contain "$(" is never
+// touched. It returns an error naming the first field whose variable is
+// empty.
+func (c *Config) expandPlaceholders(getenv func(string) string) error {
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	expand := func(field string, v *string) error {
+		env, ok := placeholderEnv[*v]
+		if !ok {
+			return nil
+		}
+		val := getenv(env)
+		if val == "" {
+			return fmt.Errorf("%s: %s needs the environment variable %s", field, *v, env)
+		}
+		*v = val
+		return nil
+	}
+	for i := range c.Listeners {
+		l := &c.Listeners[i]
+		if err := expand(fmt.Sprintf("listeners[%d].address", i), &l.Address); err != nil {
+			return err
+		}
+		if err := expand(fmt.Sprintf("listeners[%d].publicAddress", i), &l.PublicAddress); err != nil {
+			return err
+		}
+	}
+	if err := expand("relay.address", &c.Relay.Address); err != nil {
+		return err
+	}
+	return expand("relay.publicAddress", &c.Relay.PublicAddress)
+}

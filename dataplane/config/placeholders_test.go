@@ -1,0 +1,110 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+// testEnv is the environment of a dataplane pod, for getenv arguments.
+func testEnv(k string) string {
+	return map[string]string{"POD_IP": "10.244.0.7", "NODE_IP": "192.168.1.10"}[k]
+}
+
+func TestExpandPlaceholders(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     Config
+		getenv  func(string) string
+		want    Config
+		wantErr string
+	}{
+		{
+			name:   "relay address from the pod, public from the node",
+			cfg:    Config{Relay: Relay{Address: PlaceholderPodIP, PublicAddress: PlaceholderNodeIP}},
+			getenv: testEnv,
+			want:   Config{Relay: Relay{Address: "10.244.0.7", PublicAddress: "192.168.1.10"}},
+		},
+		{
+			name: "listener fields, and only whole values of address fields",
+			cfg: Config{
+				Listeners: []Listener{{Address: PlaceholderNodeIP, PublicAddress: "x" + PlaceholderPodIP}},
+				Auth:      Auth{Password: PlaceholderPodIP},
+			},
+			getenv: testEnv,
+			want: Config{
+				Listeners: []Listener{{Address: "192.168.1.10", PublicAddress: "x" + PlaceholderPodIP}},
+				Auth:      Auth{Password: PlaceholderPodIP},
+			},
+		},
+		{
+			name:    "missing variable names the field",
+			cfg:     Config{Listeners: []Listener{{}, {Address: PlaceholderPodIP}}},
+			getenv:  func(string) string { return "" },
+			wantErr: "listeners[1].address: $(POD_IP) needs the environment variable POD_IP",
+		},
+		{
+			name:    "nil getenv sets no variable",
+			cfg:     Config{Relay: Relay{PublicAddress: PlaceholderNodeIP}},
+			wantErr: "relay.publicAddress: $(NODE_IP) needs the environment variable NODE_IP",
+		},
+		{
+			name: "nil getenv is fine without placeholders",
+			cfg:  Config{Relay: Relay{Address: "10.0.0.1"}},
+			want: Config{Relay: Relay{Address: "10.0.0.1"}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := tt.cfg
+			err := c.expandPlaceholders(tt.getenv)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !c.Relay.Equal(tt.want.Relay) || c.Auth != tt.want.Auth || len(c.Listeners) != len(tt.want.Listeners) {
+				t.Fatalf("got %+v, want %+v", c, tt.want)
+			}
+			for i := range c.Listeners {
+				if c.Listeners[i].Address != tt.want.Listeners[i].Address || c.Listeners[i].PublicAddress != tt.want.Listeners[i].PublicAddress {
+					t.Fatalf("listener %d: got %+v, want %+v", i, c.Listeners[i], tt.want.Listeners[i])
+				}
+			}
+		})
+	}
+}
+
+func TestParsePlaceholders(t *testing.T) {
+	doc := "version: v1\nauth: {type: static, username: u, password: p}\nlisteners: [{name: l, protocol: TURN-UDP, port: 3478}]\nrelay: {address: $(POD_IP)}\n"
+	c, err := Parse([]byte(doc), testEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Relay.Address != "10.244.0.7" || c.Relay.MinPort != DefaultRelayMinPort {
+		t.Fatalf("relay %+v", c.Relay)
+	}
+	if _, err := Parse([]byte(doc), nil); err == nil || !strings.HasPrefix(err.Error(), "parse config: relay.address") {
+		t.Fatalf("error %v, want one naming relay.address", err)
+	}
+	if _, err := Parse([]byte(doc+"bogus: 1\n"), testEnv); err == nil || !strings.Contains(err.Error(), `"bogus"`) {
+		t.Fatalf("error %v, want one naming the unknown field", err)
+	}
+}
+
+// TestParsePlaceholderBeforeDefaults: the relay address defaults to the
+// first listener's, so a listener placeholder must be replaced first or the
+// relay would get no address (a placeholder is not an IP).
+func TestParsePlaceholderBeforeDefaults(t *testing.T) {
+	doc := "version: v1\nauth: {type: static, username: u, password: p}\nlisteners: [{name: l, protocol: TURN-UDP, address: $(NODE_IP), port: 3478}]\n"
+	c, err := Parse([]byte(doc), testEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listeners[0].Address != "192.168.1.10" || c.Relay.Address != "192.168.1.10" {
+		t.Fatalf("listener address %q, relay address %q; want the node IP for both", c.Listeners[0].Address, c.Relay.Address)
+	}
+}

@@ -1,0 +1,82 @@
+package render
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+func TestDataplaneAccess(t *testing.T) {
+	in := minimalInput()
+	in.Gateways[0].UID = "gw-uid"
+	in.WithDefaultDataplane()
+	g := Render(in, Options{}).Gateway("ns", "g")
+	if g == nil || g.Deployment == nil {
+		t.Fatal("Gateway g not rendered with a Deployment")
+	}
+	var kinds []string
+	for _, o := range g.Objects() {
+		kinds = append(kinds, o.GetObjectKind().GroupVersionKind().Kind)
+	}
+	if want := "[ServiceAccount Role RoleBinding ConfigMap Service Deployment]"; fmt.Sprint(kinds) != want {
+		t.Errorf("Objects() kinds %v, want %s (the pods' account before the pods)", kinds, want)
+	}
+	if sa := g.Deployment.Spec.Template.Spec.ServiceAccountName; sa != g.ServiceAccount.Name {
+		t.Errorf("Deployment runs as %q, the rendered ServiceAccount is %q", sa, g.ServiceAccount.Name)
+	}
+	wantRules := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
+		ResourceNames: []string{g.ConfigMap.Name}, Verbs: []string{"get", "list", "watch"}}}
+	if !reflect.DeepEqual(g.Role.Rules, wantRules) {
+		t.Errorf("role rules %+v, want %+v", g.Role.Rules, wantRules)
+	}
+	b := g.RoleBinding
+	wantSubjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "ns", Name: g.ServiceAccount.Name}}
+	if b.RoleRef != (rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: g.Role.Name}) || !reflect.DeepEqual(b.Subjects, wantSubjects) {
+		t.Errorf("binding %+v -> %+v, want role %s bound to %+v", b.RoleRef, b.Subjects, g.Role.Name, wantSubjects)
+	}
+	checkObjectsComplete(t, &in.Gateways[0], g)
+}
+
+// TestNoAccessWithoutDeployment: no pods, nothing to grant.
+func TestNoAccessWithoutDeployment(t *testing.T) {
+	g := Render(minimalInput(), Options{}).Gateway("ns", "g") // no Dataplane
+	if g == nil || g.ConfigMap == nil || g.Deployment != nil {
+		t.Fatal("want a ConfigMap and no Deployment")
+	}
+	if g.ServiceAccount != nil || g.Role != nil || g.RoleBinding != nil {
+		t.Errorf("access rendered without a Deployment: %v %v %v", g.ServiceAccount, g.Role, g.RoleBinding)
+	}
+}
+
+// checkObjectsComplete fails unless every object of g is as the controller applies it:
+// in the Gateway's namespace, labelled managed-by, controlled by gw (which prune and the
+// controller's cache rely on), and the Deployment's account is one g renders.
+func checkObjectsComplete(t *testing.T, gw *gwapiv1.Gateway, g *GatewayResult) {
+	t.Helper()
+	for _, o := range g.Objects() {
+		what := fmt.Sprintf("Gateway %s/%s: %T %s/%s", g.Namespace, g.Name, o, o.GetNamespace(), o.GetName())
+		if o.GetNamespace() != gw.Namespace || o.GetName() == "" {
+			t.Errorf("%s: not named in the Gateway's namespace", what)
+		}
+		if o.GetLabels()[LabelManagedBy] != LabelManagedByValue {
+			t.Errorf("%s: labels %v lack %s=%s", what, o.GetLabels(), LabelManagedBy, LabelManagedByValue)
+		}
+		if !metav1.IsControlledBy(o, gw) {
+			t.Errorf("%s: owner references %+v do not name the Gateway as controller", what, o.GetOwnerReferences())
+		}
+		if o.GetObjectKind().GroupVersionKind().Kind == "" {
+			t.Errorf("%s: no apiVersion/kind", what)
+		}
+	}
+	if d := g.Deployment; d != nil {
+		sa := g.ServiceAccount
+		if sa == nil || g.Role == nil || g.RoleBinding == nil || d.Spec.Template.Spec.ServiceAccountName != sa.Name {
+			t.Errorf("Gateway %s/%s: the Deployment's pods run as %q without the rendered ServiceAccount, Role and RoleBinding",
+				g.Namespace, g.Name, d.Spec.Template.Spec.ServiceAccountName)
+		}
+	}
+}
