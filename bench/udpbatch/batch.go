@@ -5,6 +5,13 @@
 // A Conn keeps separate, preallocated state for reading and for writing, so
 // one goroutine may read while another writes; neither path allocates per
 // datagram.
+//
+// On Linux the batches, the socket address codec and the socket options
+// are dataplane/udpio's, so the harness makes the system calls the
+// dataplane makes; this package adds what a load generator needs on top:
+// waiting in the runtime poller on a full or empty socket, a Close that
+// wakes a reader blocked in the kernel, and Messages with buffers of the
+// caller's. Elsewhere it falls back to one datagram per system call.
 package udpbatch
 
 import (

@@ -3,37 +3,43 @@
 package udpbatch
 
 import (
-	"fmt"
 	"net"
 	"net/netip"
 	"os"
 	"sync/atomic"
 	"syscall"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tern-gw/tern/dataplane/udpio"
 )
 
-// half is the preallocated state of one direction: message headers, one
-// iovec each and room for an IPv6 socket address each. The callback is
-// built once so that RawConn.Read/Write does not allocate a closure per call.
+// half is one direction of a Conn: a udpio batch for the mmsghdrs and
+// socket addresses, and the outcome of the last system call. The callback
+// is built once so that RawConn.Read/Write does not allocate a closure per
+// call.
 type half struct {
-	hdrs  []unix.Mmsghdr
-	iovs  []unix.Iovec
-	names []unix.RawSockaddrInet6
-	ms    []Message // the batch being moved
-	n     int       // messages moved by the last system call
-	errno syscall.Errno
-	flags uintptr // recvmmsg/sendmmsg flags
-	block bool    // blocking socket: retry EINTR here, never wait in the poller
+	b     *udpio.Batch
+	n     int // messages lent to a read; messages moved by the last call
+	err   error
+	flags int  // recvmmsg/sendmmsg flags
+	block bool // blocking socket: the system call may park the thread
 	fn    func(fd uintptr) bool
 }
 
 type sys struct {
 	rc      syscall.RawConn
+	fd      int
 	rd, wr  half
 	block   bool
 	closing atomic.Bool
+}
+
+// setOptions applies o to a socket that package net opened (Listen).
+func setOptions(fd int, o Options) error { return udpio.SetOptions(fd, o.udpio()) }
+
+func (o Options) udpio() udpio.SocketOptions {
+	return udpio.SocketOptions{ReusePort: o.ReusePort, Buffer: o.Buffer}
 }
 
 // ListenBlocking opens a blocking UDP socket bound to addr, outside the Go
@@ -45,27 +51,9 @@ type sys struct {
 // datagram even when nobody waits there. Close shuts the socket down first,
 // so a blocked read returns net.ErrClosed. UDPConn returns nil.
 func ListenBlocking(addr netip.AddrPort, o Options, batch int) (*Conn, error) {
-	domain := unix.AF_INET
-	if addr.Addr().Is6() && !addr.Addr().Is4In6() {
-		domain = unix.AF_INET6
-	}
-	fd, err := unix.Socket(domain, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	fd, err := udpio.Socket(addr, o.udpio())
 	if err != nil {
 		return nil, err
-	}
-	var sa unix.Sockaddr
-	if domain == unix.AF_INET {
-		sa = &unix.SockaddrInet4{Port: int(addr.Port()), Addr: addr.Addr().Unmap().As4()}
-	} else {
-		sa = &unix.SockaddrInet6{Port: int(addr.Port()), Addr: addr.Addr().As16()}
-	}
-	if err := setOptions(fd, o); err != nil {
-		unix.Close(fd)
-		return nil, err
-	}
-	if err := unix.Bind(fd, sa); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("bind %v: %w", addr, err)
 	}
 	f := os.NewFile(uintptr(fd), "udp "+addr.String()) // blocking: not added to the poller
 	rc, err := f.SyscallConn()
@@ -83,17 +71,7 @@ func ListenBlocking(addr netip.AddrPort, o Options, batch int) (*Conn, error) {
 
 // LocalAddr is the address the socket is bound to.
 func (c *Conn) LocalAddr() netip.AddrPort {
-	var a netip.AddrPort
-	_ = c.rc.Control(func(fd uintptr) {
-		if sa, err := unix.Getsockname(int(fd)); err == nil {
-			switch sa := sa.(type) {
-			case *unix.SockaddrInet4:
-				a = netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(sa.Port))
-			case *unix.SockaddrInet6:
-				a = netip.AddrPortFrom(netip.AddrFrom16(sa.Addr).Unmap(), uint16(sa.Port))
-			}
-		}
-	})
+	a, _ := udpio.LocalAddr(c.fd)
 	return a
 }
 
@@ -125,35 +103,40 @@ func (c *Conn) init(batch int) error {
 
 func (c *Conn) setup(rc syscall.RawConn, batch int) {
 	c.rc = rc
-	for _, h := range []*half{&c.rd, &c.wr} {
-		h.hdrs = make([]unix.Mmsghdr, batch)
-		h.iovs = make([]unix.Iovec, batch)
-		h.names = make([]unix.RawSockaddrInet6, batch)
-		for i := range h.hdrs {
-			h.hdrs[i].Hdr.Iov = &h.iovs[i]
-			h.hdrs[i].Hdr.SetIovlen(1)
-			h.hdrs[i].Hdr.Name = (*byte)(unsafe.Pointer(&h.names[i]))
+	_ = rc.Control(func(fd uintptr) { c.fd = int(fd) })
+	c.rd.b = udpio.NewRecvBatch(batch, 0, 0, 0) // ReadBatch lends the callers' buffers
+	c.wr.b = udpio.NewSendBatch(batch, false)
+	c.rd.fn = func(fd uintptr) bool {
+		h := &c.rd
+		for {
+			n, err := h.b.RecvN(int(fd), h.n, h.flags, h.block)
+			if err != unix.EINTR {
+				return h.done(n, err)
+			}
 		}
 	}
-	c.rd.fn = func(fd uintptr) bool { return c.rd.call(fd, unix.SYS_RECVMMSG) }
-	c.wr.fn = func(fd uintptr) bool { return c.wr.call(fd, unix.SYS_SENDMMSG) }
+	c.wr.fn = func(fd uintptr) bool {
+		h := &c.wr
+		for {
+			n, err := h.b.Send(int(fd), h.flags, h.block)
+			if err != unix.EINTR {
+				return h.done(n, err)
+			}
+		}
+	}
 }
 
-// call runs one recvmmsg/sendmmsg over h.hdrs[:len(h.ms)]. It returns false
-// on EAGAIN so that the runtime poller waits for the socket to be ready.
-func (h *half) call(fd uintptr, trap uintptr) bool {
-	n := len(h.ms)
-	if n > len(h.hdrs) {
-		n = len(h.hdrs)
-	}
-	r, _, e := unix.Syscall6(trap, fd, uintptr(unsafe.Pointer(&h.hdrs[0])), uintptr(n), h.flags, 0, 0)
-	for h.block && e == unix.EINTR {
-		r, _, e = unix.Syscall6(trap, fd, uintptr(unsafe.Pointer(&h.hdrs[0])), uintptr(n), h.flags, 0, 0)
-	}
-	if e == unix.EAGAIN || e == unix.EINTR {
+// done records the outcome of one recvmmsg/sendmmsg for ReadBatch or
+// WriteBatch. On EAGAIN it returns false, so that RawConn.Read/Write waits
+// in the runtime poller until the socket is ready and calls again (a
+// blocking socket, which the poller does not know, never returns EAGAIN).
+// EINTR is retried by the caller at once instead: it moved nothing, and
+// the readiness the poller reported may already be consumed.
+func (h *half) done(n int, err error) bool {
+	if err == unix.EAGAIN {
 		return false
 	}
-	h.n, h.errno = int(r), e
+	h.n, h.err = n, err
 	return true
 }
 
@@ -161,30 +144,27 @@ func (h *half) call(fd uintptr, trap uintptr) bool {
 // len(ms) messages (at most the batch size of New); it returns how many.
 func (c *Conn) ReadBatch(ms []Message) (int, error) {
 	h := &c.rd
-	n := min(len(ms), len(h.hdrs))
+	n := min(len(ms), h.b.Cap())
 	if n == 0 {
 		return 0, nil
 	}
-	for i := 0; i < n; i++ {
-		h.iovs[i].Base = &ms[i].Buf[0]
-		h.iovs[i].SetLen(len(ms[i].Buf))
-		h.hdrs[i].Hdr.Namelen = unix.SizeofSockaddrInet6
-		h.hdrs[i].Len = 0
+	for i := range n {
+		h.b.SetRecv(i, ms[i].Buf)
 	}
-	h.ms = ms[:n]
+	h.n = n
 	if err := c.rc.Read(h.fn); err != nil {
 		return 0, err
 	}
-	if h.errno != 0 {
-		return 0, h.errno
+	if h.err != nil {
+		return 0, h.err
 	}
 	if c.block && c.closing.Load() {
 		// Close's shutdown woke the read (with an empty "datagram").
 		return 0, net.ErrClosed
 	}
-	for i := 0; i < h.n; i++ {
-		ms[i].N = int(h.hdrs[i].Len)
-		ms[i].Addr = decodeAddr(&h.names[i])
+	for i := range h.n {
+		ms[i].N = h.b.Size(i)
+		ms[i].Addr = h.b.From(i)
 	}
 	return h.n, nil
 }
@@ -196,61 +176,20 @@ func (c *Conn) WriteBatch(ms []Message) (int, error) {
 	h := &c.wr
 	sent := 0
 	for sent < len(ms) {
-		n := min(len(ms)-sent, len(h.hdrs))
-		chunk := ms[sent : sent+n]
-		for i := range chunk {
-			m := &chunk[i]
-			if len(m.Buf) > 0 {
-				h.iovs[i].Base = &m.Buf[0]
-			} else {
-				h.iovs[i].Base = nil
-			}
-			h.iovs[i].SetLen(len(m.Buf))
-			h.hdrs[i].Hdr.Namelen = encodeAddr(&h.names[i], m.Addr)
+		n := min(len(ms)-sent, h.b.Cap())
+		for i := range ms[sent : sent+n] {
+			m := &ms[sent+i]
+			h.b.Add(c.fd, m.Buf, m.Addr)
 		}
-		h.ms = chunk
-		if err := c.rc.Write(h.fn); err != nil {
+		err := c.rc.Write(h.fn)
+		h.b.Reset()
+		if err != nil {
 			return sent, err
 		}
-		if h.errno != 0 {
-			return sent, h.errno
+		if h.err != nil {
+			return sent, h.err
 		}
 		sent += h.n
 	}
 	return sent, nil
-}
-
-func decodeAddr(sa *unix.RawSockaddrInet6) netip.AddrPort {
-	switch sa.Family {
-	case unix.AF_INET:
-		sa4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
-		p := (*[2]byte)(unsafe.Pointer(&sa4.Port))
-		return netip.AddrPortFrom(netip.AddrFrom4(sa4.Addr), uint16(p[0])<<8|uint16(p[1]))
-	case unix.AF_INET6:
-		p := (*[2]byte)(unsafe.Pointer(&sa.Port))
-		return netip.AddrPortFrom(netip.AddrFrom16(sa.Addr), uint16(p[0])<<8|uint16(p[1]))
-	}
-	return netip.AddrPort{}
-}
-
-// encodeAddr writes a into sa and returns the socket address length. An
-// IPv4 address is written as AF_INET: the bench sockets are IPv4 sockets
-// bound on 127.0.0.0/8.
-func encodeAddr(sa *unix.RawSockaddrInet6, a netip.AddrPort) uint32 {
-	ip := a.Addr()
-	if ip.Is4() || ip.Is4In6() {
-		sa4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
-		sa4.Family = unix.AF_INET
-		p := (*[2]byte)(unsafe.Pointer(&sa4.Port))
-		p[0], p[1] = byte(a.Port()>>8), byte(a.Port())
-		sa4.Addr = ip.Unmap().As4()
-		sa4.Zero = [8]uint8{}
-		return unix.SizeofSockaddrInet4
-	}
-	sa.Family = unix.AF_INET6
-	p := (*[2]byte)(unsafe.Pointer(&sa.Port))
-	p[0], p[1] = byte(a.Port()>>8), byte(a.Port())
-	sa.Addr = ip.As16()
-	sa.Flowinfo, sa.Scope_id = 0, 0
-	return unix.SizeofSockaddrInet6
 }

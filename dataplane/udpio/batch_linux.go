@@ -49,10 +49,14 @@ func NewSendBatch(n int, gso bool) *Batch {
 
 // NewRecvBatch returns a batch that receives up to n datagrams, message i
 // into Buf(i)[headroom:headroom+size]. The headroom and tailroom around each
-// payload let a relay worker frame the datagram in place.
+// payload let a relay worker frame the datagram in place. With all three 0
+// the batch has no buffers of its own: the caller lends them with SetRecv.
 func NewRecvBatch(n, headroom, size, tailroom int) *Batch {
 	b := newBatch(n)
 	b.bufs = make([][]byte, n)
+	if headroom+size+tailroom == 0 {
+		return b
+	}
 	for i := range b.bufs {
 		b.bufs[i] = make([]byte, headroom+size+tailroom)
 		b.iovs[i].Base = &b.bufs[i][headroom]
@@ -73,23 +77,81 @@ func (b *Batch) GSO() bool { return b.gso != nil }
 // listener sockets) over a raw one for non-blocking sockets, which saves
 // the scheduler hand-off around it.
 func (b *Batch) Recv(fd int, flags int, blocking bool) (int, error) {
-	for i := range b.hdrs {
+	return b.RecvN(fd, len(b.hdrs), flags, blocking)
+}
+
+// RecvN is Recv into the first n messages only (1 <= n <= Cap), for a
+// caller that lent fewer buffers than the batch holds.
+func (b *Batch) RecvN(fd, n, flags int, blocking bool) (int, error) {
+	for i := range n {
 		b.hdrs[i].Hdr.Namelen = unix.SizeofSockaddrInet6
 		b.hdrs[i].Hdr.Flags = 0
 	}
+	return b.mmsg(unix.SYS_RECVMMSG, fd, n, flags, blocking)
+}
+
+// SetRecv lends p to message i of a receive batch: the next Recv writes
+// that datagram to p[0:], at most len(p) bytes, and Buf(i) returns p. The
+// batch keeps p until the next SetRecv of i.
+func (b *Batch) SetRecv(i int, p []byte) {
+	b.bufs[i] = p
+	b.setIov(i, p)
+}
+
+// Send sends the queued datagrams on socket fd (whatever socket Add named)
+// with one sendmmsg call, without GSO, and returns how many the kernel
+// took, always the first ones, or the errno (unix.EAGAIN when a
+// non-blocking socket's buffer is full, unix.EINTR). Unlike Flush it leaves
+// the queue as it is, so that the caller can retry after EAGAIN or queue
+// again what was not sent; Reset empties it. blocking is as for Recv.
+func (b *Batch) Send(fd, flags int, blocking bool) (int, error) {
+	if b.n == 0 {
+		return 0, nil
+	}
+	if b.gso != nil {
+		// Slots an earlier Flush coalesced still carry UDP_SEGMENT.
+		for i := range b.n {
+			b.hdrs[i].Hdr.Control = nil
+			b.hdrs[i].Hdr.SetControllen(0)
+		}
+	}
+	return b.mmsg(unix.SYS_SENDMMSG, fd, b.n, flags, blocking)
+}
+
+// Reset empties the queue without sending, and drops the batch's
+// references to the queued payloads.
+func (b *Batch) Reset() {
+	for k := range b.n {
+		b.iovs[k].Base = nil // do not keep replies alive
+	}
+	b.n = 0
+}
+
+// mmsg runs one recvmmsg or sendmmsg (trap) over the first n messages.
+func (b *Batch) mmsg(trap uintptr, fd, n, flags int, blocking bool) (int, error) {
 	var (
 		r  uintptr
 		en unix.Errno
 	)
 	if blocking {
-		r, _, en = unix.Syscall6(unix.SYS_RECVMMSG, uintptr(fd), uintptr(unsafe.Pointer(&b.hdrs[0])), uintptr(len(b.hdrs)), uintptr(flags), 0, 0)
+		r, _, en = unix.Syscall6(trap, uintptr(fd), uintptr(unsafe.Pointer(&b.hdrs[0])), uintptr(n), uintptr(flags), 0, 0)
 	} else {
-		r, _, en = unix.RawSyscall6(unix.SYS_RECVMMSG, uintptr(fd), uintptr(unsafe.Pointer(&b.hdrs[0])), uintptr(len(b.hdrs)), uintptr(flags), 0, 0)
+		r, _, en = unix.RawSyscall6(trap, uintptr(fd), uintptr(unsafe.Pointer(&b.hdrs[0])), uintptr(n), uintptr(flags), 0, 0)
 	}
 	if en != 0 {
 		return 0, en
 	}
 	return int(r), nil
+}
+
+// setIov points message i's iovec at p; an empty p is a zero-length one.
+func (b *Batch) setIov(i int, p []byte) {
+	if len(p) == 0 {
+		b.iovs[i].Base = nil
+	} else {
+		b.iovs[i].Base = &p[0]
+	}
+	b.iovs[i].SetLen(len(p))
 }
 
 // Buf returns the whole buffer of received message i, headroom and
@@ -115,12 +177,7 @@ func (b *Batch) Full() bool { return b.n == len(b.hdrs) }
 // caller flushes before the batch is full.
 func (b *Batch) Add(fd int, p []byte, to netip.AddrPort) {
 	i := b.n
-	if len(p) == 0 {
-		b.iovs[i].Base = nil
-	} else {
-		b.iovs[i].Base = &p[0]
-	}
-	b.iovs[i].SetLen(len(p))
+	b.setIov(i, p)
 	b.hdrs[i].Hdr.Namelen = encodeSockaddr(&b.names[i], to)
 	b.fds[i] = fd
 	b.n++
@@ -164,9 +221,7 @@ func (b *Batch) Flush() (sent, bytes int) {
 			i += int(r)
 		}
 	}
-	for k := 0; k < queued; k++ {
-		b.iovs[k].Base = nil // do not keep replies alive
-	}
-	b.n = 0
+	b.n = queued // coalesce may have shrunk the queue: clear all it used
+	b.Reset()
 	return sent, bytes
 }

@@ -23,15 +23,19 @@ func decodeSockaddr(sa *unix.RawSockaddrInet6) netip.AddrPort {
 }
 
 // encodeSockaddr writes ap into sa as a sockaddr_in (IPv4) or sockaddr_in6
-// and returns its length in bytes.
+// and returns its length in bytes. An IPv4-mapped IPv6 address (which
+// net.UDPAddr.AddrPort returns for a 16-byte IPv4 address) is written as
+// sockaddr_in: an AF_INET socket refuses a sockaddr_in6, and a dual-stack
+// AF_INET6 socket accepts a sockaddr_in, so that form reaches the peer from
+// either kind of socket.
 func encodeSockaddr(sa *unix.RawSockaddrInet6, ap netip.AddrPort) uint32 {
 	port := ap.Port()
-	if a := ap.Addr(); a.Is4() {
+	if a := ap.Addr(); a.Is4() || a.Is4In6() {
 		s4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
 		s4.Family = unix.AF_INET
 		p := (*[2]byte)(unsafe.Pointer(&s4.Port))
 		p[0], p[1] = byte(port>>8), byte(port)
-		s4.Addr = a.As4()
+		s4.Addr = a.Unmap().As4()
 		s4.Zero = [8]uint8{}
 		return unix.SizeofSockaddrInet4
 	}
@@ -42,6 +46,19 @@ func encodeSockaddr(sa *unix.RawSockaddrInet6, ap netip.AddrPort) uint32 {
 	sa.Addr = ap.Addr().As16()
 	sa.Scope_id = 0
 	return unix.SizeofSockaddrInet6
+}
+
+// LocalAddr returns the address socket fd is bound to, decoded as Batch.From
+// decodes a source, or the errno of getsockname. Unlike unix.Getsockname it
+// allocates nothing.
+func LocalAddr(fd int) (netip.AddrPort, error) {
+	var sa unix.RawSockaddrInet6
+	n := uint32(unix.SizeofSockaddrInet6)
+	_, _, en := unix.RawSyscall(unix.SYS_GETSOCKNAME, uintptr(fd), uintptr(unsafe.Pointer(&sa)), uintptr(unsafe.Pointer(&n)))
+	if en != 0 {
+		return netip.AddrPort{}, en
+	}
+	return decodeSockaddr(&sa), nil
 }
 
 // SendTo sends p to `to` on socket fd with one sendto call. Unlike

@@ -28,6 +28,124 @@ func TestSockaddrRoundTrip(t *testing.T) {
 			t.Errorf("%s: decoded %v", s, got)
 		}
 	}
+	// An IPv4-mapped address goes out as sockaddr_in, which an AF_INET
+	// socket accepts, and so comes back as plain IPv4.
+	mapped := netip.MustParseAddrPort("[::ffff:127.0.0.1]:3478")
+	var sa unix.RawSockaddrInet6
+	if n := encodeSockaddr(&sa, mapped); n != unix.SizeofSockaddrInet4 || sa.Family != unix.AF_INET {
+		t.Errorf("%v: family %d length %d, want sockaddr_in", mapped, sa.Family, n)
+	}
+	if got, want := decodeSockaddr(&sa), netip.MustParseAddrPort("127.0.0.1:3478"); got != want {
+		t.Errorf("%v: decoded %v, want %v", mapped, got, want)
+	}
+}
+
+// TestLocalAddr: LocalAddr reports the bound address of either family, as
+// unix.Getsockname does, without allocating.
+func TestLocalAddr(t *testing.T) {
+	for _, s := range []string{"127.0.0.1:0", "[::1]:0"} {
+		fd, err := Socket(netip.MustParseAddrPort(s), SocketOptions{})
+		if err != nil {
+			t.Skipf("%s: %v", s, err) // a host without IPv6 loopback
+		}
+		defer unix.Close(fd)
+		got, err := LocalAddr(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want netip.AddrPort
+		switch sa, _ := unix.Getsockname(fd); sa := sa.(type) {
+		case *unix.SockaddrInet4:
+			want = netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(sa.Port))
+		case *unix.SockaddrInet6:
+			want = netip.AddrPortFrom(netip.AddrFrom16(sa.Addr), uint16(sa.Port))
+		}
+		if got != want || got.Port() == 0 {
+			t.Errorf("%s: LocalAddr = %v, getsockname says %v", s, got, want)
+		}
+		if allocs := testing.AllocsPerRun(100, func() { _, _ = LocalAddr(fd) }); allocs != 0 {
+			t.Errorf("%s: %v allocations per LocalAddr", s, allocs)
+		}
+	}
+}
+
+// TestLentBuffers: a batch that owns no buffers sends with Send and
+// receives into buffers lent with SetRecv; RecvN fills only the messages
+// it is given; and a round trip of a whole batch allocates nothing.
+func TestLentBuffers(t *testing.T) {
+	rxfd, err := Socket(netip.MustParseAddrPort("127.0.0.1:0"), SocketOptions{Buffer: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(rxfd)
+	tv := unix.Timeval{Sec: 2}
+	_ = unix.SetsockoptTimeval(rxfd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	to, err := LocalAddr(rxfd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	txfd, err := Socket(netip.MustParseAddrPort("127.0.0.1:0"), SocketOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(txfd)
+	from, _ := LocalAddr(txfd)
+
+	const n = 4
+	sb := NewSendBatch(n, false)
+	rb := NewRecvBatch(n, 0, 0, 0)
+	out := make([][]byte, n)
+	in := make([][]byte, n)
+	for i := range n {
+		out[i] = []byte{byte(i), 'x', 'y'}
+		in[i] = make([]byte, 2) // one byte short: each datagram is cut
+		rb.SetRecv(i, in[i])
+		sb.Add(txfd, out[i], to)
+	}
+	if sent, err := sb.Send(txfd, 0, true); sent != n || err != nil {
+		t.Fatalf("Send = %d, %v; want %d", sent, err, n)
+	}
+	if sb.Queued() != n {
+		t.Fatalf("Send left %d queued, want %d until Reset", sb.Queued(), n)
+	}
+	sb.Reset()
+	if got, err := rb.RecvN(rxfd, 1, unix.MSG_WAITFORONE, true); got != 1 || err != nil {
+		t.Fatalf("RecvN(1) = %d, %v", got, err)
+	}
+	for got := 1; got < n; {
+		k, err := rb.Recv(rxfd, unix.MSG_WAITFORONE, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got += k
+	}
+	// The first datagram went to in[0] alone; the other three followed
+	// into in[0..2] with the second call.
+	for i := range n - 1 {
+		if &rb.Buf(i)[0] != &in[i][0] || rb.Size(i) != 2 || !rb.Truncated(i) || rb.From(i) != from || in[i][0] != byte(i+1) {
+			t.Errorf("message %d: %d bytes (truncated %v) %q from %v", i, rb.Size(i), rb.Truncated(i), in[i], rb.From(i))
+		}
+	}
+
+	allocs := testing.AllocsPerRun(50, func() {
+		for i := range n {
+			sb.Add(txfd, out[i], to)
+		}
+		if sent, err := sb.Send(txfd, 0, true); sent != n || err != nil {
+			t.Fatalf("Send = %d, %v", sent, err)
+		}
+		sb.Reset()
+		for got := 0; got < n; {
+			k, err := rb.Recv(rxfd, unix.MSG_WAITFORONE, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got += k
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per batch round trip", allocs)
+	}
 }
 
 // TestSendToAllocatesNothing: the single-datagram send path of stream
