@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,6 +42,43 @@ type MemoryResult struct {
 	// Err is the first failure, e.g. the server's 508 or a file-descriptor
 	// limit, when fewer than Allocations were held.
 	Err string `json:"error,omitempty"`
+}
+
+// IdleResult is a target's resident memory before it has served anything but
+// the launcher's readiness probe: what the process costs with no allocations.
+type IdleResult struct {
+	Target string `json:"target"`
+	// RSS is VmRSS, split into Anon (heap, stacks, written data) and File
+	// (mapped file pages: for a Go server mostly its binary's code and
+	// tables, clean page cache shared with every other mapping of the file),
+	// bytes.
+	RSS  int64 `json:"rss_bytes"`
+	Anon int64 `json:"rss_anon_bytes"`
+	File int64 `json:"rss_file_bytes"`
+	// Threads is the number of threads of the process.
+	Threads int    `json:"threads"`
+	Err     string `json:"error,omitempty"`
+}
+
+// MeasureIdle reads the resident memory of each TURN target. Call it right
+// after the targets are launched, before any other measurement.
+func MeasureIdle(ts []Target) []IdleResult {
+	var out []IdleResult
+	for _, t := range turnOnly(ts) {
+		res := IdleResult{Target: t.Name}
+		if t.PID <= 0 {
+			res.Err = "no server PID: RSS cannot be read"
+		} else if m, err := procstat.ReadMemory(t.PID); err != nil {
+			res.Err = err.Error()
+		} else {
+			res.RSS, res.Anon, res.File = m.RSS, m.Anon, m.File
+			if tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", t.PID)); err == nil {
+				res.Threads = len(tasks)
+			}
+		}
+		out = append(out, res)
+	}
+	return out
 }
 
 // memoryClients numbers the clients of memory steps process-wide, so that

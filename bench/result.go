@@ -17,6 +17,7 @@ type Report struct {
 	Latency    []LatencyResult    `json:"latency,omitempty"`
 	Allocs     []AllocsResult     `json:"allocs,omitempty"`
 	Memory     []MemoryResult     `json:"memory,omitempty"`
+	Idle       []IdleResult       `json:"idle,omitempty"`
 }
 
 // Meta describes the run.
@@ -84,6 +85,7 @@ func ReadReports(paths ...string) (*Report, error) {
 		out.Latency = append(out.Latency, r.Latency...)
 		out.Allocs = append(out.Allocs, r.Allocs...)
 		out.Memory = append(out.Memory, r.Memory...)
+		out.Idle = append(out.Idle, r.Idle...)
 	}
 	return &out, nil
 }

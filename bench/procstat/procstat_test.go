@@ -69,3 +69,27 @@ func TestSelf(t *testing.T) {
 		t.Fatalf("RSS = %d, %v", rss, err)
 	}
 }
+
+func TestParseMemory(t *testing.T) {
+	doc := "Name:\tternd\nVmRSS:\t   18000 kB\nRssAnon:\t    3500 kB\nRssFile:\t   14500 kB\nRssShmem:\t       0 kB\n"
+	m, err := parseMemory([]byte(doc))
+	if err != nil || m != (Memory{RSS: 18000 << 10, Anon: 3500 << 10, File: 14500 << 10}) {
+		t.Fatalf("got %+v, %v", m, err)
+	}
+	if _, err := parseMemory([]byte("Name:\tx\nVmRSS:\t 1 kB\n")); err == nil {
+		t.Fatal("no error without RssAnon/RssFile")
+	}
+}
+
+func TestReadMemorySelf(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("needs /proc")
+	}
+	m, err := ReadMemory(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.RSS <= 0 || m.Anon+m.File+m.Shmem != m.RSS {
+		t.Fatalf("%+v: RSS is not anon+file+shmem", m)
+	}
+}

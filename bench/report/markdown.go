@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"text/template"
 
@@ -125,6 +126,18 @@ func Markdown(r *bench.Report, o Options) ([]byte, error) {
 		mrs = append(mrs, row)
 	}
 	d["Memory"] = mrs
+
+	type idleRow struct{ Target, RSS, Anon, File, Threads, Note string }
+	var irs []idleRow
+	mib := func(b int64) string { return num(float64(b)/(1<<20), 1) }
+	for _, m := range r.Idle {
+		row := idleRow{Target: m.Target, RSS: mib(m.RSS), Anon: mib(m.Anon), File: mib(m.File), Threads: strconv.Itoa(m.Threads)}
+		if m.Err != "" {
+			row = idleRow{Target: m.Target, RSS: "–", Anon: "–", File: "–", Threads: "–", Note: oneLine(m.Err)}
+		}
+		irs = append(irs, row)
+	}
+	d["Idle"] = irs
 
 	var b bytes.Buffer
 	if err := tmpl.Execute(&b, d); err != nil {

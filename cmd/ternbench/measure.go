@@ -156,9 +156,18 @@ func runMemory(args []string) error {
 	ctx, cancel := signalContext()
 	defer cancel()
 	rep := &bench.Report{Meta: bench.NewMeta(ts, c.quick)}
+	// Idle first: freshly launched servers that have served nothing but the
+	// readiness probe. Only meaningful for servers this run launched.
+	time.Sleep(idleSettle)
+	rep.Idle = bench.MeasureIdle(ts)
 	rep.Memory = c.runner(ts).Memory(ctx, steps)
 	return c.finish(rep)
 }
+
+// idleSettle is how long the memory test lets freshly launched servers
+// settle (start-up garbage collected, threads parked) before reading their
+// idle RSS.
+const idleSettle = 2 * time.Second
 
 func visited(fs *flag.FlagSet) map[string]bool {
 	set := map[string]bool{}

@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/tern-gw/tern/dataplane/config"
@@ -64,12 +63,12 @@ func Watch(ctx context.Context, kubeconfig, namespace, name, key string, apply f
 		return fmt.Errorf("k8sconfig: %w", err)
 	}
 	rc.UserAgent = "ternd"
-	cs, err := corev1client.NewForConfig(rc)
+	cms, err := newConfigMapClient(rc, namespace)
 	if err != nil {
 		return fmt.Errorf("k8sconfig: client: %w", err)
 	}
 	w := &watcher{key: key, apply: apply, log: log.With("configmap", namespace+"/"+name, "key", key)}
-	w.run(ctx, cs, namespace, name)
+	w.run(ctx, cms, name)
 	return nil
 }
 
@@ -86,16 +85,16 @@ type watcher struct {
 
 // run runs an informer on the single ConfigMap until ctx is done. The field selector keeps
 // the watch to that one object, so ternd needs RBAC only for it and sees no other traffic.
-func (w *watcher) run(ctx context.Context, cs corev1client.CoreV1Interface, namespace, name string) {
+func (w *watcher) run(ctx context.Context, cms configMaps, name string) {
 	sel := fields.OneTermEqualSelector("metadata.name", name).String()
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = sel
-			return cs.ConfigMaps(namespace).List(ctx, o)
+			return cms.List(ctx, o)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = sel
-			return cs.ConfigMaps(namespace).Watch(ctx, o)
+			return cms.Watch(ctx, o)
 		},
 	}
 	// client-go reports list/watch failures through logr; route them to the same slog handler.
