@@ -29,7 +29,7 @@ fi
 
 echo "== build"
 mkdir -p bin "$out"
-go build -o bin/ternd ./cmd/ternd
+CGO_ENABLED=0 go build -o bin/ternd ./cmd/ternd # static, as make build and the image build it
 # ternbench also serves the pion/turn peer (serve-pion) and the raw
 # forwarder (serve-forwarder), so one build brings all three.
 go build -o bin/ternbench ./cmd/ternbench
@@ -69,7 +69,7 @@ echo "== report"
 {
 	echo "make bench   # = hack/bench.sh; hack/bench.sh --quick for a smoke"
 	echo "# which runs, with WORK a temporary directory:"
-	echo "go build -o bin/ternd ./cmd/ternd && go build -o bin/ternbench ./cmd/ternbench"
+	echo "CGO_ENABLED=0 go build -o bin/ternd ./cmd/ternd && go build -o bin/ternbench ./cmd/ternbench"
 	cat "$cmds"
 	echo "bin/ternbench report -o BENCHMARKS.md -plots $out $out/throughput.json $out/latency.json $out/allocs.json $out/memory.json"
 } >"$out/reproduce.txt"

@@ -79,6 +79,7 @@ func openUDPSocket(addr netip.AddrPort, bufSize int, mode udpio.Mode) (*udpSocke
 // Nothing here allocates per packet.
 func (s *udpSocket) serve() {
 	rb := udpio.NewRecvBatch(udpio.BatchSize, 0, listenerSlot, 0)
+	defer rb.Free()
 	sb := udpio.NewSendBatch(udpio.BatchSize, s.l.env.GSO)
 	if s.rc == nil {
 		// Threads mode: block in recvmmsg, for the first datagram only

@@ -228,6 +228,7 @@ func (w *worker) wake() {
 func (w *worker) serve() {
 	events := make([]unix.EpollEvent, 128)
 	rb := udpio.NewRecvBatch(udpio.BatchSize, turn.PeerHeadroom, maxPeerPayload, turn.PeerTailroom)
+	defer rb.Free()
 	sb := udpio.NewSendBatch(udpio.BatchSize, w.io.pool.opts.GSO)
 	var (
 		n    int

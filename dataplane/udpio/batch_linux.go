@@ -18,6 +18,7 @@ type Batch struct {
 	fds   []int     // destination socket per message (send batches only)
 	n     int       // messages queued (send batches only)
 	gso   *gsoState // send batches with UDP GSO on; nil sends datagram by datagram
+	slab  []byte    // the mapping receive buffers live in; nil for heap or lent buffers
 }
 
 func newBatch(n int) *Batch {
@@ -51,18 +52,46 @@ func NewSendBatch(n int, gso bool) *Batch {
 // into Buf(i)[headroom:headroom+size]. The headroom and tailroom around each
 // payload let a relay worker frame the datagram in place. With all three 0
 // the batch has no buffers of its own: the caller lends them with SetRecv.
+//
+// The buffers are one anonymous mapping outside the Go heap, released by
+// Free. Its pages become resident only when the kernel writes a datagram
+// into them: recvmmsg fills slots in order, so an idle or lightly loaded
+// worker holds a page or two of its ~600 KB, where heap buffers (zeroed by
+// the allocator, often on pages init already touched) would be resident
+// from the start. Where the mapping fails the buffers come from the heap.
 func NewRecvBatch(n, headroom, size, tailroom int) *Batch {
 	b := newBatch(n)
 	b.bufs = make([][]byte, n)
-	if headroom+size+tailroom == 0 {
+	slot := headroom + size + tailroom
+	if slot == 0 {
 		return b
 	}
+	slab, err := unix.Mmap(-1, 0, n*slot, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err == nil {
+		b.slab = slab
+	} else {
+		slab = make([]byte, n*slot)
+	}
 	for i := range b.bufs {
-		b.bufs[i] = make([]byte, headroom+size+tailroom)
+		b.bufs[i] = slab[i*slot : (i+1)*slot : (i+1)*slot]
 		b.iovs[i].Base = &b.bufs[i][headroom]
 		b.iovs[i].SetLen(size)
 	}
 	return b
+}
+
+// Free releases the buffers NewRecvBatch made. Nothing may use a slice
+// that Buf returned afterwards, so a worker frees its batch only once it
+// has stopped. Free is safe to call more than once, and on any batch.
+func (b *Batch) Free() {
+	if b.slab != nil {
+		_ = unix.Munmap(b.slab)
+		b.slab = nil
+	}
+	for i := range b.bufs {
+		b.bufs[i] = nil
+		b.iovs[i].Base = nil
+	}
 }
 
 // Cap returns how many datagrams the batch holds.

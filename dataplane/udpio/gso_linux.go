@@ -25,8 +25,10 @@ type gsoState struct {
 	segs []int // datagrams carried by each queued message after coalesce
 }
 
+// newGSOState returns the state for a batch of n. The copy buffer (127 KiB)
+// comes with the first flush, so that a worker that never sends holds none.
 func newGSOState(n int) *gsoState {
-	return &gsoState{buf: make([]byte, 0, gsoMaxBytes*2), ctrl: make([][unix.SizeofCmsghdr + 8]byte, n), segs: make([]int, n)}
+	return &gsoState{ctrl: make([][unix.SizeofCmsghdr + 8]byte, n), segs: make([]int, n)}
 }
 
 // coalesce rewrites b's queued messages so that each run of consecutive
@@ -36,6 +38,9 @@ func newGSOState(n int) *gsoState {
 // bytes is far cheaper than a trip down the send path). Messages that do
 // not join a run are left as they are.
 func (b *Batch) coalesce(g *gsoState) {
+	if g.buf == nil {
+		g.buf = make([]byte, 0, gsoMaxBytes*2)
+	}
 	g.buf = g.buf[:0]
 	w := 0
 	for i := 0; i < b.n; {

@@ -220,4 +220,9 @@ func TestBatchRoundTrip(t *testing.T) {
 			got++
 		}
 	}
+	rb.Free()
+	rb.Free() // a second Free is harmless
+	if rb.Buf(0) != nil || rb.slab != nil {
+		t.Error("Free left the buffers in place")
+	}
 }

@@ -84,7 +84,9 @@ func terndBinary(t *testing.T) string {
 	buildOnce.Do(func() {
 		// go test puts its own GOROOT/bin first in PATH, so this is the
 		// same toolchain that builds the test.
-		out, err := exec.Command("go", "build", "-o", path, "github.com/tern-gw/tern/cmd/ternd").CombinedOutput()
+		build := exec.Command("go", "build", "-o", path, "github.com/tern-gw/tern/cmd/ternd")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0") // as make build does
+		out, err := build.CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build ./cmd/ternd: %v\n%s", err, out)
 		}
