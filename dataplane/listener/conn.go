@@ -10,6 +10,7 @@ import (
 	"github.com/tern-gw/tern/dataplane/allowlist"
 	"github.com/tern-gw/tern/dataplane/config"
 	"github.com/tern-gw/tern/dataplane/stats"
+	"github.com/tern-gw/tern/dataplane/udpio"
 	"github.com/tern-gw/tern/turn"
 )
 
@@ -181,7 +182,7 @@ func (c *clientConn) handle(msg []byte, res *turn.Result) {
 	case turn.Reply:
 		c.queue(res.Reply)
 	case turn.Forward:
-		if sendToPeer(res.Alloc.Relay().Socket(), res.Payload, res.Peer) == nil {
+		if udpio.SendTo(res.Alloc.Relay().Socket(), res.Payload, res.Peer) == nil {
 			st.PeerTx.Add(1)
 			st.PeerTxBytes.Add(uint64(len(res.Payload)))
 		}

@@ -176,6 +176,3 @@ func (s *udpSocket) close() {
 		_ = unix.Close(s.fd)
 	}
 }
-
-// sendToPeer sends one relayed payload from relay socket fd to peer.
-func sendToPeer(fd int, p []byte, peer netip.AddrPort) error { return udpio.SendTo(fd, p, peer) }

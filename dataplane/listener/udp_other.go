@@ -7,7 +7,6 @@ import (
 	"errors"
 	"net"
 	"net/netip"
-	"syscall"
 
 	"github.com/tern-gw/tern/dataplane/stats"
 	"github.com/tern-gw/tern/dataplane/udpio"
@@ -69,7 +68,7 @@ func (s *udpSocket) serve() {
 				st.TxBytes.Add(uint64(len(res.Reply)))
 			}
 		case turn.Forward:
-			if sendToPeer(res.Alloc.Relay().Socket(), res.Payload, res.Peer) == nil {
+			if udpio.SendTo(res.Alloc.Relay().Socket(), res.Payload, res.Peer) == nil {
 				st.PeerTx.Add(1)
 				st.PeerTxBytes.Add(uint64(len(res.Payload)))
 			}
@@ -81,14 +80,3 @@ func (s *udpSocket) serve() {
 
 func (s *udpSocket) shutdown() { s.conn.Close() }
 func (s *udpSocket) close()    {}
-
-// sendToPeer sends one relayed payload from relay socket fd to peer.
-func sendToPeer(fd int, p []byte, peer netip.AddrPort) error {
-	var sa syscall.Sockaddr
-	if peer.Addr().Is4() {
-		sa = &syscall.SockaddrInet4{Port: int(peer.Port()), Addr: peer.Addr().As4()}
-	} else {
-		sa = &syscall.SockaddrInet6{Port: int(peer.Port()), Addr: peer.Addr().As16()}
-	}
-	return syscall.Sendto(fd, p, 0, sa)
-}

@@ -7,9 +7,9 @@ import (
 	"errors"
 	"net"
 	"net/netip"
-	"syscall"
 
 	"github.com/tern-gw/tern/dataplane/stats"
+	"github.com/tern-gw/tern/dataplane/udpio"
 	"github.com/tern-gw/tern/turn"
 )
 
@@ -94,21 +94,9 @@ func (io *relayIO) serve(r *Relay) {
 			r.client.WriteToClient(msg)
 			continue
 		}
-		if sendTo(r.outFD, msg, client) == nil {
+		if udpio.SendTo(r.outFD, msg, client) == nil {
 			r.outStats.Tx.Add(1)
 			r.outStats.TxBytes.Add(uint64(len(msg)))
 		}
 	}
-}
-
-// sendTo sends one datagram on socket fd (the portable path: one system call
-// per datagram, as sendmmsg is Linux's).
-func sendTo(fd int, p []byte, to netip.AddrPort) error {
-	var sa syscall.Sockaddr
-	if to.Addr().Is4() {
-		sa = &syscall.SockaddrInet4{Port: int(to.Port()), Addr: to.Addr().As4()}
-	} else {
-		sa = &syscall.SockaddrInet6{Port: int(to.Port()), Addr: to.Addr().As16()}
-	}
-	return syscall.Sendto(fd, p, 0, sa)
 }
