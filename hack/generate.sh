@@ -13,6 +13,10 @@
 #                                              channel; UDPRoute from its experimental channel,
 #                                              the only one that still serves v1alpha2 (which
 #                                              STUNner's documentation uses) next to v1
+#   deploy/helm/tern/crds/*.yaml               copies of deploy/crds/stunner for the Helm chart
+#   deploy/helm/tern/charts/gateway-api-crds/crds/*.yaml
+#                                              copies of deploy/crds/gateway-api (the chart's
+#                                              gatewayAPI.crds.enabled subchart)
 #
 # controller-gen is a Go tool dependency (go.mod `tool` line), so no download happens beyond the
 # module cache. The gateway-api version is the one go.mod requires.
@@ -42,6 +46,12 @@ generate() { # $1: output root
 		experimental/gateway.networking.k8s.io_udproutes.yaml; do
 		install -m 0644 "$gwdir/config/crd/$f" "$out/deploy/crds/gateway-api/$(basename "$f")"
 	done
+
+	# Helm reads only files inside the chart, so it carries copies.
+	rm -rf "$out/deploy/helm/tern/crds" "$out/deploy/helm/tern/charts/gateway-api-crds/crds"
+	mkdir -p "$out/deploy/helm/tern/crds" "$out/deploy/helm/tern/charts/gateway-api-crds/crds"
+	cp "$out"/deploy/crds/stunner/*.yaml "$out/deploy/helm/tern/crds/"
+	cp "$out"/deploy/crds/gateway-api/*.yaml "$out/deploy/helm/tern/charts/gateway-api-crds/crds/"
 }
 
 if [[ $check == 0 ]]; then
@@ -52,7 +62,7 @@ fi
 # --check: keep the tree as it is; compare a fresh generation against it. controller-gen writes
 # deepcopy next to the types, so the original is saved first and put back afterwards.
 scratch=$(mktemp -d)
-mkdir -p "$scratch/operator/api/v1" "$scratch/deploy/crds"
+mkdir -p "$scratch/operator/api/v1" "$scratch/deploy/crds" "$scratch/deploy/helm/tern/charts/gateway-api-crds"
 cp operator/api/v1/zz_generated.deepcopy.go "$scratch/deepcopy.orig"
 trap 'cp "$scratch/deepcopy.orig" "$root/operator/api/v1/zz_generated.deepcopy.go"; rm -rf "$scratch"' EXIT
 generate "$scratch"
@@ -60,6 +70,8 @@ status=0
 diff -u "$scratch/deepcopy.orig" "$scratch/operator/api/v1/zz_generated.deepcopy.go" || status=1
 diff -ru deploy/crds/stunner "$scratch/deploy/crds/stunner" || status=1
 diff -ru deploy/crds/gateway-api "$scratch/deploy/crds/gateway-api" || status=1
+diff -ru deploy/helm/tern/crds "$scratch/deploy/helm/tern/crds" || status=1
+diff -ru deploy/helm/tern/charts/gateway-api-crds/crds "$scratch/deploy/helm/tern/charts/gateway-api-crds/crds" || status=1
 if [[ $status != 0 ]]; then
 	echo "generate: generated files are stale; run hack/generate.sh" >&2
 fi
