@@ -4,7 +4,7 @@ SHELL := /bin/bash
 
 FUZZTIME ?= 20s
 
-.PHONY: build run test lint bench bench-micro generate fuzz certs
+.PHONY: build run test lint bench bench-micro generate fuzz certs helm-template
 
 # A static binary (CGO_ENABLED=0): it runs in an image with no libc, and an idle ternd does not
 # map libc and ld.so (1.5-2 MB of its resident memory).
@@ -49,3 +49,13 @@ fuzz:
 # A self-signed certificate and key for the TLS/DTLS listeners of deploy/examples/local-tls.yaml.
 certs:
 	go run ./hack/certgen -out certs
+
+# The Helm chart's default render, like `helm template tern deploy/helm/tern -n tern-system`, with no
+# helm binary: deploy/helm's test binary renders it with Helm's library. VALUES=file adds a values
+# file; CRDS=1 prints the CRDs too. The chart's tests (lint, goldens, kustomize comparison) run in
+# make test.
+helm-template:
+	@mkdir -p bin
+	@go test -c -o bin/helm-template.test ./deploy/helm
+	@cd deploy/helm && ../../bin/helm-template.test -template \
+		$(if $(VALUES),-values $(abspath $(VALUES))) $(if $(filter 1,$(CRDS)),-include-crds)

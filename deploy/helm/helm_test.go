@@ -89,7 +89,9 @@ func printTemplate() error {
 	}
 	if *includeCRDs {
 		for _, c := range r.crds {
-			fmt.Printf("---\n# Source: %s\n%s\n", c.Filename, strings.TrimSpace(string(c.File.Data)))
+			for _, doc := range splitDocs(string(c.File.Data)) {
+				fmt.Printf("---\n# Source: %s\n%s\n", c.Filename, doc)
+			}
 		}
 	}
 	fmt.Print(r.manifests())
