@@ -73,3 +73,15 @@ spec:
 		})
 	}
 }
+
+func TestVersionFlag(t *testing.T) {
+	for _, arg := range []string{"--version", "-version", "version"} {
+		var out, errOut bytes.Buffer
+		if code := run([]string{arg}, strings.NewReader(""), &out, &errOut); code != 0 {
+			t.Fatalf("%s: exit %d; stderr:\n%s", arg, code, errOut.String())
+		}
+		if !strings.HasPrefix(out.String(), "tern-operator dev (") {
+			t.Errorf("%s printed %q", arg, out.String())
+		}
+	}
+}
