@@ -268,11 +268,11 @@ func setDeployTag(dir, registry, tag string) error {
 		if err != nil {
 			return err
 		}
-		nb := newTag.ReplaceAll(b, []byte("${1}"+tag))
-		nb = image.ReplaceAll(nb, []byte(registry+"/${1}:"+tag))
-		if bytes.Equal(b, nb) && !bytes.Contains(b, []byte(":"+tag)) {
+		if !newTag.Match(b) && !image.Match(b) {
 			return fmt.Errorf("%s: found no image tag to set", p)
 		}
+		nb := newTag.ReplaceAll(b, []byte("${1}"+tag))
+		nb = image.ReplaceAll(nb, []byte(registry+"/${1}:"+tag))
 		if err := os.WriteFile(p, nb, 0o644); err != nil {
 			return err
 		}
