@@ -3,13 +3,27 @@ SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
 
 FUZZTIME ?= 20s
+# Version of the images `make images` builds and `make deploy-version` points deploy/ at;
+# hack/imagebuild defaults it to `git describe --tags --always --dirty`.
+VERSION ?=
 
-.PHONY: build run test lint bench bench-micro generate fuzz certs helm-template
+.PHONY: build run test lint bench bench-micro generate fuzz certs helm-template images deploy-version
 
 # A static binary (CGO_ENABLED=0): it runs in an image with no libc, and an idle ternd does not
 # map libc and ld.so (1.5-2 MB of its resident memory).
 build:
 	CGO_ENABLED=0 go build -o bin/ternd ./cmd/ternd
+
+# Images of ternd and tern-operator built from source, no base image or registry, as archives
+# bin/images/<program>-<version>.tar; prints their digests and how to load them (ctr, kind).
+# SOURCE_DATE_EPOCH (default: the commit time) fixes every timestamp, so a commit gives one digest.
+images:
+	go run ./hack/imagebuild -out bin/images $(if $(VERSION),-version '$(VERSION)')
+
+# Points deploy/ (the kustomization's images block, the operator Deployment, the default
+# Dataplane) at the images of VERSION; a release step, its diff is committed.
+deploy-version:
+	go run ./hack/imagebuild -set-deploy-tag deploy $(if $(VERSION),-version '$(VERSION)')
 
 # ternd on 127.0.0.1:3478/udp (user "user", password "pass"); Ctrl-C stops it.
 run: build

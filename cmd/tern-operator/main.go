@@ -1,11 +1,15 @@
 // Command tern-operator is Tern's control plane. With no arguments it runs
 // the controller against the cluster; `tern-operator render -f <manifests>`
-// prints, without a cluster, the objects it would create.
+// prints, without a cluster, the objects it would create; `tern-operator
+// --version` prints its version.
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
+
+	"github.com/tern-gw/tern/internal/version"
 )
 
 func main() {
@@ -14,6 +18,10 @@ func main() {
 
 // run dispatches on the subcommand and returns the exit code.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 && (args[0] == "version" || args[0] == "--version" || args[0] == "-version") {
+		fmt.Fprintln(stdout, version.String("tern-operator"))
+		return 0
+	}
 	if len(args) > 0 && args[0] == "render" {
 		return runRender(args[1:], stdin, stdout, stderr)
 	}

@@ -44,7 +44,7 @@ spec:
 		{name: "file", args: []string{"render", "-f", filepath.Join(dir, "good.yaml")}, wantCode: 0,
 			wantOut: []string{"kind: ServiceAccount", "kind: Role\n", "kind: RoleBinding", "kind: ConfigMap", "kind: Service\n", "kind: Deployment",
 				"serviceAccountName: g\n", "app.kubernetes.io/managed-by: tern-operator", "controller: true",
-				"image: ghcr.io/tern-gw/ternd:latest", "tern.yaml: |"}},
+				"image: ghcr.io/tern-gw/ternd:dev", "tern.yaml: |"}},
 		{name: "directory", args: []string{"render", "-f", dir}, wantCode: 0, wantOut: []string{"kind: Deployment"}},
 		{name: "stdin with status", args: []string{"render", "-f", "-", "--status"}, stdin: good, wantCode: 0,
 			wantOut: []string{"gatewayClasses:", "type: Programmed"}},
@@ -71,5 +71,17 @@ spec:
 				}
 			}
 		})
+	}
+}
+
+func TestVersionFlag(t *testing.T) {
+	for _, arg := range []string{"--version", "-version", "version"} {
+		var out, errOut bytes.Buffer
+		if code := run([]string{arg}, strings.NewReader(""), &out, &errOut); code != 0 {
+			t.Fatalf("%s: exit %d; stderr:\n%s", arg, code, errOut.String())
+		}
+		if !strings.HasPrefix(out.String(), "tern-operator dev (") {
+			t.Errorf("%s printed %q", arg, out.String())
+		}
 	}
 }

@@ -34,6 +34,9 @@ status. Only the elected leader among replicas reconciles. SIGTERM or SIGINT
 stops it. Flags:
 `
 
+// defaultHealthAddr serves /healthz and /readyz; deploy/operator probes it.
+const defaultHealthAddr = ":8081"
+
 // serviceAccountNamespaceFile holds the pod's namespace when running in a cluster.
 const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
@@ -54,7 +57,7 @@ func operate(ctx context.Context, args []string, stderr io.Writer) int {
 	leaderNS := fs.String("leader-election-namespace", "", "namespace of the leader election Lease (default $POD_NAMESPACE, the pod's namespace, or default)")
 	leaderID := fs.String("leader-election-id", "tern-operator.stunner.l7mp.io", "name of the leader election Lease")
 	metricsAddr := fs.String("metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 disables it")
-	healthAddr := fs.String("health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints; 0 disables them")
+	healthAddr := fs.String("health-probe-bind-address", defaultHealthAddr, "address of the /healthz and /readyz endpoints; 0 disables them")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return 2

@@ -18,6 +18,7 @@ import (
 	"github.com/tern-gw/tern/dataplane/admin"
 	"github.com/tern-gw/tern/dataplane/config"
 	"github.com/tern-gw/tern/dataplane/k8sconfig"
+	"github.com/tern-gw/tern/internal/version"
 )
 
 // loadConfig reads a dataplane config file as the operator renders it: the
@@ -61,9 +62,14 @@ func run(args []string) int {
 		gso     = fs.Bool("gso", true, "send runs of same-size datagrams to one destination as one UDP GSO message (Linux 4.18+; off where unsupported)")
 		ioMode  = fs.String("io", dataplane.IOThreads, "how workers wait for packets: threads (blocking system calls, one thread per worker) or poller (Go netpoller)")
 		grace   = fs.Duration("grace-period", time.Hour, "on SIGTERM, how long existing allocations may keep relaying before ternd exits (a second signal exits at once)")
+		showVer = fs.Bool("version", false, "print the version and the git revision, and exit")
 	)
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *showVer {
+		fmt.Println(version.String("ternd"))
+		return 0
 	}
 	if (*cfgPath == "") == (*gwPath == "") {
 		fmt.Fprintln(os.Stderr, "ternd: give either -c <config file> or -f <Gateway API manifests>")

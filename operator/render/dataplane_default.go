@@ -5,11 +5,26 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tern-gw/tern/internal/version"
 	stnrv1 "github.com/tern-gw/tern/operator/api/v1"
 )
 
+// DefaultImageRepository is the repository of the ternd image the default
+// Dataplane names.
+const DefaultImageRepository = "ghcr.io/tern-gw/ternd"
+
+// DefaultImage returns the ternd image of the default Dataplane:
+// DefaultImageRepository tagged with this binary's version
+// (internal/version.ImageTag), so a tern-operator or ternd built at version
+// X renders ternd:X, the image `make images` built beside it; an unstamped
+// build renders the tag "dev".
+func DefaultImage() string {
+	return DefaultImageRepository + ":" + version.ImageTag()
+}
+
 // DefaultDataplane returns the `default` Dataplane that deploy/ installs
-// (deploy/dataplane/default.yaml; a test keeps the two equal). Tools that
+// (deploy/dataplane/default.yaml; a test keeps the two equal but for the
+// image tag, DefaultImage here and the tag deploy/ is set to there). Tools that
 // render without a cluster, `tern-operator render` and `ternd -f`, use it
 // when their input has no Dataplane of that name.
 func DefaultDataplane() *stnrv1.Dataplane {
@@ -17,7 +32,7 @@ func DefaultDataplane() *stnrv1.Dataplane {
 		TypeMeta:   metav1.TypeMeta{APIVersion: stnrv1.GroupVersion.String(), Kind: "Dataplane"},
 		ObjectMeta: metav1.ObjectMeta{Name: DefaultDataplaneName},
 		Spec: stnrv1.DataplaneSpec{
-			Image:   "ghcr.io/tern-gw/ternd:latest",
+			Image:   DefaultImage(),
 			Command: []string{"ternd"},
 			Args:    []string{"-w", "--udp-thread-num=16"},
 			Resources: &corev1.ResourceRequirements{

@@ -24,7 +24,9 @@ const (
 // template dp: one ternd container reading the ConfigMap at ConfigPath,
 // with the listener ports, probes on HealthPort unless disabled, the
 // metrics port when enabled, and the TLS Secrets mounted under TLSDir. Its
-// pods run as the ServiceAccount of dataplaneAccess.
+// pods run as the ServiceAccount of dataplaneAccess, non-root with no
+// capabilities unless the Dataplane says otherwise (security.go), and with
+// the Dataplane's resources or defaultRequests.
 func (r *renderer) deployment(gw *gwapiv1.Gateway, dp *stnrv1.Dataplane, listeners []*listenerState, tlsSecrets []string) *appsv1.Deployment {
 	spec := &dp.Spec
 	meta := objectMeta(gw)
@@ -45,19 +47,18 @@ func (r *renderer) deployment(gw *gwapiv1.Gateway, dp *stnrv1.Dataplane, listene
 		Args:            withConfigFlag(spec.Args),
 		EnvFrom:         spec.EnvFrom,
 		Env:             append(downwardEnv(gw), spec.Env...),
-		SecurityContext: spec.ContainerSecurityContext,
+		Resources:       resources(spec.Resources),
 		VolumeMounts: []corev1.VolumeMount{{
 			Name: "config", MountPath: ConfigDir, ReadOnly: true,
 		}},
-	}
-	if spec.Resources != nil {
-		c.Resources = *spec.Resources
 	}
 	for _, ls := range listeners {
 		if ls.usable() {
 			c.Ports = append(c.Ports, corev1.ContainerPort{ContainerPort: int32(ls.l.Port), Protocol: ls.transport})
 		}
 	}
+	lowPort := lowestPort(c.Ports)
+	c.SecurityContext = containerSecurity(spec.ContainerSecurityContext, lowPort)
 	if !spec.DisableHealthCheck {
 		c.Ports = append(c.Ports, corev1.ContainerPort{Name: "health", ContainerPort: HealthPort, Protocol: corev1.ProtocolTCP})
 		c.LivenessProbe = httpProbe("/live")
@@ -74,7 +75,7 @@ func (r *renderer) deployment(gw *gwapiv1.Gateway, dp *stnrv1.Dataplane, listene
 		Affinity:                      spec.Affinity,
 		Tolerations:                   spec.Tolerations,
 		TopologySpreadConstraints:     spec.TopologySpreadConstraints,
-		SecurityContext:               spec.SecurityContext,
+		SecurityContext:               podSecurity(spec.SecurityContext, spec.HostNetwork, lowPort),
 		ImagePullSecrets:              spec.ImagePullSecrets,
 		TerminationGracePeriodSeconds: ptr(int64(defaultTerminationGracePeriodSeconds)),
 		Volumes: []corev1.Volume{{
