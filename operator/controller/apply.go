@@ -69,8 +69,15 @@ func (r *Reconciler) applyOwned(ctx context.Context, obj client.Object, gw *gwap
 	case cur.GetAnnotations()[HashAnnotation] == hash && metav1.IsControlledBy(cur, gw) && sameConfig(cur, obj):
 		return nil // applied before, and nothing the operator renders has changed since
 	default:
-		if d, ok := cur.(*appsv1.Deployment); ok && replicasOwnedByOthers(d) {
-			unstructured.RemoveNestedField(u.Object, "spec", "replicas")
+		if d, ok := cur.(*appsv1.Deployment); ok {
+			// Who owns replicas is read from the API server: the cache may not have seen an
+			// autoscaler's scale yet, and a forced apply with replicas would undo it.
+			if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
+				return err
+			}
+			if replicasOwnedByOthers(d) {
+				unstructured.RemoveNestedField(u.Object, "spec", "replicas")
+			}
 		}
 	}
 	return r.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership)

@@ -35,7 +35,10 @@ var renderKey = ctrl.Request{NamespacedName: types.NamespacedName{Name: "render"
 // Reconciler renders all managed Gateways and writes the results. Create it with Setup.
 type Reconciler struct {
 	client client.Client
-	opts   Options
+	// apiReader reads from the API server, past the informer cache: for the few reads whose
+	// answer must include writes the cache may not have seen yet.
+	apiReader client.Reader
+	opts      Options
 	// gatewayRoutes is how Gateway API UDPRoutes are read, depending on the versions the
 	// cluster serves; nil when it serves none.
 	gatewayRoutes *routeVersion

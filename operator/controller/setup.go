@@ -56,6 +56,7 @@ func Setup(mgr manager.Manager, opts Options) (*Reconciler, error) {
 	}
 	r := &Reconciler{
 		client:        mgr.GetClient(),
+		apiReader:     mgr.GetAPIReader(),
 		opts:          opts,
 		gatewayRoutes: rv,
 		log:           mgr.GetLogger().WithName("tern-operator"),
