@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -262,16 +263,33 @@ func parseEndpoint(s string) (netip.Prefix, error) {
 	return a.Prefix(a.BitLen())
 }
 
-// ParseLogLevel maps a log level to a slog.Level. It takes one of debug,
-// info, warn (or warning) and error, case-insensitively, or STUNner's
-// per-scope form "all:INFO" / "all:DEBUG,turn:INFO", where the "all" entry
-// decides and the other scopes are only checked for syntax (slog has one
-// level); without an "all" entry the level is info. Anything else is an error.
+// Log levels beyond slog's four, for STUNner's TRACE and DISABLE.
+const (
+	// LevelTrace is below debug: ternd's trace messages, STUNner's TRACE.
+	LevelTrace = slog.LevelDebug - 4
+	// LevelDisable is above every level anything logs at, so nothing passes.
+	LevelDisable = slog.Level(1 << 20)
+)
+
+// LogScopes are STUNner's logger names that stand for parts of ternd. Tern
+// logs through one logger, so a scope here can only make all of it more
+// verbose: "all:INFO,turn:DEBUG" gives debug logging (which the user asked
+// for the TURN path, the bulk of what ternd logs), while
+// "all:DEBUG,turn:ERROR" cannot quiet one part and stays at debug.
+var LogScopes = []string{"all", "stunner", "stunnerd", "turn", "auth", "listener", "cluster", "relay", "admin", "config"}
+
+// ParseLogLevel maps a log level to a slog.Level. It takes one of trace,
+// debug, info, warn (or warning), error and disable (or off, none),
+// case-insensitively, or STUNner's per-scope form "all:INFO" /
+// "all:INFO,turn:DEBUG". In that form the "all" entry sets the level
+// (info without one), and an entry for another of LogScopes lowers it when
+// more verbose; entries for scopes ternd does not have are checked for
+// syntax only (UnknownLogScopes names them). Anything else is an error.
 func ParseLogLevel(s string) (slog.Level, error) {
 	if !strings.Contains(s, ":") {
 		return parseLevelName(s)
 	}
-	level := slog.LevelInfo
+	level, finest := slog.LevelInfo, LevelDisable
 	for entry := range strings.SplitSeq(s, ",") {
 		scope, name, ok := strings.Cut(strings.TrimSpace(entry), ":")
 		if !ok || scope == "" {
@@ -281,15 +299,38 @@ func ParseLogLevel(s string) (slog.Level, error) {
 		if err != nil {
 			return 0, fmt.Errorf("invalid log level %q: scope %q: %w", s, scope, err)
 		}
-		if strings.EqualFold(scope, "all") {
+		switch {
+		case strings.EqualFold(scope, "all"):
 			level = l
+		case knownScope(scope):
+			finest = min(finest, l)
 		}
 	}
-	return level, nil
+	return min(level, finest), nil
+}
+
+// UnknownLogScopes returns the scopes of a "scope:LEVEL,..." log level that
+// are not among LogScopes, in order and once each, for ternd to say once
+// that it ignores them.
+func UnknownLogScopes(s string) []string {
+	var out []string
+	for entry := range strings.SplitSeq(s, ",") {
+		scope, _, ok := strings.Cut(strings.TrimSpace(entry), ":")
+		if ok && scope != "" && !knownScope(scope) && !slices.Contains(out, scope) {
+			out = append(out, scope)
+		}
+	}
+	return out
+}
+
+func knownScope(s string) bool {
+	return slices.ContainsFunc(LogScopes, func(k string) bool { return strings.EqualFold(k, s) })
 }
 
 func parseLevelName(s string) (slog.Level, error) {
-	switch strings.ToLower(s) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "trace":
+		return LevelTrace, nil
 	case "debug":
 		return slog.LevelDebug, nil
 	case "info":
@@ -298,6 +339,8 @@ func parseLevelName(s string) (slog.Level, error) {
 		return slog.LevelWarn, nil
 	case "error":
 		return slog.LevelError, nil
+	case "disable", "off", "none":
+		return LevelDisable, nil
 	}
-	return 0, fmt.Errorf("unknown log level %q: want debug, info, warn or error", s)
+	return 0, fmt.Errorf("unknown log level %q: want trace, debug, info, warn, error or disable", s)
 }
