@@ -3,6 +3,8 @@ package config
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -42,6 +44,44 @@ func FuzzParse(f *testing.F) {
 		}
 		if !bytes.Equal(b1, b2) {
 			t.Fatalf("round trip changed the config:\n%s\n%s", b1, b2)
+		}
+	})
+}
+
+// FuzzParseStunnerd checks that reading stunnerd's format never panics,
+// that what it accepts is valid Tern config that Parse reads back the same,
+// and that a certificate reaches WriteTLS only decoded. Seeds are the files
+// in testdata/stunnerd and testdata/fuzz/FuzzParseStunnerd.
+func FuzzParseStunnerd(f *testing.F) {
+	seeds, _ := filepath.Glob(filepath.Join("testdata", "stunnerd", "*"))
+	for _, s := range seeds {
+		data, err := os.ReadFile(s)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_ = IsStunnerd(data)
+		c, _, err := ParseStunnerd(data, StunnerdOptions{Getenv: fuzzEnv, WriteTLS: func(name string, cert, key []byte) (string, string, error) {
+			return "/tls/cert.pem", "/tls/key.pem", nil
+		}})
+		if err != nil {
+			return
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("ParseStunnerd accepted a config that Validate rejects: %v", err)
+		}
+		b, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c2, err := Parse(b, nil)
+		if err != nil {
+			t.Fatalf("Parse rejects what ParseStunnerd made, %s: %v", b, err)
+		}
+		if b2, _ := json.Marshal(c2); !bytes.Equal(b, b2) {
+			t.Fatalf("Parse changed the converted config:\n%s\n%s", b, b2)
 		}
 	})
 }

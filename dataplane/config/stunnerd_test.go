@@ -1,0 +1,183 @@
+package config
+
+import (
+	"encoding/base64"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func stunnerdEnv(k string) string {
+	return map[string]string{"STUNNER_ADDR": "10.244.1.5", "POD_IP": "10.244.1.5", "NODE_IP": "192.0.2.10"}[k]
+}
+
+func TestParseStunnerdFiles(t *testing.T) {
+	for _, tc := range []struct {
+		file  string
+		want  *Config
+		notes []string
+	}{{
+		file: "udp.yaml",
+		want: &Config{
+			Version: "v1",
+			Admin: Admin{Name: "stunner/udp-gateway", LogLevel: "all:INFO,turn:DEBUG",
+				MetricsAddress: ":8080", HealthAddress: "0.0.0.0:8086"},
+			Auth: Auth{Type: AuthStatic, Realm: "stunner.l7mp.io", Username: "user-1", Password: "pass-1"},
+			Listeners: []Listener{{Name: "stunner/udp-gateway/udp-listener", Protocol: ProtoTURNUDP,
+				Address: "10.244.1.5", Port: 3478, PublicAddress: "1.2.3.4", PublicPort: 3478,
+				Routes: []string{"stunner/media-plane"}}},
+			Clusters: []Cluster{{Name: "stunner/media-plane", Endpoints: []string{"10.244.0.0/16", "10.96.12.7"}}},
+			Relay:    Relay{Address: "10.244.1.5", MinPort: DefaultRelayMinPort, MaxPort: DefaultRelayMaxPort},
+			Limits:   Limits{MaxLifetime: DefaultMaxLifetime, NonceLifetime: DefaultNonceLifetime},
+		},
+	}, {
+		file: "ephemeral.json",
+		want: &Config{
+			Version: "v1",
+			// No healthcheck_endpoint: stunnerd's default port.
+			Admin: Admin{Name: "default", LogLevel: "all:DEBUG", HealthAddress: ":8086"},
+			Auth:  Auth{Type: AuthEphemeral, Realm: "example.com", SharedSecret: "s3cret"},
+			Listeners: []Listener{{Name: "tcp", Protocol: ProtoTURNTCP, Address: "0.0.0.0", Port: 3479,
+				Routes: []string{"peers"}}},
+			Clusters: []Cluster{{Name: "peers", Endpoints: []string{"192.0.2.0/24"}}},
+			Relay:    Relay{Address: "10.244.1.5", MinPort: DefaultRelayMinPort, MaxPort: DefaultRelayMaxPort},
+			Limits: Limits{MaxLifetime: DefaultMaxLifetime, NonceLifetime: DefaultNonceLifetime,
+				AllocationsPerUser: 10},
+		},
+	}} {
+		t.Run(tc.file, func(t *testing.T) {
+			data, err := os.ReadFile(filepath.Join("testdata", "stunnerd", tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !IsStunnerd(data) {
+				t.Error("IsStunnerd = false")
+			}
+			got, notes, err := ParseStunnerd(data, StunnerdOptions{Getenv: stunnerdEnv})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("config (-want +got):\n%s", d)
+			}
+			if !slices.Equal(notes, tc.notes) {
+				t.Errorf("notes = %q, want %q", notes, tc.notes)
+			}
+		})
+	}
+}
+
+func TestIsStunnerdTernConfig(t *testing.T) {
+	for _, s := range []string{minimalYAML, minimalJSON, "", "[", "version: v1\nadmin:\n  logLevel: info\n"} {
+		if IsStunnerd([]byte(s)) {
+			t.Errorf("IsStunnerd(%q) = true", s)
+		}
+	}
+}
+
+// TestParseStunnerdErrors checks that what Tern cannot serve is an error
+// naming stunnerd's field.
+func TestParseStunnerdErrors(t *testing.T) {
+	const head = "version: v1\nauth:\n  credentials: {username: u, password: p}\n"
+	for _, tc := range []struct{ name, doc, want string }{
+		{"unknown field", head + "admin:\n  metricsAddress: ':80'\n", `unknown field "metricsAddress"`},
+		{"strict dns", head + "clusters:\n- name: c\n  type: STRICT_DNS\n  endpoints: [example.com]\n", "clusters[0].type: STRICT_DNS not supported yet"},
+		{"cluster type", head + "clusters:\n- name: c\n  type: EDS\n", `clusters[0].type: unknown cluster type "EDS"`},
+		{"tcp cluster", head + "clusters:\n- name: c\n  protocol: TCP\n  endpoints: [10.0.0.1]\n", "clusters[0].protocol: only UDP"},
+		{"metrics scheme", head + "admin:\n  metrics_endpoint: ':8080'\n", "admin.metrics_endpoint:"},
+		{"metrics port", head + "admin:\n  metrics_endpoint: http://1.2.3.4/metrics\n", "admin.metrics_endpoint:"},
+		{"tls not base64", head + "listeners:\n- name: tls\n  protocol: TURN-TLS\n  cert: /etc/cert.pem\n  key: /etc/key.pem\n", "listeners[0].cert: cert must be a base64-encoded PEM"},
+		{"tls half", head + "listeners:\n- name: tls\n  protocol: TURN-TLS\n  cert: abc\n", "listeners[0].cert: cert and key must both be set"},
+		{"version", "version: v1alpha1\nauth:\n  credentials: {username: u, password: p}\n", "version: must be"},
+		{"no pod ip", head + "listeners:\n- name: udp\n  address: $STUNNER_ADDR\n", "POD_IP"},
+		{"bad level", head + "admin:\n  loglevel: all:LOUD\n", "admin.logLevel"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := ParseStunnerd([]byte(tc.doc), StunnerdOptions{})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseStunnerdNotes(t *testing.T) {
+	doc := `version: v1
+admin:
+  metrics_endpoint: http://:9090/stats
+  healthcheck_endpoint: ""
+  offload_engine: XDP
+  license_config: {key: k, hmac: h}
+auth:
+  type: plaintext
+  credentials: {username: u, password: p, extra: x}
+listeners: [{name: udp}]
+`
+	c, notes, err := ParseStunnerd([]byte(doc), StunnerdOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Admin.HealthAddress != "" || c.Admin.MetricsAddress != ":9090" || c.Auth.Type != AuthStatic {
+		t.Errorf("admin %+v, auth type %q", c.Admin, c.Auth.Type)
+	}
+	want := []string{
+		"admin.metrics_endpoint: metrics are served on /metrics, not /stats",
+		`admin.offload_engine: "XDP" ignored: Tern has no offload engine`,
+		"admin.license_config ignored: Tern needs no license",
+		"auth.credentials.extra ignored: only username, password and secret are used",
+	}
+	if !slices.Equal(notes, want) {
+		t.Errorf("notes:\n%q\nwant\n%q", notes, want)
+	}
+}
+
+func TestParseStunnerdTLS(t *testing.T) {
+	pemCert, pemKey := "-----BEGIN CERTIFICATE-----\nx\n", "-----BEGIN PRIVATE KEY-----\ny\n"
+	doc := "version: v1\nauth:\n  credentials: {username: u, password: p}\nlisteners:\n- name: tls\n  protocol: TLS\n  port: 5349\n  cert: " +
+		base64.StdEncoding.EncodeToString([]byte(pemCert)) + "\n  key: " + base64.StdEncoding.EncodeToString([]byte(pemKey)) + "\n"
+	var gotCert, gotKey string
+	c, _, err := ParseStunnerd([]byte(doc), StunnerdOptions{WriteTLS: func(name string, cert, key []byte) (string, string, error) {
+		gotCert, gotKey = string(cert), string(key)
+		return "/tls/" + name + ".crt", "/tls/" + name + ".key", nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gotCert != pemCert || gotKey != pemKey {
+		t.Errorf("WriteTLS got %q, %q", gotCert, gotKey)
+	}
+	if l := c.Listeners[0]; l.Protocol != ProtoTURNTLS || l.Cert != "/tls/tls.crt" || l.Key != "/tls/tls.key" {
+		t.Errorf("listener %+v", l)
+	}
+	if _, _, err := ParseStunnerd([]byte(doc), StunnerdOptions{}); err == nil || !strings.Contains(err.Error(), "listeners[0].cert") {
+		t.Errorf("without WriteTLS: %v", err)
+	}
+}
+
+func TestParseTURNURI(t *testing.T) {
+	c, err := ParseTURNURI("turn://user1:passwd1@127.0.0.1:3478?transport=udp", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := c.Listeners[0]
+	if c.Auth.Type != AuthStatic || c.Auth.Username != "user1" || c.Auth.Password != "passwd1" ||
+		l.Protocol != ProtoTURNUDP || l.Address != "127.0.0.1" || l.Port != 3478 || c.Relay.Address != "127.0.0.1" {
+		t.Errorf("config %+v", c)
+	}
+	c, err = ParseTURNURI("turn://s3cret@10.0.0.1?transport=tcp", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Auth.Type != AuthEphemeral || c.Auth.SharedSecret != "s3cret" || c.Listeners[0].Protocol != ProtoTURNTCP || c.Listeners[0].Port != 3478 {
+		t.Errorf("config %+v", c)
+	}
+	for _, bad := range []string{"stun://u:p@1.2.3.4", "turn://1.2.3.4:3478", "turn://u:p@1.2.3.4:x", "turn://u:p@1.2.3.4?transport=sctp", "::"} {
+		if _, err := ParseTURNURI(bad, nil); err == nil {
+			t.Errorf("ParseTURNURI(%q) accepted", bad)
+		}
+	}
+}
