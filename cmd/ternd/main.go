@@ -1,16 +1,18 @@
 // Command ternd is Tern's dataplane: it serves TURN from a dataplane config
-// file. Its flags follow stunnerd's (-c, -l, -w, --udp-thread-num) so that
-// STUNner Dataplane templates work unchanged.
+// file. It takes stunnerd's flags (flags.go) and config file format
+// (source.go), so that STUNner Dataplane templates and standalone stunnerd
+// setups work unchanged.
 package main
 
 import (
+	"cmp"
 	"context"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
@@ -20,13 +22,6 @@ import (
 	"github.com/tern-gw/tern/dataplane/k8sconfig"
 	"github.com/tern-gw/tern/internal/version"
 )
-
-// loadConfig reads a dataplane config file as the operator renders it: the
-// address placeholders $(POD_IP) and $(NODE_IP) take the values of the
-// environment variables the rendered Deployment sets from the downward API.
-func loadConfig(path string) (*config.Config, error) {
-	return config.Load(path, os.Getenv)
-}
 
 // defaultGCPercent is ternd's GOGC unless the environment sets one. The
 // relay path allocates nothing, so the garbage collector runs only while
@@ -45,45 +40,52 @@ func main() {
 }
 
 func run(args []string) int {
-	fs := flag.NewFlagSet("ternd", flag.ContinueOnError)
-	var (
-		cfgPath = fs.String("c", "", "dataplane config file (YAML or JSON)")
-		gwPath  = fs.String("f", "", "standalone mode: Gateway API manifests (GatewayClass, GatewayConfig, Gateway, routes, ...) to render the config from, as tern-operator would")
-		gwName  = fs.String("gateway", "", "with -f: namespace/name of the Gateway to serve; default the first in the file")
-		cmRef   = fs.String("configmap", os.Getenv("TERN_CONFIGMAP"), "watch this ConfigMap (namespace/name, or name in $POD_NAMESPACE) through the Kubernetes API and apply its config live")
-		cmKey   = fs.String("configmap-key", "tern.yaml", "key of the config in the ConfigMap")
-		kubecfg = fs.String("kubeconfig", "", "kubeconfig for --configmap; default $KUBECONFIG, ~/.kube/config, then in-cluster")
-		level   = fs.String("l", "", "log level (debug, info, warn, error, or STUNner's all:LEVEL form); overrides the config's admin.logLevel")
-		watch   = fs.Bool("w", false, "watch the config file and apply changes live")
-		pprofAt = fs.String("pprof", "", "serve Go's profiling endpoints (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; off by default, never on a public address")
-		threads = fs.Int("udp-thread-num", 0, "sockets (and reader threads) per TURN-UDP listener; 0 means the number of CPUs")
-		relays  = fs.Int("relay-thread-num", 0, "epoll workers serving relay sockets; 0 means the number of CPUs")
-		bufs    = fs.Int("socket-buffer", 4<<20, "SO_RCVBUF/SO_SNDBUF of listener sockets, bytes")
-		gso     = fs.Bool("gso", true, "send runs of same-size datagrams to one destination as one UDP GSO message (Linux 4.18+; off where unsupported)")
-		ioMode  = fs.String("io", dataplane.IOThreads, "how workers wait for packets: threads (blocking system calls, one thread per worker) or poller (Go netpoller)")
-		grace   = fs.Duration("grace-period", time.Hour, "on SIGTERM, how long existing allocations may keep relaying before ternd exits (a second signal exits at once)")
-		showVer = fs.Bool("version", false, "print the version and the git revision, and exit")
-	)
-	if err := fs.Parse(args); err != nil {
-		return 2
+	f := newFlags()
+	if code := f.parse(args, os.Stdout, os.Stderr); code >= 0 {
+		return code
 	}
-	if *showVer {
+	if f.showVer {
 		fmt.Println(version.String("ternd"))
 		return 0
 	}
-	if (*cfgPath == "") == (*gwPath == "") {
-		fmt.Fprintln(os.Stderr, "ternd: give either -c <config file> or -f <Gateway API manifests>")
-		fs.Usage()
+	var (
+		source string
+		load   func(string) (*config.Config, error)
+		cf     = &configFile{getenv: os.Getenv}
+	)
+	defer cf.close()
+	switch {
+	case f.cfgPath != "" && f.gwPath != "":
+		fmt.Fprintln(os.Stderr, "ternd: give either -c <config file> or -f <Gateway API manifests>, not both")
+		return 2
+	case f.cfgPath != "":
+		path, err := configPath(f.cfgPath)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "ternd: -c: %v\n", err)
+			return 2
+		}
+		source, load = path, cf.load
+	case f.gwPath != "":
+		gf := &gatewayFile{gateway: f.gwName}
+		defer gf.close()
+		source, load = f.gwPath, gf.load
+	case f.fs.NArg() == 1 && strings.HasPrefix(f.fs.Arg(0), "turn://"):
+		// stunnerd's standalone form: a config made from one TURN URI.
+		uri := f.fs.Arg(0)
+		source, load = "command line", func(string) (*config.Config, error) { return config.ParseTURNURI(uri, os.Getenv) }
+		if f.watch {
+			fmt.Fprintln(os.Stderr, "ternd: -w needs a config file; a TURN URI has nothing to watch")
+			return 2
+		}
+	default:
+		fmt.Fprintln(os.Stderr, "ternd: give -c <config file>, -f <Gateway API manifests>, or a turn://user:pass@address:port URI")
+		f.fs.SetOutput(os.Stderr)
+		f.fs.Usage()
 		return 2
 	}
-	var (
-		source = *cfgPath
-		load   = loadConfig
-	)
-	if *gwPath != "" {
-		gf := &gatewayFile{gateway: *gwName}
-		defer gf.close()
-		source, load = *gwPath, gf.load
+	if f.fs.NArg() > 0 && source != "command line" {
+		fmt.Fprintf(os.Stderr, "ternd: unexpected arguments %q\n", f.fs.Args())
+		return 2
 	}
 	cfg, err := load(source)
 	if err != nil {
@@ -91,24 +93,26 @@ func run(args []string) int {
 		return 1
 	}
 	lvl := new(slog.LevelVar)
-	lvlName := cfg.Admin.LogLevel
-	if *level != "" {
-		lvlName = *level
-	}
+	lvlName, fromFlags := f.logLevel(cfg)
 	l, err := config.ParseLogLevel(lvlName)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "ternd: -l: %v\n", err)
 		return 2
 	}
 	lvl.Set(l)
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
-	if cfg.Admin.Name != "" {
-		log = log.With("dataplane", cfg.Admin.Name)
+	log := newLogger(f.logFormat, os.Stderr, lvl)
+	if name := cmp.Or(cfg.Admin.Name, f.id); name != "" {
+		log = log.With("dataplane", name)
 	}
 	slog.SetDefault(log)
+	f.logIgnored(log)
+	if unknown := config.UnknownLogScopes(lvlName); len(unknown) > 0 {
+		log.Info("log level: ternd has no loggers for these scopes; their levels are ignored", "scopes", unknown, "level", lvlName)
+	}
+	cf.setLogger(log, source)
 
-	opts := dataplane.Options{UDPThreads: *threads, RelayThreads: *relays, SocketBuffer: *bufs, IOMode: *ioMode, GSO: *gso, Logger: log}
-	if *level == "" {
+	opts := dataplane.Options{UDPThreads: f.threads, RelayThreads: f.relays, SocketBuffer: f.bufs, IOMode: f.ioMode, GSO: f.gso, Logger: log}
+	if !fromFlags {
 		opts.LogLevel = lvl // the config's admin.logLevel stays in charge
 	}
 	srv, err := dataplane.New(cfg, opts)
@@ -128,32 +132,32 @@ func run(args []string) int {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if *watch {
+	if f.watch {
 		go func() {
 			if err := watchFile(ctx, source, load, srv, log); err != nil {
 				log.Error("config watch stopped", "error", err)
 			}
 		}()
 	}
-	if *cmRef != "" {
-		ns, name, err := k8sconfig.ParseRef(*cmRef, os.Getenv("POD_NAMESPACE"))
+	if f.cmRef != "" {
+		ns, name, err := k8sconfig.ParseRef(f.cmRef, os.Getenv("POD_NAMESPACE"))
 		if err != nil {
 			log.Error("--configmap", "error", err)
 			srv.Close()
 			return 2
 		}
 		go func() {
-			if err := k8sconfig.Watch(ctx, *kubecfg, ns, name, *cmKey, srv.Reconfigure, log); err != nil {
+			if err := k8sconfig.Watch(ctx, f.kubecfg, ns, name, f.cmKey, srv.Reconfigure, log); err != nil {
 				log.Error("configmap watch stopped", "error", err)
 			}
 		}()
 	}
-	if *pprofAt != "" {
+	if f.pprofAt != "" {
 		// Profiles are a debugging aid: ternd serves TURN without them.
-		if pp, err := admin.StartPprof(*pprofAt, log); err != nil {
+		if pp, err := admin.StartPprof(f.pprofAt, log); err != nil {
 			log.Error("--pprof", "error", err)
 		} else {
-			log.Info("profiling endpoints", "address", *pprofAt)
+			log.Info("profiling endpoints", "address", f.pprofAt)
 			defer pp.Close()
 		}
 	}
@@ -161,7 +165,7 @@ func run(args []string) int {
 
 	s := <-sig
 	if s == syscall.SIGTERM {
-		drain(srv, sig, *grace, log)
+		drain(srv, sig, f.grace, log)
 	} else {
 		log.Info("shutting down", "signal", s.String())
 	}

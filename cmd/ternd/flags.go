@@ -1,0 +1,206 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	flag "github.com/spf13/pflag"
+
+	"github.com/tern-gw/tern/dataplane"
+	"github.com/tern-gw/tern/dataplane/config"
+)
+
+// flags are ternd's command line. They take stunnerd's GNU-style spellings
+// (-c/--config, -l/--log, -w/--watch, -u/--udp-thread-num, -v, -d, -i,
+// --log-format, ...), because STUNner's Dataplanes and Helm charts pass
+// them, and ternd's own flags. Go flag-package spellings that earlier
+// ternd releases documented (-udp-thread-num, --w) still work:
+// normalizeArgs rewrites them.
+type flags struct {
+	fs *flag.FlagSet
+
+	cfgPath, gwPath, gwName, cmRef, cmKey, kubecfg string
+	level, logFormat, id, pprofAt, ioMode          string
+	watch, verbose, showVer, gso                   bool
+	threads, relays, bufs                          int
+	grace                                          time.Duration
+
+	// ignored are stunnerd's flags that mean nothing to ternd, with why;
+	// the ones given are logged once at start.
+	ignored map[string]string
+}
+
+// ignoredStunnerdFlags are stunnerd flags ternd accepts and ignores, with
+// the reason it logs. Values are taken as strings whatever their type in
+// stunnerd, except for the booleans, which must not swallow the next
+// argument.
+var ignoredStunnerdFlags = []struct {
+	name, short, reason string
+	isBool              bool
+}{
+	{"dry-run", "d", "ternd has no side effects to suppress beyond serving TURN", true},
+	{"force-ready-status", "", "ternd's /live stays up while it drains", true},
+	{"sni", "", "tunnel mode only", false},
+	{"insecure", "", "tunnel mode only", true},
+	// stunnerd's config discovery service and the Kubernetes client
+	// flags it uses to find it; Tern renders a file or ConfigMap instead.
+	{"cds-server-address", "", "Tern has no config discovery service: use -c <file> or --configmap", false},
+	{"cds-server-namespace", "", "Tern has no config discovery service: use -c <file> or --configmap", false},
+	{"cds-server-port", "", "Tern has no config discovery service: use -c <file> or --configmap", false},
+	{"context", "", "only for finding stunnerd's config discovery service", false},
+	{"namespace", "n", "only for finding stunnerd's config discovery service; --configmap takes namespace/name", false},
+	{"cluster", "", "only for finding stunnerd's config discovery service", false},
+	{"user", "", "only for finding stunnerd's config discovery service", false},
+	{"server", "s", "only for finding stunnerd's config discovery service", false},
+	{"token", "", "only for finding stunnerd's config discovery service", false},
+	{"request-timeout", "", "only for finding stunnerd's config discovery service", false},
+}
+
+func newFlags() *flags {
+	f := &flags{fs: flag.NewFlagSet("ternd", flag.ContinueOnError), ignored: map[string]string{}}
+	fs := f.fs
+	fs.SortFlags = false
+	fs.StringVarP(&f.cfgPath, "config", "c", "", "dataplane config file: Tern's format or stunnerd's (stunnerd.conf); a path or file://<path>")
+	fs.StringVarP(&f.gwPath, "manifests", "f", "", "standalone mode: Gateway API manifests (GatewayClass, GatewayConfig, Gateway, routes, ...) to render the config from, as tern-operator would")
+	fs.StringVar(&f.gwName, "gateway", "", "with -f: namespace/name of the Gateway to serve; default the first in the file")
+	fs.StringVar(&f.cmRef, "configmap", os.Getenv("TERN_CONFIGMAP"), "watch this ConfigMap (namespace/name, or name in $POD_NAMESPACE) through the Kubernetes API and apply its config live")
+	fs.StringVar(&f.cmKey, "configmap-key", "tern.yaml", "key of the config in the ConfigMap")
+	fs.StringVar(&f.kubecfg, "kubeconfig", "", "kubeconfig for --configmap; default $KUBECONFIG, ~/.kube/config, then in-cluster")
+	fs.StringVarP(&f.level, "log", "l", "", "log level: trace, debug, info, warn, error, disable, or STUNner's scope:LEVEL list (all:INFO,turn:DEBUG); overrides the config's log level")
+	fs.StringVar(&f.logFormat, "log-format", "text", "log output format: text or json")
+	fs.BoolVarP(&f.verbose, "verbose", "v", false, "debug logging, as -l all:DEBUG (an explicit -l wins)")
+	fs.StringVarP(&f.id, "id", "i", "", "dataplane name in logs when the config names none (stunnerd's namespace/name id); default $STUNNER_NAMESPACE/$STUNNER_NAME")
+	fs.BoolVarP(&f.watch, "watch", "w", false, "watch the config file and apply changes live")
+	fs.StringVar(&f.pprofAt, "pprof", "", "serve Go's profiling endpoints (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; off by default, never on a public address")
+	fs.IntVarP(&f.threads, "udp-thread-num", "u", 0, "sockets (and reader threads) per TURN-UDP listener; 0 means the number of CPUs")
+	fs.IntVar(&f.relays, "relay-thread-num", 0, "epoll workers serving relay sockets; 0 means the number of CPUs")
+	fs.IntVar(&f.bufs, "socket-buffer", 4<<20, "SO_RCVBUF/SO_SNDBUF of listener sockets, bytes")
+	fs.BoolVar(&f.gso, "gso", true, "send runs of same-size datagrams to one destination as one UDP GSO message (Linux 4.18+; off where unsupported)")
+	fs.StringVar(&f.ioMode, "io", dataplane.IOThreads, "how workers wait for packets: threads (blocking system calls, one thread per worker) or poller (Go netpoller)")
+	fs.DurationVar(&f.grace, "grace-period", time.Hour, "on SIGTERM, how long existing allocations may keep relaying before ternd exits (a second signal exits at once)")
+	fs.BoolVar(&f.showVer, "version", false, "print the version and the git revision, and exit")
+	for _, ig := range ignoredStunnerdFlags {
+		usage := "stunnerd flag, accepted and ignored: " + ig.reason
+		if ig.isBool {
+			fs.BoolP(ig.name, ig.short, false, usage)
+		} else {
+			fs.StringP(ig.name, ig.short, "", usage)
+		}
+		f.ignored[ig.name] = ig.reason
+	}
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `ternd: Tern's TURN dataplane
+
+Usage:
+    ternd -c <config file> [options]     Tern's or stunnerd's config file
+    ternd -f <manifests> [options]       Gateway API manifests, rendered as tern-operator would
+    ternd [options] turn://user:pass@address:port?transport=udp
+                                         one listener, as stunnerd's default config
+
+Options:
+`)
+		fs.PrintDefaults()
+	}
+	return f
+}
+
+// parse parses args, after normalizeArgs. It returns the exit code to
+// leave with, or -1 to run: 0 after -h/--help (usage on stdout), 2 on a
+// bad command line (the error and usage on stderr).
+func (f *flags) parse(args []string, stdout, stderr io.Writer) int {
+	f.fs.SetOutput(io.Discard)
+	err := f.fs.Parse(normalizeArgs(f.fs, args))
+	switch {
+	case err == flag.ErrHelp:
+		f.fs.SetOutput(stdout)
+		f.fs.Usage()
+		return 0
+	case err != nil:
+		fmt.Fprintf(stderr, "ternd: %v\n", err)
+		f.fs.SetOutput(stderr)
+		f.fs.Usage()
+		return 2
+	}
+	switch f.logFormat {
+	case "text", "json":
+	default:
+		fmt.Fprintf(stderr, "ternd: --log-format: want text or json, got %q\n", f.logFormat)
+		return 2
+	}
+	if f.id == "" && os.Getenv("STUNNER_NAME") != "" {
+		// stunnerd's default id, from the variables STUNner's pods set.
+		f.id = strings.TrimPrefix(os.Getenv("STUNNER_NAMESPACE")+"/"+os.Getenv("STUNNER_NAME"), "/")
+	}
+	return -1
+}
+
+// normalizeArgs rewrites Go flag-package spellings to pflag's: a long flag
+// with one dash ("-udp-thread-num=16", "-gateway x") gets two, and a
+// shorthand with two ("--w") gets one. Arguments after "--" and values are
+// left alone.
+func normalizeArgs(fs *flag.FlagSet, args []string) []string {
+	out := make([]string, 0, len(args))
+	for i, a := range args {
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		switch {
+		case strings.HasPrefix(a, "--"):
+			name, _, _ := strings.Cut(a[2:], "=")
+			if len(name) == 1 && fs.ShorthandLookup(name) != nil {
+				a = a[1:]
+			}
+		case strings.HasPrefix(a, "-") && len(a) > 2:
+			name, _, _ := strings.Cut(a[1:], "=")
+			if len(name) > 1 && fs.Lookup(name) != nil {
+				a = "-" + a
+			}
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// logIgnored says once, at info, which of stunnerd's flags were given that
+// ternd ignores.
+func (f *flags) logIgnored(log *slog.Logger) {
+	f.fs.Visit(func(fl *flag.Flag) {
+		if reason, ok := f.ignored[fl.Name]; ok {
+			log.Info(fmt.Sprintf("ignoring stunnerd flag --%s: %s", fl.Name, reason))
+		}
+	})
+}
+
+// logLevel is the level to run at: -l, else all:DEBUG under -v, else the
+// config's. fromFlags says the command line decided, so the config's level
+// stops mattering.
+func (f *flags) logLevel(cfg *config.Config) (level string, fromFlags bool) {
+	switch {
+	case f.level != "":
+		return f.level, true
+	case f.verbose:
+		return "all:DEBUG", true
+	}
+	return cfg.Admin.LogLevel, false
+}
+
+// newLogger makes ternd's logger in the chosen format, naming STUNner's
+// TRACE and DISABLE levels rather than printing DEBUG-4.
+func newLogger(format string, w io.Writer, lvl slog.Leveler) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: lvl, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.LevelKey {
+			if l, ok := a.Value.Any().(slog.Level); ok && l <= config.LevelTrace {
+				a.Value = slog.StringValue("TRACE")
+			}
+		}
+		return a
+	}}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
