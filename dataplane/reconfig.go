@@ -69,6 +69,7 @@ func (s *Server) Reconfigure(next *config.Config) error {
 		}
 	}
 
+	s.dns.SetClusters(next.Clusters)
 	want := map[string]config.Listener{}
 	for _, lc := range next.Listeners {
 		want[lc.Name] = lc
@@ -94,7 +95,7 @@ func (s *Server) Reconfigure(next *config.Config) error {
 			s.stopListener(lc.Name, "protocol, address, port or certificate paths changed")
 			start = append(start, lc)
 		default:
-			al, err := allowlist.New(lc.Routes, next.Clusters, s.ownAddrs(next))
+			al, err := allowlist.Build(lc.Routes, next.Clusters, s.ownAddrs(next), s.dns.Lookup)
 			if err != nil {
 				errs = append(errs, err)
 				continue
