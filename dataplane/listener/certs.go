@@ -121,12 +121,20 @@ func (h *certHolder) run() {
 		select {
 		case <-h.stop:
 			return
-		case <-events:
+		case _, ok := <-events:
+			if !ok { // the watcher is gone: polling alone from here
+				events = nil
+				continue
+			}
 			// Any event in the directories may concern the files (a rename
 			// of ..data_tmp to ..data names neither of them), and a reload
 			// that finds the same bytes does nothing.
 			debounce.Reset(certDebounce)
-		case err := <-errs:
+		case err, ok := <-errs:
+			if !ok {
+				errs = nil
+				continue
+			}
 			h.log.Warn("certificate watch error", "listener", h.lc.Name, "error", err)
 		case <-debounce.C:
 			h.reload()
