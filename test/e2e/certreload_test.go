@@ -1,12 +1,15 @@
 package e2e
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,4 +135,61 @@ func TestTLSCertificateReload(t *testing.T) {
 		}
 	}
 	s.waitMetric(t, "stunner_allocations_active", 1, 2*time.Second)
+}
+
+// TestTLSCertificateReloadUclient does the same with coturn's
+// turnutils_uclient: two clients relay over TURN-TLS for a few seconds
+// while the certificate rotates under the listener, and lose nothing.
+func TestTLSCertificateReloadUclient(t *testing.T) {
+	if targetIsCoturn() {
+		t.Skip("coturn does not reload certificates")
+	}
+	uclient := requireTool(t, "turnutils_uclient")
+	dir := t.TempDir()
+	kubeletSwap(t, dir, "cert-a", 1)
+	for _, f := range []string{"tls.crt", "tls.key"} {
+		if err := os.Symlink(filepath.Join("..data", f), filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tlsPort, release := freePort(t, "tcp4")
+	release()
+	s := startTernd(t, func(c *config) {
+		c.Listeners = append(c.Listeners, listener{Name: "tls", Protocol: "TURN-TLS", Address: "127.0.0.1", Port: tlsPort,
+			Routes: []string{"local"}, Cert: filepath.Join(dir, "tls.crt"), Key: filepath.Join(dir, "tls.key")})
+	})
+	peerPort := startTurnutilsPeer(t)
+	const clients, messages = 2, 200 // 20 ms apart: about 4 s of relaying
+	args := []string{"-t", "-S", "-c", "-p", strconv.Itoa(tlsPort), "-u", testUser, "-w", testPassword,
+		"-e", "127.0.0.1", "-r", strconv.Itoa(peerPort), "-m", strconv.Itoa(clients), "-n", strconv.Itoa(messages),
+		"-l", "100", "-z", "20", "127.0.0.1"}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, uclient, args...)
+	cmd.WaitDelay = 5 * time.Second
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	s.waitMetric(t, "stunner_allocations_active", clients, 10*time.Second)
+
+	kubeletSwap(t, dir, "cert-b", 2)
+	testenv.Eventually(t, 5*time.Second, func() error {
+		cn, err := servedCommonName("127.0.0.1:" + strconv.Itoa(tlsPort))
+		if err == nil && cn != "cert-b" {
+			err = fmt.Errorf("serves %q, want cert-b", cn)
+		}
+		return err
+	})
+	if err := <-done; err != nil {
+		t.Fatalf("turnutils_uclient %s: %v\n%s", strings.Join(args, " "), err, out.String())
+	}
+	rep, ok := parseUclient(out.String())
+	if !ok || rep.sent != clients*messages || rep.received != rep.sent || rep.lost != 0 {
+		t.Errorf("report found %v: sent %d, received %d, lost %d; want %d sent and received across the rotation\n%s",
+			ok, rep.sent, rep.received, rep.lost, clients*messages, out.String())
+	}
 }
