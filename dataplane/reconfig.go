@@ -1,10 +1,8 @@
 package dataplane
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/tern-gw/tern/dataplane/allowlist"
 	"github.com/tern-gw/tern/dataplane/config"
@@ -18,8 +16,9 @@ import (
 //   - auth, limits, routes and clusters change in place; permissions and
 //     channels to peers no longer allowed are dropped, allocations stay;
 //   - a listener added or removed starts or stops only that listener;
-//   - a listener whose protocol, address, port or certificate changed is
-//     restarted alone;
+//   - a listener whose protocol, address, port or certificate paths
+//     changed is restarted alone (new certificate contents are reloaded by
+//     the listener itself);
 //   - a realm or relay change restarts every listener.
 //
 // A config that fails validation is rejected with an error that names the
@@ -70,6 +69,7 @@ func (s *Server) Reconfigure(next *config.Config) error {
 		}
 	}
 
+	s.dns.SetClusters(next.Clusters)
 	want := map[string]config.Listener{}
 	for _, lc := range next.Listeners {
 		want[lc.Name] = lc
@@ -92,10 +92,10 @@ func (s *Server) Reconfigure(next *config.Config) error {
 		case !ok:
 			start = append(start, lc)
 		case needsRestart(l, lc):
-			s.stopListener(lc.Name, "protocol, address, port or certificate changed")
+			s.stopListener(lc.Name, "protocol, address, port or certificate paths changed")
 			start = append(start, lc)
 		default:
-			al, err := allowlist.New(lc.Routes, next.Clusters, s.ownAddrs(next))
+			al, err := allowlist.Build(lc.Routes, next.Clusters, s.ownAddrs(next), s.dns.Lookup)
 			if err != nil {
 				errs = append(errs, err)
 				continue
@@ -116,19 +116,11 @@ func (s *Server) Reconfigure(next *config.Config) error {
 }
 
 // needsRestart reports whether a listener change can only be applied by
-// restarting it: protocol, address, port, or the certificate (its paths, or
-// the files' contents, which a Secret update changes in place).
+// restarting it: protocol, address, port, or the certificate's paths. New
+// contents at the same paths (a Secret renewed in place) need no restart:
+// the listener's certificate holder reloads them, and its allocations stay.
 func needsRestart(l listener.Listener, next config.Listener) bool {
 	cur := l.Spec()
-	if cur.Protocol != next.Protocol || cur.Address != next.Address || cur.Port != next.Port ||
-		cur.Cert != next.Cert || cur.Key != next.Key {
-		return true
-	}
-	cert, key := l.KeyPair()
-	if cert == nil {
-		return false
-	}
-	nc, err1 := os.ReadFile(next.Cert)
-	nk, err2 := os.ReadFile(next.Key)
-	return err1 != nil || err2 != nil || !bytes.Equal(cert, nc) || !bytes.Equal(key, nk)
+	return cur.Protocol != next.Protocol || cur.Address != next.Address || cur.Port != next.Port ||
+		cur.Cert != next.Cert || cur.Key != next.Key
 }

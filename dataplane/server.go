@@ -53,6 +53,11 @@ type Options struct {
 	// LogLevel, when set, follows the config's admin.logLevel on every
 	// reconfiguration.
 	LogLevel *slog.LevelVar
+	// DNS answers STRICT_DNS clusters' lookups; default net.DefaultResolver.
+	DNS allowlist.Lookuper
+	// DNSInterval is how often STRICT_DNS host names are re-resolved;
+	// default allowlist.DefaultResolveInterval (5 s).
+	DNSInterval time.Duration
 }
 
 // I/O modes of Options.IOMode.
@@ -68,6 +73,7 @@ type Server struct {
 	clock  *coarseClock
 	engine *turn.Engine
 	relays *relay.Pool
+	dns    *allowlist.Resolver // STRICT_DNS clusters' answers; see dns.go
 
 	mu  sync.Mutex // serializes Start, Reconfigure, Drain and Close
 	cfg *config.Config
@@ -126,6 +132,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	}
 	s.relays.Start(s.engine)
 	s.setLogLevel(cfg)
+	s.dns = allowlist.NewResolver(opts.DNS, opts.DNSInterval, s.log, s.refreshAllowlists)
 	return s, nil
 }
 
@@ -184,6 +191,7 @@ func (s *Server) Start() error {
 	if s.http, err = s.startAdmin(s.cfg.Admin); err != nil {
 		return err
 	}
+	s.dns.SetClusters(s.cfg.Clusters)
 	err = s.startListeners(s.cfg, s.cfg.Listeners)
 	s.ready.Store(s.running() > 0)
 	return err
@@ -209,7 +217,7 @@ func (s *Server) startListeners(cfg *config.Config, lcs []config.Listener) error
 }
 
 func (s *Server) startListener(cfg *config.Config, lc config.Listener) error {
-	al, err := allowlist.New(lc.Routes, cfg.Clusters, s.ownAddrs(cfg))
+	al, err := allowlist.Build(lc.Routes, cfg.Clusters, s.ownAddrs(cfg), s.dns.Lookup)
 	if err != nil {
 		return fmt.Errorf("listener %q: %w", lc.Name, err)
 	}
@@ -289,6 +297,7 @@ func (s *Server) Close() {
 		return
 	}
 	s.closed = true
+	s.dns.Close()
 	s.ready.Store(false)
 	s.listenersMu.Lock()
 	ls := s.listeners

@@ -44,8 +44,17 @@ var defaultProtected = []netip.Prefix{
 // New compiles the allowlist of routes (cluster names) against clusters.
 // own are the dataplane's own addresses (listeners, relay), which are
 // protected like loopback. It returns an error naming an unknown route or a
-// bad endpoint.
+// bad endpoint. STRICT_DNS clusters allow nothing here: see Build.
 func New(routes []string, clusters []config.Cluster, own []netip.Addr) (*List, error) {
+	return Build(routes, clusters, own, nil)
+}
+
+// Build is New with the addresses of STRICT_DNS clusters' host names taken
+// from lookup (Resolver.Lookup); a nil lookup resolves nothing. A resolved
+// address never opens a protected range: DNS answers are not an explicit
+// choice of the config, and a name that resolves to loopback or to the
+// metadata address must not reach it.
+func Build(routes []string, clusters []config.Cluster, own []netip.Addr, lookup func(host string) []netip.Addr) (*List, error) {
 	p := &List{protected: append([]netip.Prefix(nil), defaultProtected...)}
 	for _, a := range own {
 		if a.IsValid() && !a.IsUnspecified() {
@@ -60,6 +69,19 @@ func New(routes []string, clusters []config.Cluster, own []netip.Addr) (*List, e
 		c, ok := byName[name]
 		if !ok {
 			return nil, fmt.Errorf("route %q names no cluster", name)
+		}
+		if c.IsStrictDNS() {
+			if lookup == nil {
+				continue
+			}
+			for _, host := range c.Endpoints {
+				for _, a := range lookup(host) {
+					a = a.Unmap()
+					// sensitive stays false: see above.
+					p.rules = append(p.rules, rule{prefix: netip.PrefixFrom(a, a.BitLen()), minPort: uint16(c.MinPort), maxPort: uint16(c.MaxPort)})
+				}
+			}
+			continue
 		}
 		prefixes, err := c.Prefixes()
 		if err != nil {

@@ -95,7 +95,10 @@ type Listener struct {
 type Cluster struct {
 	// Name is unique within the config.
 	Name string `json:"name"`
-	// Endpoints are IP addresses or CIDR prefixes ("10.0.0.5", "10.0.0.0/24").
+	// Type is STATIC (the default) or STRICT_DNS, case-insensitive.
+	Type string `json:"type,omitempty"`
+	// Endpoints are IP addresses or CIDR prefixes ("10.0.0.5",
+	// "10.0.0.0/24"); in a STRICT_DNS cluster, host names.
 	Endpoints []string `json:"endpoints"`
 	// MinPort and MaxPort restrict the peer port range, inclusive; 0/0 allows all ports.
 	MinPort int `json:"minPort,omitempty"`

@@ -280,14 +280,14 @@ func (s *Stunnerd) Convert(opts StunnerdOptions) (*Config, []string, error) {
 	return c, notes, errors.Join(errs...)
 }
 
-// stunnerdCluster maps a cluster by its type. It is the one place to change
-// when Tern's Cluster learns hostnames (STRICT_DNS).
+// stunnerdCluster maps a cluster by its type: STATIC lists addresses,
+// STRICT_DNS host names that the dataplane resolves and re-resolves.
 func stunnerdCluster(cl StunnerdCluster) (Cluster, error) {
 	switch strings.ToUpper(cl.Type) {
 	case "", "STATIC":
 		return Cluster{Name: cl.Name, Endpoints: cl.Endpoints}, nil
 	case "STRICT_DNS":
-		return Cluster{}, errors.New("STRICT_DNS not supported yet: list the peers' IP addresses in a STATIC cluster")
+		return Cluster{Name: cl.Name, Type: ClusterStrictDNS, Endpoints: cl.Endpoints}, nil
 	}
 	return Cluster{}, fmt.Errorf("unknown cluster type %q: want STATIC or STRICT_DNS", cl.Type)
 }

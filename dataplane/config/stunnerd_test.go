@@ -85,7 +85,7 @@ func TestParseStunnerdErrors(t *testing.T) {
 	const head = "version: v1\nauth:\n  credentials: {username: u, password: p}\n"
 	for _, tc := range []struct{ name, doc, want string }{
 		{"unknown field", head + "admin:\n  metricsAddress: ':80'\n", `unknown field "metricsAddress"`},
-		{"strict dns", head + "clusters:\n- name: c\n  type: STRICT_DNS\n  endpoints: [example.com]\n", "clusters[0].type: STRICT_DNS not supported yet"},
+		{"strict dns with an address", head + "clusters:\n- name: c\n  type: STRICT_DNS\n  endpoints: [10.0.0.1/32]\n", "clusters[0]"},
 		{"cluster type", head + "clusters:\n- name: c\n  type: EDS\n", `clusters[0].type: unknown cluster type "EDS"`},
 		{"tcp cluster", head + "clusters:\n- name: c\n  protocol: TCP\n  endpoints: [10.0.0.1]\n", "clusters[0].protocol: only UDP"},
 		{"metrics scheme", head + "admin:\n  metrics_endpoint: ':8080'\n", "admin.metrics_endpoint:"},
@@ -179,5 +179,18 @@ func TestParseTURNURI(t *testing.T) {
 		if _, err := ParseTURNURI(bad, nil); err == nil {
 			t.Errorf("ParseTURNURI(%q) accepted", bad)
 		}
+	}
+}
+
+// TestParseStunnerdStrictDNS: a STRICT_DNS cluster keeps its type and host
+// names, which the dataplane resolves.
+func TestParseStunnerdStrictDNS(t *testing.T) {
+	doc := "version: v1\nauth:\n  credentials: {username: u, password: p}\nlisteners:\n- {name: udp, protocol: TURN-UDP, port: 3478, routes: [media]}\nclusters:\n- name: media\n  type: STRICT_DNS\n  endpoints: [media.example.svc.cluster.local]\n"
+	c, _, err := ParseStunnerd([]byte(doc), StunnerdOptions{Getenv: func(string) string { return "10.0.0.1" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Clusters) != 1 || !c.Clusters[0].IsStrictDNS() || c.Clusters[0].Endpoints[0] != "media.example.svc.cluster.local" {
+		t.Errorf("clusters %+v", c.Clusters)
 	}
 }

@@ -94,7 +94,16 @@ func (c *Config) Validate() error {
 		} else {
 			clusters[cl.Name] = i
 		}
+		if !validClusterType(cl.Type) {
+			bad(p+".type", "must be %s or %s, got %q", ClusterStatic, ClusterStrictDNS, cl.Type)
+		}
 		for k, ep := range cl.Endpoints {
+			if cl.IsStrictDNS() {
+				if !ValidHostname(ep) {
+					bad(fmt.Sprintf("%s.endpoints[%d]", p, k), "must be a host name in a %s cluster, got %q", ClusterStrictDNS, ep)
+				}
+				continue
+			}
 			if _, err := parseEndpoint(ep); err != nil {
 				bad(fmt.Sprintf("%s.endpoints[%d]", p, k), "must be an IP address or CIDR prefix, got %q", ep)
 			}
@@ -231,7 +240,8 @@ func validHostPort(s string) bool {
 
 // Prefixes returns the cluster's endpoints as masked prefixes: a bare IPv4
 // address becomes a /32, a bare IPv6 address a /128. It fails on the first
-// endpoint that is neither an IP address nor a CIDR prefix.
+// endpoint that is neither an IP address nor a CIDR prefix, and so on every
+// endpoint of a STRICT_DNS cluster, whose host names must be resolved.
 func (cl Cluster) Prefixes() ([]netip.Prefix, error) {
 	out := make([]netip.Prefix, 0, len(cl.Endpoints))
 	for _, ep := range cl.Endpoints {

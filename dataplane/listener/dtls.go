@@ -2,7 +2,6 @@ package listener
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -21,27 +20,28 @@ import (
 // (github.com/pion/dtls/v2), one TURN message per record.
 type dtlsListener struct {
 	connListener
-	ln   net.Listener
-	conf *dtls.Config
+	ln    net.Listener
+	conf  *dtls.Config
+	certs *certHolder
 }
 
 func (l *dtlsListener) LocalAddr() string { return l.ln.Addr().String() }
 
 func startDTLS(env Env, lc config.Listener, al *allowlist.List) (*dtlsListener, error) {
-	pair, cert, key, err := loadKeyPair(lc)
-	if err != nil {
-		return nil, err
-	}
-	l := &dtlsListener{}
-	l.init(env, lc, turn.ProtoDTLS, al)
-	l.cert, l.key = cert, key
-	l.conf = &dtls.Config{
-		Certificates:         []tls.Certificate{pair},
-		ExtendedMasterSecret: dtls.RequireExtendedMasterSecret,
-	}
 	ip, err := netip.ParseAddr(lc.Address)
 	if err != nil {
 		return nil, fmt.Errorf("listener %q: address: %w", lc.Name, err)
+	}
+	certs, err := newCertHolder(lc, env.Log)
+	if err != nil {
+		return nil, err
+	}
+	l := &dtlsListener{certs: certs}
+	l.init(env, lc, turn.ProtoDTLS, al)
+	l.cert, l.key = certs.PEM()
+	l.conf = &dtls.Config{
+		GetCertificate:       certs.GetDTLSCertificate,
+		ExtendedMasterSecret: dtls.RequireExtendedMasterSecret,
 	}
 	// The handshake runs per connection in its own goroutine (dtls.Listen
 	// would run it inside Accept, where one slow client stalls the rest),
@@ -49,6 +49,7 @@ func startDTLS(env Env, lc config.Listener, al *allowlist.List) (*dtlsListener, 
 	lcfg := udp.ListenConfig{AcceptFilter: func(b []byte) bool { return len(b) > 13 && b[0] == 22 }}
 	ln, err := lcfg.Listen("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(ip, uint16(lc.Port))))
 	if err != nil {
+		certs.Close()
 		return nil, fmt.Errorf("listener %q: %w", lc.Name, err)
 	}
 	l.ln = ln
@@ -103,5 +104,6 @@ func (l *dtlsListener) serveConn(c *clientConn) {
 func (l *dtlsListener) Close() {
 	l.closed.Store(true)
 	l.ln.Close()
+	l.certs.Close()
 	l.closeConns()
 }

@@ -20,7 +20,8 @@ import (
 // byte stream: STUN messages and ChannelData framed by their length fields).
 type streamListener struct {
 	connListener
-	ln net.Listener
+	ln    net.Listener
+	certs *certHolder // TURN-TLS only
 }
 
 func (l *streamListener) LocalAddr() string { return l.ln.Addr().String() }
@@ -48,15 +49,20 @@ func startStream(env Env, lc config.Listener, al *allowlist.List) (*streamListen
 	l.init(env, lc, turn.ProtoTCP, al)
 	var tlsConf *tls.Config
 	if lc.Protocol == config.ProtoTURNTLS {
-		pair, cert, key, err := loadKeyPair(lc)
+		certs, err := newCertHolder(lc, env.Log)
 		if err != nil {
 			return nil, err
 		}
-		l.proto, l.cert, l.key = turn.ProtoTLS, cert, key
-		tlsConf = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+		l.certs = certs
+		l.proto = turn.ProtoTLS
+		l.cert, l.key = certs.PEM()
+		tlsConf = &tls.Config{GetCertificate: certs.GetCertificate, MinVersion: tls.VersionTLS12}
 	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(lc.Address, fmt.Sprint(lc.Port)))
 	if err != nil {
+		if l.certs != nil {
+			l.certs.Close()
+		}
 		return nil, fmt.Errorf("listener %q: %w", lc.Name, err)
 	}
 	if tlsConf != nil {
@@ -160,5 +166,8 @@ func readFrame(r *bufio.Reader, buf []byte) (int, error) {
 func (l *streamListener) Close() {
 	l.closed.Store(true)
 	l.ln.Close()
+	if l.certs != nil {
+		l.certs.Close()
+	}
 	l.closeConns()
 }

@@ -1,0 +1,182 @@
+package listener
+
+import (
+	"bytes"
+	"crypto/tls"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/pion/dtls/v2"
+
+	"github.com/tern-gw/tern/dataplane/config"
+)
+
+// certPollInterval is how often a certHolder re-reads its files even when
+// the watcher reported nothing: a watch can miss changes (inotify limits,
+// file systems that send no events, a directory replaced as a whole), and a
+// certificate left to expire is worse than two small reads every 30 s.
+var certPollInterval = 30 * time.Second
+
+// certDebounce lets a burst of events (a Secret update writes the
+// certificate, the key and the ..data symlink one after another) settle
+// into one reload, so a half-written pair is rarely even tried.
+const certDebounce = 100 * time.Millisecond
+
+// certHolder serves a TLS or DTLS listener's current certificate and key
+// pair and reloads it when the files change, so that a renewed certificate
+// (cert-manager rotating a Secret mounted by kubelet) reaches new
+// handshakes without restarting the listener and dropping its allocations.
+// Connections already established keep the pair they were made with.
+type certHolder struct {
+	lc  config.Listener
+	log *slog.Logger
+	cur atomic.Pointer[tls.Certificate]
+
+	mu        sync.Mutex // guards certPEM, keyPEM: reloads from the watcher and the poll
+	certPEM   []byte
+	keyPEM    []byte
+	watcher   *fsnotify.Watcher // nil when no watch could be set: polling only
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+// newCertHolder loads lc's certificate and key and starts watching their
+// directories. It returns the error of the first load (unreadable file, a
+// pair that does not match), naming the listener and the files; later
+// failed reloads are logged and keep the pair in use.
+func newCertHolder(lc config.Listener, log *slog.Logger) (*certHolder, error) {
+	pair, cert, key, err := loadKeyPair(lc)
+	if err != nil {
+		return nil, err
+	}
+	h := &certHolder{lc: lc, log: log, certPEM: cert, keyPEM: key, stop: make(chan struct{}), done: make(chan struct{})}
+	h.cur.Store(&pair)
+	if w, err := fsnotify.NewWatcher(); err != nil {
+		log.Warn("cannot watch certificate files, polling them", "listener", lc.Name, "every", certPollInterval, "error", err)
+	} else {
+		// Watch the directories, not the files: kubelet swaps a Secret
+		// volume's ..data symlink, and an editor or `mv` replaces the file,
+		// and a watch on the old inode sees neither.
+		for _, dir := range uniqueDirs(lc.Cert, lc.Key) {
+			if err := w.Add(dir); err != nil {
+				log.Warn("cannot watch certificate directory, polling it", "listener", lc.Name, "dir", dir, "error", err)
+			}
+		}
+		h.watcher = w
+	}
+	go h.run()
+	return h, nil
+}
+
+func uniqueDirs(paths ...string) []string {
+	var out []string
+	for _, p := range paths {
+		d := filepath.Dir(p)
+		dup := false
+		for _, o := range out {
+			dup = dup || o == d
+		}
+		if !dup {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// GetCertificate is tls.Config.GetCertificate: the current pair.
+func (h *certHolder) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return h.cur.Load(), nil
+}
+
+// GetDTLSCertificate is dtls.Config.GetCertificate: the current pair.
+func (h *certHolder) GetDTLSCertificate(*dtls.ClientHelloInfo) (*tls.Certificate, error) {
+	return h.cur.Load(), nil
+}
+
+// PEM returns the certificate and key files' contents of the pair in use.
+func (h *certHolder) PEM() (cert, key []byte) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.certPEM, h.keyPEM
+}
+
+func (h *certHolder) run() {
+	defer close(h.done)
+	poll := time.NewTicker(certPollInterval)
+	defer poll.Stop()
+	var events <-chan fsnotify.Event
+	var errs <-chan error
+	if h.watcher != nil {
+		events, errs = h.watcher.Events, h.watcher.Errors
+	}
+	debounce := time.NewTimer(time.Hour)
+	debounce.Stop()
+	for {
+		select {
+		case <-h.stop:
+			return
+		case _, ok := <-events:
+			if !ok { // the watcher is gone: polling alone from here
+				events = nil
+				continue
+			}
+			// Any event in the directories may concern the files (a rename
+			// of ..data_tmp to ..data names neither of them), and a reload
+			// that finds the same bytes does nothing.
+			debounce.Reset(certDebounce)
+		case err, ok := <-errs:
+			if !ok {
+				errs = nil
+				continue
+			}
+			h.log.Warn("certificate watch error", "listener", h.lc.Name, "error", err)
+		case <-debounce.C:
+			h.reload()
+		case <-poll.C:
+			h.reload()
+		}
+	}
+}
+
+// reload reads the files and swaps in their pair when it differs from the
+// one in use and is valid. A pair that fails to load is logged and the old
+// one kept: a Secret caught between its certificate and key updates, or a
+// bad renewal, must not take TLS down.
+func (h *certHolder) reload() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	cert, err1 := os.ReadFile(h.lc.Cert)
+	key, err2 := os.ReadFile(h.lc.Key)
+	if err1 == nil && err2 == nil && bytes.Equal(cert, h.certPEM) && bytes.Equal(key, h.keyPEM) {
+		return
+	}
+	pair, cert, key, err := loadKeyPair(h.lc)
+	if err != nil {
+		h.log.Error("certificate reload failed, keeping the previous certificate", "listener", h.lc.Name, "error", err)
+		return
+	}
+	h.certPEM, h.keyPEM = cert, key
+	h.cur.Store(&pair)
+	attrs := []any{"listener", h.lc.Name, "cert", h.lc.Cert}
+	if pair.Leaf != nil {
+		attrs = append(attrs, "subject", pair.Leaf.Subject.String(), "not_after", pair.Leaf.NotAfter)
+	}
+	h.log.Info("certificate reloaded", attrs...)
+}
+
+// Close stops the watcher. It is safe to call more than once.
+func (h *certHolder) Close() {
+	h.closeOnce.Do(func() {
+		close(h.stop)
+		<-h.done
+		if h.watcher != nil {
+			h.watcher.Close()
+		}
+	})
+}
