@@ -34,10 +34,10 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 			fatal = append(fatal, ps...)
 		}
 		if gc.Spec.LogLevel != nil && *gc.Spec.LogLevel != "" {
-			if _, err := config.ParseLogLevel(*gc.Spec.LogLevel); err != nil {
-				fatal = append(fatal, r.problems.errorf(gatewayConfigRef(gc), "spec.logLevel", "%v", err))
+			if l, ok := r.logLevel(gc, *gc.Spec.LogLevel); ok {
+				logLevel = l
 			} else {
-				logLevel = *gc.Spec.LogLevel
+				fatal = append(fatal, r.problems.errorf(gatewayConfigRef(gc), "spec.logLevel", "%s", l))
 			}
 		}
 		dpName := DefaultDataplaneName

@@ -24,6 +24,10 @@ type Result struct {
 	Routes []RouteResult `json:"routes,omitempty"`
 	// Problems is every problem found, also those reflected in conditions.
 	Problems []Problem `json:"problems,omitempty"`
+	// SubstitutedDataplanes maps each Dataplane whose stunnerd image or
+	// command was replaced by ternd's to a message saying what was
+	// replaced, for the operator's status condition on the Dataplane.
+	SubstitutedDataplanes map[string]string `json:"substitutedDataplanes,omitempty"`
 }
 
 // GatewayClassResult is the status to write on a managed GatewayClass.
