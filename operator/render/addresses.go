@@ -10,11 +10,13 @@ import (
 )
 
 // serviceSettings reads the Service type and the mixed-protocol switch from
-// gw's annotations; an unknown type is a problem and falls back to
+// ann, the Service's annotations (serviceAnnotations: the GatewayConfig's
+// then the Gateway's, so a GatewayConfig can set a default type for all its
+// Gateways, as in STUNner); an unknown type is a problem and falls back to
 // LoadBalancer.
-func (r *renderer) serviceSettings(gw *gwapiv1.Gateway) (corev1.ServiceType, bool) {
+func (r *renderer) serviceSettings(gw *gwapiv1.Gateway, ann map[string]string) (corev1.ServiceType, bool) {
 	typ := corev1.ServiceTypeLoadBalancer
-	if v, ok := gw.Annotations[AnnotationServiceType]; ok {
+	if v, ok := ann[AnnotationServiceType]; ok {
 		switch strings.ToLower(strings.TrimSpace(v)) {
 		case "clusterip":
 			typ = corev1.ServiceTypeClusterIP
@@ -26,7 +28,7 @@ func (r *renderer) serviceSettings(gw *gwapiv1.Gateway) (corev1.ServiceType, boo
 				"unknown Service type %q: want ClusterIP, NodePort or LoadBalancer; using LoadBalancer", v)
 		}
 	}
-	mixed := strings.EqualFold(strings.TrimSpace(gw.Annotations[AnnotationMixedProtocol]), "true")
+	mixed := strings.EqualFold(strings.TrimSpace(ann[AnnotationMixedProtocol]), "true")
 	return typ, mixed
 }
 

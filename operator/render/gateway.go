@@ -54,7 +54,9 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 	gatewayOK := gc != nil && len(fatal) == 0
 	r.attachRoutes(gw, listeners, gatewayOK)
 
-	svcType, mixed := r.serviceSettings(gw)
+	svcAnn := serviceAnnotations(gw, gc)
+	svcType, mixed := r.serviceSettings(gw, svcAnn)
+	r.targetPorts(gw, listeners, svcAnn)
 	addrs := r.gatewayAddresses(gw, svcType)
 	public := publicIP(addrs)
 
@@ -87,7 +89,7 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 			res.Config = cfg
 			res.TLSSecrets = tlsSecrets(listeners)
 			res.ConfigMap = r.configMap(gw, data)
-			res.Service = r.service(gw, gc, listeners, svcType, mixed)
+			res.Service = r.service(gw, svcAnn, listeners, svcType, mixed)
 			if dp != nil {
 				res.ServiceAccount, res.Role, res.RoleBinding = dataplaneAccess(gw, res.ConfigMap.Name)
 				res.Deployment = r.deployment(gw, dp, listeners, res.TLSSecrets)
@@ -223,7 +225,7 @@ func (r *renderer) buildConfig(gw *gwapiv1.Gateway, auth config.Auth, logLevel s
 			Name:     nsName(gw.Namespace, gw.Name) + "/" + string(ls.l.Name),
 			Protocol: ls.protocol,
 			Address:  config.DefaultListenAddress,
-			Port:     int(ls.l.Port),
+			Port:     ls.port(),
 			Routes:   sortedKeys(ls.clusters),
 		}
 		if public != "" {
