@@ -40,6 +40,9 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 				fatal = append(fatal, r.problems.errorf(gatewayConfigRef(gc), "spec.logLevel", "%s", l))
 			}
 		}
+		if ps := r.checkRelayPorts(gc); len(ps) > 0 {
+			fatal = append(fatal, ps...)
+		}
 		dpName := DefaultDataplaneName
 		if gc.Spec.Dataplane != nil && *gc.Spec.Dataplane != "" {
 			dpName = *gc.Spec.Dataplane
@@ -71,7 +74,7 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 	}
 
 	if gc != nil && len(fatal) == 0 {
-		cfg := r.buildConfig(gw, auth, logLevel, dp, listeners, public)
+		cfg := r.buildConfig(gw, gc, auth, logLevel, dp, listeners, public)
 		data, err := MarshalConfig(cfg)
 		if err == nil {
 			err = checkRendered(data)
@@ -194,7 +197,7 @@ func kindAllowed(kinds []gwapiv1.RouteGroupKind, group string) bool {
 
 // buildConfig assembles the dataplane config of gw from its usable
 // listeners and the clusters of the routes attached to them.
-func (r *renderer) buildConfig(gw *gwapiv1.Gateway, auth config.Auth, logLevel string, dp *stnrv1.Dataplane, listeners []*listenerState, public string) *config.Config {
+func (r *renderer) buildConfig(gw *gwapiv1.Gateway, gc *stnrv1.GatewayConfig, auth config.Auth, logLevel string, dp *stnrv1.Dataplane, listeners []*listenerState, public string) *config.Config {
 	cfg := &config.Config{
 		Version: config.Version,
 		Admin: config.Admin{
@@ -252,8 +255,34 @@ func (r *renderer) buildConfig(gw *gwapiv1.Gateway, auth config.Auth, logLevel s
 			cfg.Relay.Address = config.PlaceholderNodeIP
 		}
 	}
+	if gc.Spec.MinPort != nil {
+		cfg.Relay.MinPort = int(*gc.Spec.MinPort)
+	}
+	if gc.Spec.MaxPort != nil {
+		cfg.Relay.MaxPort = int(*gc.Spec.MaxPort)
+	}
+	if gc.Spec.UserQuota != nil {
+		cfg.Limits.AllocationsPerUser = int(*gc.Spec.UserQuota)
+	}
 	cfg.SetDefaults()
 	return cfg
+}
+
+// checkRelayPorts checks the GatewayConfig's relay port range, either end
+// of which may be left to its default.
+func (r *renderer) checkRelayPorts(gc *stnrv1.GatewayConfig) []Problem {
+	lo, hi := config.DefaultRelayMinPort, config.DefaultRelayMaxPort
+	if gc.Spec.MinPort != nil {
+		lo = int(*gc.Spec.MinPort)
+	}
+	if gc.Spec.MaxPort != nil {
+		hi = int(*gc.Spec.MaxPort)
+	}
+	if lo > hi {
+		return []Problem{r.problems.errorf(gatewayConfigRef(gc), "spec.minPort",
+			"relay port range %d-%d is empty (unset ends default to %d-%d)", lo, hi, config.DefaultRelayMinPort, config.DefaultRelayMaxPort)}
+	}
+	return nil
 }
 
 // checkRendered parses data, a marshalled config, exactly as ternd will

@@ -143,6 +143,9 @@ func newRenderer(in *Input, opts Options) *renderer {
 			r.problems.warnf(dataplaneRef(dp), "spec", "%s", msg)
 			r.substituted[dp.Name] = msg
 		}
+		if dp.Spec.DataplaneResource != nil && *dp.Spec.DataplaneResource == "DaemonSet" {
+			r.problems.warnf(dataplaneRef(dp), "spec.dataplaneResource", "DaemonSet is not supported: a Deployment is rendered")
+		}
 		r.dataplanes[dp.Name] = dp
 	}
 	for i := range in.Namespaces {
