@@ -47,6 +47,9 @@ const (
 	// AnnotationDisableSessionAffinity "true" leaves the Service without
 	// sessionAffinity: ClientIP, which some providers refuse on UDP.
 	AnnotationDisableSessionAffinity = "stunner.l7mp.io/disable-session-affinity"
+	// AnnotationDisableManagedDataplane "true" renders no Deployment for the
+	// Gateway: the user runs the dataplane, reading the rendered ConfigMap.
+	AnnotationDisableManagedDataplane = "stunner.l7mp.io/disable-managed-dataplane"
 )
 
 // HealthCheckPortName names the Service port that exposes the health-check

@@ -93,8 +93,14 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 			res.TLSSecrets = tlsSecrets(listeners)
 			res.ConfigMap = r.configMap(gw, data)
 			res.Service = r.service(gw, svcAnn, listeners, svcType, mixed)
-			if dp != nil {
+			// Under disable-managed-dataplane the ServiceAccount and its
+			// Role are still rendered: the user's own pods can run as it
+			// and watch the ConfigMap like ours.
+			res.UnmanagedDataplane = annotationTrue(gw.Annotations, AnnotationDisableManagedDataplane)
+			if dp != nil || res.UnmanagedDataplane {
 				res.ServiceAccount, res.Role, res.RoleBinding = dataplaneAccess(gw, res.ConfigMap.Name)
+			}
+			if dp != nil && !res.UnmanagedDataplane {
 				res.Deployment = r.deployment(gw, dp, listeners, res.TLSSecrets)
 			}
 		}

@@ -67,6 +67,10 @@ type GatewayResult struct {
 	// and tls.key the config's listeners use, each expected under
 	// TLSDir/<name>/ (Options.TLSDir when set).
 	TLSSecrets []string `json:"tlsSecrets,omitempty"`
+	// UnmanagedDataplane: the Gateway is annotated
+	// AnnotationDisableManagedDataplane, so Deployment is nil on purpose:
+	// the user runs the dataplane (e.g. as a DaemonSet) from ConfigMap.
+	UnmanagedDataplane bool `json:"unmanagedDataplane,omitempty"`
 	// Status is the Gateway status to write: conditions Accepted and
 	// Programmed, per-listener status, and the addresses known so far.
 	Status gwapiv1.GatewayStatus `json:"status"`
