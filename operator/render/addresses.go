@@ -118,14 +118,19 @@ func publicIP(addrs []gwapiv1.GatewayStatusAddress) string {
 }
 
 // publicPort is the port clients use for a listener: the node port of an
-// existing NodePort Service, else the listener's port.
-func (r *renderer) publicPort(gw *gwapiv1.Gateway, ls *listenerState) int {
+// existing NodePort Service, else, when the rendered Service (of type typ)
+// is a NodePort Service with the listener's node port fixed by annotation,
+// that port, else the listener's port.
+func (r *renderer) publicPort(gw *gwapiv1.Gateway, ls *listenerState, typ corev1.ServiceType) int {
 	if svc := r.services[nsName(gw.Namespace, gw.Name)]; svc != nil && svc.Spec.Type == corev1.ServiceTypeNodePort {
 		for _, p := range svc.Spec.Ports {
 			if p.Port == int32(ls.l.Port) && p.Protocol == ls.transport && p.NodePort != 0 {
 				return int(p.NodePort)
 			}
 		}
+	}
+	if typ == corev1.ServiceTypeNodePort && ls.nodePort != 0 {
+		return ls.nodePort
 	}
 	return int(ls.l.Port)
 }

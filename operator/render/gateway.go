@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -59,7 +60,7 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 
 	svcAnn := serviceAnnotations(gw, gc)
 	svcType, mixed := r.serviceSettings(gw, svcAnn)
-	r.targetPorts(gw, listeners, svcAnn)
+	r.listenerPortAnnotations(gw, listeners, svcAnn, svcType)
 	addrs := r.gatewayAddresses(gw, svcType)
 	public := publicIP(addrs)
 
@@ -74,7 +75,7 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 	}
 
 	if gc != nil && len(fatal) == 0 {
-		cfg := r.buildConfig(gw, gc, auth, logLevel, dp, listeners, public)
+		cfg := r.buildConfig(gw, gc, auth, logLevel, dp, listeners, public, svcType)
 		data, err := MarshalConfig(cfg)
 		if err == nil {
 			err = checkRendered(data)
@@ -203,7 +204,7 @@ func kindAllowed(kinds []gwapiv1.RouteGroupKind, group string) bool {
 
 // buildConfig assembles the dataplane config of gw from its usable
 // listeners and the clusters of the routes attached to them.
-func (r *renderer) buildConfig(gw *gwapiv1.Gateway, gc *stnrv1.GatewayConfig, auth config.Auth, logLevel string, dp *stnrv1.Dataplane, listeners []*listenerState, public string) *config.Config {
+func (r *renderer) buildConfig(gw *gwapiv1.Gateway, gc *stnrv1.GatewayConfig, auth config.Auth, logLevel string, dp *stnrv1.Dataplane, listeners []*listenerState, public string, svcType corev1.ServiceType) *config.Config {
 	cfg := &config.Config{
 		Version: config.Version,
 		Admin: config.Admin{
@@ -238,7 +239,7 @@ func (r *renderer) buildConfig(gw *gwapiv1.Gateway, gc *stnrv1.GatewayConfig, au
 			Routes:   sortedKeys(ls.clusters),
 		}
 		if public != "" {
-			l.PublicAddress, l.PublicPort = public, r.publicPort(gw, ls)
+			l.PublicAddress, l.PublicPort = public, r.publicPort(gw, ls, svcType)
 		}
 		if ls.tlsSecret != "" {
 			l.Cert, l.Key = tlsFiles(r.opts.TLSDir, ls.tlsSecret)

@@ -27,6 +27,7 @@ type listenerState struct {
 	exposed  bool            // has a port in the Service
 
 	targetPort int // the port ternd listens on, from AnnotationTargetPort; 0: the listener's
+	nodePort   int // the Service port's nodePort, from AnnotationNodePort; 0: Kubernetes picks
 }
 
 // port is the port ternd listens on for the listener: the Service forwards

@@ -78,11 +78,6 @@ func (r *renderer) service(gw *gwapiv1.Gateway, ann map[string]string, listeners
 			r.problems.warnf(gatewayRef(gw), annotationField(AnnotationExternalTrafficPolicy), "want Local or Cluster, got %q; ignored", v)
 		}
 	}
-	nodePorts := r.listenerPorts(gw, ann, AnnotationNodePort)
-	if len(nodePorts) > 0 && typ == corev1.ServiceTypeClusterIP {
-		r.problems.warnf(gatewayRef(gw), annotationField(AnnotationNodePort), "ignored on a ClusterIP Service")
-		nodePorts = nil
-	}
 
 	var first corev1.Protocol
 	for i, ls := range listeners {
@@ -106,7 +101,7 @@ func (r *renderer) service(gw *gwapiv1.Gateway, ann map[string]string, listeners
 			Protocol:   ls.transport,
 			Port:       int32(ls.l.Port),
 			TargetPort: intstr.FromInt32(int32(ls.port())),
-			NodePort:   int32(nodePorts[string(ls.l.Name)]),
+			NodePort:   int32(ls.nodePort),
 		})
 	}
 	if typ == corev1.ServiceTypeLoadBalancer && !annotationTrue(ann, AnnotationDisableHealthCheckExpose) {
@@ -223,12 +218,21 @@ func (r *renderer) listenerPorts(gw *gwapiv1.Gateway, ann map[string]string, key
 	return out
 }
 
-// targetPorts applies the targetport annotation to gw's listeners: ternd
-// listens on the target port, so the container needs no privilege for a
-// listener on 443.
-func (r *renderer) targetPorts(gw *gwapiv1.Gateway, listeners []*listenerState, ann map[string]string) {
+// listenerPortAnnotations applies the targetport and nodeport annotations
+// to gw's listeners, before the config is built: ternd listens on the
+// target port (so the container needs no privilege for a listener on 443),
+// and a fixed node port of a NodePort Service is the listener's public port
+// from the start, before the Service exists.
+func (r *renderer) listenerPortAnnotations(gw *gwapiv1.Gateway, listeners []*listenerState, ann map[string]string, typ corev1.ServiceType) {
 	tps := r.listenerPorts(gw, ann, AnnotationTargetPort)
+	nps := r.listenerPorts(gw, ann, AnnotationNodePort)
+	if len(nps) > 0 && typ == corev1.ServiceTypeClusterIP {
+		// The API server refuses nodePort on a ClusterIP Service.
+		r.problems.warnf(gatewayRef(gw), annotationField(AnnotationNodePort), "ignored on a ClusterIP Service")
+		nps = nil
+	}
 	for _, ls := range listeners {
 		ls.targetPort = tps[string(ls.l.Name)]
+		ls.nodePort = nps[string(ls.l.Name)]
 	}
 }
