@@ -8,7 +8,8 @@
 #
 # What it writes:
 #   operator/api/v1/zz_generated.deepcopy.go   controller-gen object (deepcopy methods)
-#   deploy/crds/stunner/*.yaml                 controller-gen crd (stunner.l7mp.io/v1 CRDs)
+#   deploy/crds/stunner/*.yaml                 controller-gen crd (stunner.l7mp.io/v1 CRDs), plus a
+#                                              deprecated v1alpha1 with the same schema (hack/crdversions)
 #   deploy/crds/gateway-api/*.yaml             GatewayClass and Gateway from the module's standard
 #                                              channel; UDPRoute from its experimental channel,
 #                                              the only one that still serves v1alpha2 (which
@@ -36,6 +37,8 @@ generate() { # $1: output root
 	fi
 	rm -rf "$out/deploy/crds/stunner"
 	go tool controller-gen crd paths=./operator/api/... output:crd:dir="$out/deploy/crds/stunner"
+	# STUNner's v1alpha1 served beside v1 with the same schema (hack/crdversions says why).
+	go run ./hack/crdversions "$out"/deploy/crds/stunner/*.yaml
 
 	local gwdir
 	gwdir=$(go list -m -f '{{.Dir}}' sigs.k8s.io/gateway-api)

@@ -16,8 +16,23 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
+const usage = `usage: tern-operator [command] [flags]
+
+commands:
+  run       run the controller against the cluster (the default when no command is given)
+  render    print, without a cluster, the objects the controller would apply for manifests
+  version   print the version (also --version)
+  help      print this help (also -h, --help)
+
+tern-operator <command> -h prints the command's flags.
+`
+
 // run dispatches on the subcommand and returns the exit code.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 && (args[0] == "help" || args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
 	if len(args) > 0 && (args[0] == "version" || args[0] == "--version" || args[0] == "-version") {
 		fmt.Fprintln(stdout, version.String("tern-operator"))
 		return 0

@@ -22,7 +22,7 @@ type fileList []string
 func (f *fileList) String() string     { return strings.Join(*f, ",") }
 func (f *fileList) Set(s string) error { *f = append(*f, s); return nil }
 
-const renderUsage = `usage: tern-operator render -f <file|dir|-> [-f ...] [--status] [--controller-name name]
+const renderUsage = `usage: tern-operator render -f <file|dir|-> [-f ...] [--status] [--controller-name name] [--placeholders=false]
 
 Reads Gateway API and stunner.l7mp.io/v1 manifests (multi-document YAML;
 a directory means its *.yaml, *.yml and *.json files; - means stdin) and
@@ -30,7 +30,10 @@ prints, as YAML, every object tern-operator would apply for each Gateway
 (ServiceAccount, Role, RoleBinding, ConfigMap, Service, Deployment), with
 no cluster. Objects the manifests do not hold
 are taken as absent, except the default Dataplane, which is assumed as
-deploy/ installs it. Problems go to stderr; the exit code is 1 if any is an
+deploy/ installs it, and, unless --placeholders=false, the Secrets and
+Services the manifests refer to: each stands in as a placeholder (credentials
+and certificates read TERN-PLACEHOLDER, Services have no addresses) with a
+note on stderr. Problems go to stderr; the exit code is 1 if any is an
 error, 2 for bad usage or unreadable input.
 
 With --status, prints the whole rendering instead: dataplane configs,
@@ -46,7 +49,11 @@ func runRender(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Var(&files, "f", "manifest file, directory or - for stdin (repeatable)")
 	status := fs.Bool("status", false, "print the whole rendering, status and problems included")
 	controller := fs.String("controller-name", render.DefaultControllerName, "controllerName of the GatewayClasses to render")
+	placeholders := fs.Bool("placeholders", true, "stand in for referenced Secrets and Services the input lacks")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
 	if len(files) == 0 || fs.NArg() > 0 {
@@ -68,6 +75,11 @@ func runRender(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "note: ignored %s\n", s)
 	}
 	in.WithDefaultDataplane()
+	if *placeholders {
+		for _, n := range in.WithPlaceholders() {
+			fmt.Fprintf(stderr, "note: %s\n", n)
+		}
+	}
 	res := render.Render(in, render.Options{ControllerName: *controller})
 
 	if *status {

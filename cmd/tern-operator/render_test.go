@@ -85,3 +85,66 @@ func TestVersionFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderReferenceExamples renders STUNner's reference examples as a user
+// would, without the Secrets and Services they name: placeholders stand in,
+// with a note each, and every Gateway is rendered.
+func TestRenderReferenceExamples(t *testing.T) {
+	ex := "../../deploy/examples/"
+	args := []string{"render",
+		"-f", ex + "stunner-reference-udp-gateway.yaml",
+		"-f", ex + "stunner-reference-complex-gateway.yaml",
+		"-f", ex + "stunner-reference-mixed-protocol-gateway.yaml",
+		"-f", ex + "stunner-reference-static-service.yaml"}
+	var out, errOut bytes.Buffer
+	if code := run(args, strings.NewReader(""), &out, &errOut); code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, errOut.String())
+	}
+	for _, s := range []string{
+		"note: placeholder Secret stunner/stunner-auth-secret",
+		"note: placeholder Secret stunner/tls-secret",
+		"note: placeholder Service media-plane/media-server-pool",
+	} {
+		if !strings.Contains(errOut.String(), s) {
+			t.Errorf("stderr lacks %q:\n%s", s, errOut.String())
+		}
+	}
+	for _, gw := range []string{"udp-gateway", "complex-gateway", "mixed-protocol-gateway"} {
+		if !strings.Contains(out.String(), "kind: Deployment\nmetadata:\n") || !strings.Contains(out.String(), "name: "+gw+"\n") {
+			t.Errorf("no objects for Gateway %s", gw)
+		}
+	}
+	if !strings.Contains(out.String(), "password: TERN-PLACEHOLDER") {
+		t.Errorf("the placeholder credentials are not visible in the config:\n%s", out.String())
+	}
+
+	// Without placeholders the missing Secret is an error, as before.
+	out.Reset()
+	errOut.Reset()
+	if code := run(append(args, "--placeholders=false"), strings.NewReader(""), &out, &errOut); code != 1 {
+		t.Fatalf("--placeholders=false: exit %d, want 1", code)
+	}
+	if !strings.Contains(errOut.String(), "Secret stunner/stunner-auth-secret not found") {
+		t.Errorf("stderr:\n%s", errOut.String())
+	}
+}
+
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}} {
+		var out, errOut bytes.Buffer
+		if code := run(args, strings.NewReader(""), &out, &errOut); code != 0 {
+			t.Fatalf("%v: exit %d", args, code)
+		}
+		for _, cmd := range []string{"run", "render", "version"} {
+			if !strings.Contains(out.String(), "\n  "+cmd+" ") {
+				t.Errorf("%v: help does not list %s:\n%s", args, cmd, out.String())
+			}
+		}
+	}
+	for _, args := range [][]string{{"render", "-h"}, {"run", "-h"}} {
+		var out, errOut bytes.Buffer
+		if code := run(args, strings.NewReader(""), &out, &errOut); code != 0 {
+			t.Errorf("%v: exit %d, want 0", args, code)
+		}
+	}
+}

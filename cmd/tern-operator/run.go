@@ -60,6 +60,9 @@ func operate(ctx context.Context, args []string, stderr io.Writer) int {
 	healthAddr := fs.String("health-probe-bind-address", defaultHealthAddr, "address of the /healthz and /readyz endpoints; 0 disables them")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
 	if fs.NArg() > 0 {

@@ -10,7 +10,10 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 )
 
@@ -39,12 +42,27 @@ other:
 `
 
 func main() {
-	if len(os.Args) < 2 || commands[os.Args[1]] == nil {
-		fmt.Fprint(os.Stderr, usage)
-		os.Exit(2)
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run dispatches on the command and returns the exit code: 0 also for help
+// asked for (--help, or -h on a command, whose flag set has printed its
+// flags), 2 for an unknown command, 1 when the command failed.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help") {
+		fmt.Fprint(stdout, usage)
+		return 0
 	}
-	if err := commands[os.Args[1]](os.Args[2:]); err != nil {
-		fmt.Fprintf(os.Stderr, "ternbench %s: %v\n", os.Args[1], err)
-		os.Exit(1)
+	if len(args) < 1 || commands[args[0]] == nil {
+		fmt.Fprint(stderr, usage)
+		return 2
 	}
+	if err := commands[args[0]](args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "ternbench %s: %v\n", args[0], err)
+		return 1
+	}
+	return 0
 }

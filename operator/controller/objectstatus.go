@@ -20,6 +20,11 @@ import (
 // field at fault; True otherwise, with any warnings in its message.
 const ConditionValid = "Valid"
 
+// ConditionSubstituted is set True on a Dataplane whose stunnerd image or command the operator
+// runs as ternd instead (a STUNner install's own Dataplane), so that `kubectl get dataplane -o
+// yaml` shows why the pods do not run what the object says; it is removed otherwise.
+const ConditionSubstituted = "Substituted"
+
 // maxConditionMessage is the API's limit on metav1.Condition.Message, in bytes.
 const maxConditionMessage = 32768
 
@@ -41,6 +46,15 @@ func (r *Reconciler) writeObjectStatuses(ctx context.Context, in *render.Input, 
 		next := obj.DeepCopyObject().(client.Object)
 		nextStatus := statusOf(next)
 		meta.SetStatusCondition(&nextStatus.Conditions, want)
+		if kind == "Dataplane" {
+			if msg, ok := res.SubstitutedDataplanes[obj.GetName()]; ok {
+				meta.SetStatusCondition(&nextStatus.Conditions, metav1.Condition{Type: ConditionSubstituted,
+					Status: metav1.ConditionTrue, Reason: "StunnerdReplaced", Message: msg,
+					ObservedGeneration: obj.GetGeneration()})
+			} else {
+				meta.RemoveStatusCondition(&nextStatus.Conditions, ConditionSubstituted)
+			}
+		}
 		if equality.Semantic.DeepEqual(status.Conditions, nextStatus.Conditions) {
 			return
 		}

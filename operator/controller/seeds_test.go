@@ -98,9 +98,19 @@ func TestSeeds(t *testing.T) {
 		}
 
 		ctr := dep.Spec.Template.Spec.Containers
-		if len(ctr) != 1 || ctr[0].Image != "l7mp/stunnerd:latest" || !slices.Contains(ctr[0].Args, "--udp-thread-num=16") {
-			t.Errorf("containers = %+v, want the default Dataplane's image and args", ctr)
+		// The seed's Dataplane is STUNner's own (l7mp/stunnerd, command stunnerd): ternd runs
+		// in its place, with the Dataplane's args.
+		if len(ctr) != 1 || ctr[0].Image != render.DefaultImage() || !slices.Equal(ctr[0].Command, []string{"ternd"}) ||
+			!slices.Contains(ctr[0].Args, "--udp-thread-num=16") {
+			t.Errorf("containers = %+v, want ternd's image and command with the default Dataplane's args", ctr)
 		}
+		testenv.Eventually(t, waitTimeout, func() error {
+			var dp stnrv1.Dataplane
+			if err := get(c, "", "default", &dp); err != nil {
+				return err
+			}
+			return condition(dp.Status.Conditions, ConditionSubstituted, metav1.ConditionTrue, "stunnerd replaced by ternd")
+		})
 		if g := dep.Spec.Template.Spec.TerminationGracePeriodSeconds; g == nil || *g != 3600 {
 			t.Errorf("terminationGracePeriodSeconds = %v, want 3600", g)
 		}

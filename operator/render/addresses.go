@@ -10,11 +10,13 @@ import (
 )
 
 // serviceSettings reads the Service type and the mixed-protocol switch from
-// gw's annotations; an unknown type is a problem and falls back to
+// ann, the Service's annotations (serviceAnnotations: the GatewayConfig's
+// then the Gateway's, so a GatewayConfig can set a default type for all its
+// Gateways, as in STUNner); an unknown type is a problem and falls back to
 // LoadBalancer.
-func (r *renderer) serviceSettings(gw *gwapiv1.Gateway) (corev1.ServiceType, bool) {
+func (r *renderer) serviceSettings(gw *gwapiv1.Gateway, ann map[string]string) (corev1.ServiceType, bool) {
 	typ := corev1.ServiceTypeLoadBalancer
-	if v, ok := gw.Annotations[AnnotationServiceType]; ok {
+	if v, ok := ann[AnnotationServiceType]; ok {
 		switch strings.ToLower(strings.TrimSpace(v)) {
 		case "clusterip":
 			typ = corev1.ServiceTypeClusterIP
@@ -26,7 +28,7 @@ func (r *renderer) serviceSettings(gw *gwapiv1.Gateway) (corev1.ServiceType, boo
 				"unknown Service type %q: want ClusterIP, NodePort or LoadBalancer; using LoadBalancer", v)
 		}
 	}
-	mixed := strings.EqualFold(strings.TrimSpace(gw.Annotations[AnnotationMixedProtocol]), "true")
+	mixed := strings.EqualFold(strings.TrimSpace(ann[AnnotationMixedProtocol]), "true")
 	return typ, mixed
 }
 
@@ -116,14 +118,19 @@ func publicIP(addrs []gwapiv1.GatewayStatusAddress) string {
 }
 
 // publicPort is the port clients use for a listener: the node port of an
-// existing NodePort Service, else the listener's port.
-func (r *renderer) publicPort(gw *gwapiv1.Gateway, ls *listenerState) int {
+// existing NodePort Service, else, when the rendered Service (of type typ)
+// is a NodePort Service with the listener's node port fixed by annotation,
+// that port, else the listener's port.
+func (r *renderer) publicPort(gw *gwapiv1.Gateway, ls *listenerState, typ corev1.ServiceType) int {
 	if svc := r.services[nsName(gw.Namespace, gw.Name)]; svc != nil && svc.Spec.Type == corev1.ServiceTypeNodePort {
 		for _, p := range svc.Spec.Ports {
 			if p.Port == int32(ls.l.Port) && p.Protocol == ls.transport && p.NodePort != 0 {
 				return int(p.NodePort)
 			}
 		}
+	}
+	if typ == corev1.ServiceTypeNodePort && ls.nodePort != 0 {
+		return ls.nodePort
 	}
 	return int(ls.l.Port)
 }

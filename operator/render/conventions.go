@@ -30,7 +30,31 @@ const (
 	// AnnotationMixedProtocol "true" exposes UDP and TCP listeners in one
 	// Service; otherwise only listeners of the first listener's transport.
 	AnnotationMixedProtocol = "stunner.l7mp.io/enable-mixed-protocol-lb"
+	// AnnotationExternalTrafficPolicy "local" sets the Service's
+	// externalTrafficPolicy to Local (NodePort and LoadBalancer only), so
+	// that STUN sees clients' own addresses.
+	AnnotationExternalTrafficPolicy = "stunner.l7mp.io/external-traffic-policy"
+	// AnnotationNodePort fixes listeners' node ports: a JSON map of
+	// listener name to port, e.g. {"udp-listener": 30478}.
+	AnnotationNodePort = "stunner.l7mp.io/nodeport"
+	// AnnotationTargetPort maps listeners to another port in the pod, in the
+	// nodeport annotation's syntax: ternd listens there and the Service
+	// forwards the listener's port to it (443 outside, 44321 inside).
+	AnnotationTargetPort = "stunner.l7mp.io/targetport"
+	// AnnotationDisableHealthCheckExpose "true" keeps the health-check port
+	// out of a LoadBalancer Service.
+	AnnotationDisableHealthCheckExpose = "stunner.l7mp.io/disable-health-check-expose"
+	// AnnotationDisableSessionAffinity "true" leaves the Service without
+	// sessionAffinity: ClientIP, which some providers refuse on UDP.
+	AnnotationDisableSessionAffinity = "stunner.l7mp.io/disable-session-affinity"
+	// AnnotationDisableManagedDataplane "true" renders no Deployment for the
+	// Gateway: the user runs the dataplane, reading the rendered ConfigMap.
+	AnnotationDisableManagedDataplane = "stunner.l7mp.io/disable-managed-dataplane"
 )
+
+// HealthCheckPortName names the Service port that exposes the health-check
+// port of a LoadBalancer Service, as STUNner names it.
+const HealthCheckPortName = "gateway-health-check"
 
 // Labels of the rendered objects. The selector labels are STUNner's, so
 // NetworkPolicies, ServiceMonitors and PodMonitors written for STUNner's

@@ -123,13 +123,13 @@ func (in *Input) target(apiVersion, kind string) func() any {
 		return func() any { return appendZero(&in.Gateways) }
 	case "gateway.networking.k8s.io/v1/UDPRoute", "gateway.networking.k8s.io/v1alpha2/UDPRoute":
 		return func() any { return appendZero(&in.GatewayUDPRoutes) }
-	case "stunner.l7mp.io/v1/GatewayConfig":
+	case "stunner.l7mp.io/v1/GatewayConfig", "stunner.l7mp.io/v1alpha1/GatewayConfig":
 		return func() any { return appendZero(&in.GatewayConfigs) }
-	case "stunner.l7mp.io/v1/UDPRoute":
+	case "stunner.l7mp.io/v1/UDPRoute", "stunner.l7mp.io/v1alpha1/UDPRoute":
 		return func() any { return appendZero(&in.UDPRoutes) }
-	case "stunner.l7mp.io/v1/StaticService":
+	case "stunner.l7mp.io/v1/StaticService", "stunner.l7mp.io/v1alpha1/StaticService":
 		return func() any { return appendZero(&in.StaticServices) }
-	case "stunner.l7mp.io/v1/Dataplane":
+	case "stunner.l7mp.io/v1/Dataplane", "stunner.l7mp.io/v1alpha1/Dataplane":
 		return func() any { return appendZero(&in.Dataplanes) }
 	case "v1/Service":
 		return func() any { return appendZero(&in.Services) }

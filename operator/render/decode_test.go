@@ -26,6 +26,18 @@ func TestDecode(t *testing.T) {
 			},
 		},
 		{
+			name: "STUNner v1alpha1 read as v1",
+			yaml: "apiVersion: stunner.l7mp.io/v1alpha1\nkind: GatewayConfig\nmetadata: {name: gc, namespace: stunner}\nspec: {userName: u, password: p, minPort: 30000, maxPort: 32767}\n",
+			check: func(t *testing.T, in *Input, ignored []string) {
+				if len(in.GatewayConfigs) != 1 || len(ignored) != 0 {
+					t.Fatalf("GatewayConfigs %d, ignored %v", len(in.GatewayConfigs), ignored)
+				}
+				if s := in.GatewayConfigs[0].Spec; deref(s.UserName) != "u" || s.MinPort == nil || *s.MinPort != 30000 {
+					t.Fatalf("spec %+v", s)
+				}
+			},
+		},
+		{
 			name: "stringData folds into data",
 			yaml: "apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: n}\ndata: {a: YQ==}\nstringData: {b: bee}\n",
 			check: func(t *testing.T, in *Input, _ []string) {

@@ -54,7 +54,7 @@ func (r *renderer) deployment(gw *gwapiv1.Gateway, dp *stnrv1.Dataplane, listene
 	}
 	for _, ls := range listeners {
 		if ls.usable() {
-			c.Ports = append(c.Ports, corev1.ContainerPort{ContainerPort: int32(ls.l.Port), Protocol: ls.transport})
+			c.Ports = append(c.Ports, corev1.ContainerPort{ContainerPort: int32(ls.port()), Protocol: ls.transport})
 		}
 	}
 	lowPort := lowestPort(c.Ports)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -34,11 +35,14 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 			fatal = append(fatal, ps...)
 		}
 		if gc.Spec.LogLevel != nil && *gc.Spec.LogLevel != "" {
-			if _, err := config.ParseLogLevel(*gc.Spec.LogLevel); err != nil {
-				fatal = append(fatal, r.problems.errorf(gatewayConfigRef(gc), "spec.logLevel", "%v", err))
+			if l, ok := r.logLevel(gc, *gc.Spec.LogLevel); ok {
+				logLevel = l
 			} else {
-				logLevel = *gc.Spec.LogLevel
+				fatal = append(fatal, r.problems.errorf(gatewayConfigRef(gc), "spec.logLevel", "%s", l))
 			}
+		}
+		if ps := r.checkRelayPorts(gc); len(ps) > 0 {
+			fatal = append(fatal, ps...)
 		}
 		dpName := DefaultDataplaneName
 		if gc.Spec.Dataplane != nil && *gc.Spec.Dataplane != "" {
@@ -54,7 +58,9 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 	gatewayOK := gc != nil && len(fatal) == 0
 	r.attachRoutes(gw, listeners, gatewayOK)
 
-	svcType, mixed := r.serviceSettings(gw)
+	svcAnn := serviceAnnotations(gw, gc)
+	svcType, mixed := r.serviceSettings(gw, svcAnn)
+	r.listenerPortAnnotations(gw, listeners, svcAnn, svcType)
 	addrs := r.gatewayAddresses(gw, svcType)
 	public := publicIP(addrs)
 
@@ -69,7 +75,7 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 	}
 
 	if gc != nil && len(fatal) == 0 {
-		cfg := r.buildConfig(gw, auth, logLevel, dp, listeners, public)
+		cfg := r.buildConfig(gw, gc, auth, logLevel, dp, listeners, public, svcType)
 		data, err := MarshalConfig(cfg)
 		if err == nil {
 			err = checkRendered(data)
@@ -87,9 +93,15 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 			res.Config = cfg
 			res.TLSSecrets = tlsSecrets(listeners)
 			res.ConfigMap = r.configMap(gw, data)
-			res.Service = r.service(gw, gc, listeners, svcType, mixed)
-			if dp != nil {
+			res.Service = r.service(gw, svcAnn, listeners, svcType, mixed)
+			// Under disable-managed-dataplane the ServiceAccount and its
+			// Role are still rendered: the user's own pods can run as it
+			// and watch the ConfigMap like ours.
+			res.UnmanagedDataplane = annotationTrue(gw.Annotations, AnnotationDisableManagedDataplane)
+			if dp != nil || res.UnmanagedDataplane {
 				res.ServiceAccount, res.Role, res.RoleBinding = dataplaneAccess(gw, res.ConfigMap.Name)
+			}
+			if dp != nil && !res.UnmanagedDataplane {
 				res.Deployment = r.deployment(gw, dp, listeners, res.TLSSecrets)
 			}
 		}
@@ -192,7 +204,7 @@ func kindAllowed(kinds []gwapiv1.RouteGroupKind, group string) bool {
 
 // buildConfig assembles the dataplane config of gw from its usable
 // listeners and the clusters of the routes attached to them.
-func (r *renderer) buildConfig(gw *gwapiv1.Gateway, auth config.Auth, logLevel string, dp *stnrv1.Dataplane, listeners []*listenerState, public string) *config.Config {
+func (r *renderer) buildConfig(gw *gwapiv1.Gateway, gc *stnrv1.GatewayConfig, auth config.Auth, logLevel string, dp *stnrv1.Dataplane, listeners []*listenerState, public string, svcType corev1.ServiceType) *config.Config {
 	cfg := &config.Config{
 		Version: config.Version,
 		Admin: config.Admin{
@@ -223,11 +235,11 @@ func (r *renderer) buildConfig(gw *gwapiv1.Gateway, auth config.Auth, logLevel s
 			Name:     nsName(gw.Namespace, gw.Name) + "/" + string(ls.l.Name),
 			Protocol: ls.protocol,
 			Address:  config.DefaultListenAddress,
-			Port:     int(ls.l.Port),
+			Port:     ls.port(),
 			Routes:   sortedKeys(ls.clusters),
 		}
 		if public != "" {
-			l.PublicAddress, l.PublicPort = public, r.publicPort(gw, ls)
+			l.PublicAddress, l.PublicPort = public, r.publicPort(gw, ls, svcType)
 		}
 		if ls.tlsSecret != "" {
 			l.Cert, l.Key = tlsFiles(r.opts.TLSDir, ls.tlsSecret)
@@ -250,8 +262,34 @@ func (r *renderer) buildConfig(gw *gwapiv1.Gateway, auth config.Auth, logLevel s
 			cfg.Relay.Address = config.PlaceholderNodeIP
 		}
 	}
+	if gc.Spec.MinPort != nil {
+		cfg.Relay.MinPort = int(*gc.Spec.MinPort)
+	}
+	if gc.Spec.MaxPort != nil {
+		cfg.Relay.MaxPort = int(*gc.Spec.MaxPort)
+	}
+	if gc.Spec.UserQuota != nil {
+		cfg.Limits.AllocationsPerUser = int(*gc.Spec.UserQuota)
+	}
 	cfg.SetDefaults()
 	return cfg
+}
+
+// checkRelayPorts checks the GatewayConfig's relay port range, either end
+// of which may be left to its default.
+func (r *renderer) checkRelayPorts(gc *stnrv1.GatewayConfig) []Problem {
+	lo, hi := config.DefaultRelayMinPort, config.DefaultRelayMaxPort
+	if gc.Spec.MinPort != nil {
+		lo = int(*gc.Spec.MinPort)
+	}
+	if gc.Spec.MaxPort != nil {
+		hi = int(*gc.Spec.MaxPort)
+	}
+	if lo > hi {
+		return []Problem{r.problems.errorf(gatewayConfigRef(gc), "spec.minPort",
+			"relay port range %d-%d is empty (unset ends default to %d-%d)", lo, hi, config.DefaultRelayMinPort, config.DefaultRelayMaxPort)}
+	}
+	return nil
 }
 
 // checkRendered parses data, a marshalled config, exactly as ternd will

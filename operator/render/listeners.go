@@ -25,6 +25,18 @@ type listenerState struct {
 	attached map[string]bool // route keys
 	clusters map[string]bool // cluster names
 	exposed  bool            // has a port in the Service
+
+	targetPort int // the port ternd listens on, from AnnotationTargetPort; 0: the listener's
+	nodePort   int // the Service port's nodePort, from AnnotationNodePort; 0: Kubernetes picks
+}
+
+// port is the port ternd listens on for the listener: the Service forwards
+// the listener's port there.
+func (ls *listenerState) port() int {
+	if ls.targetPort != 0 {
+		return ls.targetPort
+	}
+	return int(ls.l.Port)
 }
 
 // usable reports whether the listener goes into the dataplane config.

@@ -76,6 +76,10 @@ func Render(in *Input, opts Options) *Result {
 
 	res.Routes = r.routeResults()
 	res.Problems = r.problems.sorted()
+	res.SubstitutedDataplanes = r.substituted
+	if len(res.SubstitutedDataplanes) == 0 {
+		res.SubstitutedDataplanes = nil
+	}
 	return res
 }
 
@@ -89,7 +93,8 @@ type renderer struct {
 	services       map[string]*corev1.Service
 	slices         map[string][]*discoveryv1.EndpointSlice // by namespace/service name
 	staticServices map[string]*stnrv1.StaticService
-	dataplanes     map[string]*stnrv1.Dataplane // by name
+	dataplanes     map[string]*stnrv1.Dataplane // by name, stunnerd substituted
+	substituted    map[string]string            // Dataplane name: what substituteStunnerd replaced
 	namespaces     map[string]*corev1.Namespace
 	routes         []*route
 
@@ -106,6 +111,7 @@ func newRenderer(in *Input, opts Options) *renderer {
 		slices:         map[string][]*discoveryv1.EndpointSlice{},
 		staticServices: map[string]*stnrv1.StaticService{},
 		dataplanes:     map[string]*stnrv1.Dataplane{},
+		substituted:    map[string]string{},
 		namespaces:     map[string]*corev1.Namespace{},
 	}
 	for i := range in.GatewayConfigs {
@@ -132,7 +138,15 @@ func newRenderer(in *Input, opts Options) *renderer {
 		r.staticServices[nsName(s.Namespace, s.Name)] = s
 	}
 	for i := range in.Dataplanes {
-		r.dataplanes[in.Dataplanes[i].Name] = &in.Dataplanes[i]
+		dp, msg := substituteStunnerd(&in.Dataplanes[i])
+		if msg != "" {
+			r.problems.warnf(dataplaneRef(dp), "spec", "%s", msg)
+			r.substituted[dp.Name] = msg
+		}
+		if dp.Spec.DataplaneResource != nil && *dp.Spec.DataplaneResource == "DaemonSet" {
+			r.problems.warnf(dataplaneRef(dp), "spec.dataplaneResource", "DaemonSet is not supported: a Deployment is rendered")
+		}
+		r.dataplanes[dp.Name] = dp
 	}
 	for i := range in.Namespaces {
 		r.namespaces[in.Namespaces[i].Name] = &in.Namespaces[i]

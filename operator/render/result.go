@@ -24,6 +24,10 @@ type Result struct {
 	Routes []RouteResult `json:"routes,omitempty"`
 	// Problems is every problem found, also those reflected in conditions.
 	Problems []Problem `json:"problems,omitempty"`
+	// SubstitutedDataplanes maps each Dataplane whose stunnerd image or
+	// command was replaced by ternd's to a message saying what was
+	// replaced, for the operator's status condition on the Dataplane.
+	SubstitutedDataplanes map[string]string `json:"substitutedDataplanes,omitempty"`
 }
 
 // GatewayClassResult is the status to write on a managed GatewayClass.
@@ -63,6 +67,10 @@ type GatewayResult struct {
 	// and tls.key the config's listeners use, each expected under
 	// TLSDir/<name>/ (Options.TLSDir when set).
 	TLSSecrets []string `json:"tlsSecrets,omitempty"`
+	// UnmanagedDataplane: the Gateway is annotated
+	// AnnotationDisableManagedDataplane, so Deployment is nil on purpose:
+	// the user runs the dataplane (e.g. as a DaemonSet) from ConfigMap.
+	UnmanagedDataplane bool `json:"unmanagedDataplane,omitempty"`
 	// Status is the Gateway status to write: conditions Accepted and
 	// Programmed, per-listener status, and the addresses known so far.
 	Status gwapiv1.GatewayStatus `json:"status"`

@@ -33,6 +33,11 @@ func (r *renderer) gatewayStatus(gw *gwapiv1.Gateway, res *GatewayResult, listen
 	switch {
 	case !rendered:
 		programmed = condition(ptype, false, string(gwapiv1.GatewayReasonInvalid), "not rendered: see Accepted", gen)
+	case res.UnmanagedDataplane && len(addrs) == 0:
+		programmed = condition(ptype, false, string(gwapiv1.GatewayReasonAddressNotAssigned), "waiting for an address for Service "+nsName(gw.Namespace, gw.Name), gen)
+	case res.UnmanagedDataplane:
+		programmed = condition(ptype, true, string(gwapiv1.GatewayReasonProgrammed),
+			"dataplane config and Service rendered; no Deployment: "+AnnotationDisableManagedDataplane+" is set, the dataplane is yours to run", gen)
 	case res.Deployment == nil:
 		programmed = condition(ptype, false, string(gwapiv1.GatewayReasonNoResources), joinMessages(dpProblem), gen)
 	case len(addrs) == 0:

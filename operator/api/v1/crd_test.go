@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -136,4 +137,86 @@ func TestCRDsAcceptSeeds(t *testing.T) {
 	if gc.Spec.Dataplane == nil || *gc.Spec.Dataplane != "default" {
 		t.Errorf("dataplane default not applied: %s", data)
 	}
+}
+
+// TestV1alpha1Served creates objects as STUNner's v1alpha1 API wrote them
+// and reads them back as v1: the CRDs serve v1alpha1 with the v1 schema, so
+// clusters whose storedVersions list v1alpha1 can take Tern's CRDs.
+func TestV1alpha1Served(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := stnrv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := corev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(env.Config(t), client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metaName("alpha")}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	objs := docs(t, `apiVersion: stunner.l7mp.io/v1alpha1
+kind: GatewayConfig
+metadata: {name: old, namespace: alpha}
+spec:
+  stunnerConfig: stunnerd-config
+  realm: stunner.l7mp.io
+  authType: plaintext
+  userName: user-1
+  password: pass-1
+  logLevel: all:INFO
+  minPort: 30000
+  maxPort: 32767
+---
+apiVersion: stunner.l7mp.io/v1alpha1
+kind: StaticService
+metadata: {name: old, namespace: alpha}
+spec: {prefixes: ["192.0.2.0/24"]}
+---
+apiVersion: stunner.l7mp.io/v1alpha1
+kind: Dataplane
+metadata: {name: old}
+spec: {image: l7mp/stunnerd:latest, command: [stunnerd], args: [-w]}
+`)
+	for _, obj := range objs {
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatalf("create v1alpha1 %s: %v", obj.GetKind(), err)
+		}
+	}
+
+	var gc stnrv1.GatewayConfig
+	if err := c.Get(ctx, types.NamespacedName{Namespace: "alpha", Name: "old"}, &gc); err != nil {
+		t.Fatal(err)
+	}
+	if gc.APIVersion != "" && gc.APIVersion != "stunner.l7mp.io/v1" {
+		t.Errorf("read as %s", gc.APIVersion)
+	}
+	if deref(gc.Spec.UserName) != "user-1" || gc.Spec.Password == nil || gc.Spec.Password.Value != "pass-1" ||
+		gc.Spec.MinPort == nil || *gc.Spec.MinPort != 30000 || gc.Spec.MaxPort == nil || *gc.Spec.MaxPort != 32767 {
+		t.Errorf("v1alpha1 GatewayConfig read as v1: %+v", gc.Spec)
+	}
+	var ss stnrv1.StaticService
+	if err := c.Get(ctx, types.NamespacedName{Namespace: "alpha", Name: "old"}, &ss); err != nil {
+		t.Fatal(err)
+	}
+	if len(ss.Spec.Prefixes) != 1 {
+		t.Errorf("StaticService prefixes %v", ss.Spec.Prefixes)
+	}
+	var dp stnrv1.Dataplane
+	if err := c.Get(ctx, types.NamespacedName{Name: "old"}, &dp); err != nil {
+		t.Fatal(err)
+	}
+	if dp.Spec.Image != "l7mp/stunnerd:latest" {
+		t.Errorf("Dataplane image %q", dp.Spec.Image)
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

@@ -121,6 +121,13 @@ type DataplaneSpec struct {
 	// OffloadInterfaces is accepted for compatibility with STUNner and ignored.
 	// +optional
 	OffloadInterfaces []string `json:"offloadInterfaces,omitempty"`
+
+	// DataplaneResource is the kind STUNner deploys the dataplane as.
+	// Accepted for compatibility; Tern always renders a Deployment, and
+	// reports DaemonSet (a STUNner premium feature) as a warning.
+	// +optional
+	// +kubebuilder:validation:Enum=Deployment;DaemonSet
+	DataplaneResource *string `json:"dataplaneResource,omitempty"`
 }
 
 // DataplaneList is a list of Dataplanes.

@@ -94,6 +94,31 @@ type GatewayConfigSpec struct {
 	// a Gateway's own annotations win on conflict.
 	// +optional
 	LoadBalancerServiceAnnotations map[string]string `json:"loadBalancerServiceAnnotations,omitempty"`
+
+	// UserQuota caps the concurrent allocations of one username on each
+	// dataplane pod, as in STUNner; past it an Allocate is refused with 486
+	// (Allocation Quota Reached). 0 or unset: no cap.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	UserQuota *int32 `json:"userQuota,omitempty"`
+
+	// STUNMode is accepted for compatibility with STUNner and ignored:
+	// Tern's listeners always answer STUN Binding requests.
+	// +optional
+	STUNMode *string `json:"stunMode,omitempty"`
+
+	// MinPort and MaxPort bound the relay port range, inclusive (STUNner's
+	// v1alpha1 GatewayConfig fields, kept as a Tern extension so that the
+	// range can be set, e.g. to a firewall's 30000-32767 under
+	// hostNetwork). Default: 20000-29999.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	MinPort *int32 `json:"minPort,omitempty"`
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	MaxPort *int32 `json:"maxPort,omitempty"`
 }
 
 // ObjectStatus is the status of GatewayConfig, StaticService and Dataplane:
