@@ -176,7 +176,34 @@ func (q *req) authenticate() []byte {
 		return q.challenge(stun.CodeUnauthorized)
 	}
 	q.key, q.usr = key, string(user)
+	q.m.Attributes = signedPart(q.m.Attributes)
 	return nil
+}
+
+// signedPart returns the attributes up to and including the first
+// MESSAGE-INTEGRITY, plus a MESSAGE-INTEGRITY-SHA256 or FINGERPRINT after
+// it. RFC 8489 §14.5: the HMAC covers only what precedes MESSAGE-INTEGRITY,
+// so anyone on the path can append attributes after it, and the receiver
+// ignores them. Every later read of the request (m.Get, the peer list, the
+// unknown-attribute check) sees this slice, so nothing appended is acted on.
+// It truncates attrs in place (no allocation); the integrity check, which
+// needs the attributes after MESSAGE-INTEGRITY to find the length the HMAC
+// was computed over, must already have run.
+func signedPart(attrs []stun.RawAttribute) []stun.RawAttribute {
+	for i, a := range attrs {
+		if a.Type != stun.AttrMessageIntegrity {
+			continue
+		}
+		n := i + 1
+		for _, b := range attrs[i+1:] {
+			if b.Type == stun.AttrMessageIntegritySHA256 || b.Type == stun.AttrFingerprint {
+				attrs[n] = b
+				n++
+			}
+		}
+		return attrs[:n]
+	}
+	return attrs
 }
 
 // unknownAttrs returns the comprehension-required attributes not understood.
