@@ -132,12 +132,13 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 // engineSettings maps the config's auth and limits to the engine's.
 func engineSettings(cfg *config.Config) (turn.Settings, error) {
 	st := turn.Settings{
-		Realm:              cfg.Auth.Realm,
-		MaxLifetime:        time.Duration(cfg.Limits.MaxLifetime) * time.Second,
-		NonceLifetime:      time.Duration(cfg.Limits.NonceLifetime) * time.Second,
-		AllocationsPerUser: cfg.Limits.AllocationsPerUser,
-		AllocationsPerIP:   cfg.Limits.AllocationsPerIP,
-		MaxAllocations:     cfg.Limits.MaxAllocations,
+		Realm:                cfg.Auth.Realm,
+		MaxLifetime:          time.Duration(cfg.Limits.MaxLifetime) * time.Second,
+		NonceLifetime:        time.Duration(cfg.Limits.NonceLifetime) * time.Second,
+		AllocationsPerUser:   cfg.Limits.AllocationsPerUser,
+		AllocationsPerIP:     cfg.Limits.AllocationsPerIP,
+		MaxAllocations:       cfg.Limits.MaxAllocations,
+		LegacyChannelNumbers: cfg.Limits.LegacyChannelNumbers,
 	}
 	switch cfg.Auth.Type {
 	case config.AuthStatic:

@@ -78,6 +78,9 @@ type Settings struct {
 	AllocationsPerIP   int
 	// MaxAllocations caps all live allocations (508); 0 is no cap.
 	MaxAllocations int
+	// LegacyChannelNumbers accepts ChannelBind numbers 0x5000-0x7FFF, which
+	// RFC 5766 allowed and RFC 8656 §12 reserves; off, they get 400.
+	LegacyChannelNumbers bool
 }
 
 // Config builds an Engine.
@@ -275,7 +278,7 @@ func (e *Engine) channelData(ft FiveTuple, pkt []byte, r *Result) {
 	}
 	num := binary.BigEndian.Uint16(pkt[0:2])
 	n := int(binary.BigEndian.Uint16(pkt[2:4]))
-	if num > maxChannelNumber || channelDataHdr+n > len(pkt) {
+	if channelDataHdr+n > len(pkt) {
 		r.drop(DropMalformed)
 		return
 	}
@@ -287,7 +290,14 @@ func (e *Engine) channelData(ft FiveTuple, pkt []byte, r *Result) {
 	now := e.now()
 	c := a.channelByNumber(num, now)
 	if c == nil {
-		r.drop(DropNoChannel)
+		// Above 0x4FFF only a binding made under LegacyChannelNumbers
+		// makes a number a channel; without one it is not ChannelData of
+		// RFC 8656 §12.4 at all.
+		if num > maxChannelNumber {
+			r.drop(DropMalformed)
+		} else {
+			r.drop(DropNoChannel)
+		}
 		return
 	}
 	if !a.hasPermission(c.peer.Addr(), now) {

@@ -438,7 +438,11 @@ func (q *req) channelBind(a *Allocation) []byte {
 		return q.fail(stun.CodeBadRequest, nil)
 	}
 	num := binary.BigEndian.Uint16(v)
-	if num < minChannelNumber || num > maxChannelNumber {
+	top := uint16(maxChannelNumber)
+	if q.s.LegacyChannelNumbers {
+		top = maxLegacyChannelNumber
+	}
+	if num < minChannelNumber || num > top {
 		return q.fail(stun.CodeBadRequest, nil)
 	}
 	peer := netip.AddrPortFrom(peers[0].Addr().Unmap(), peers[0].Port())

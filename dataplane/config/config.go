@@ -147,4 +147,7 @@ type Limits struct {
 	AllocationsPerIP   int `json:"allocationsPerIP,omitempty"`
 	// MaxAllocations caps all allocations (508); 0 means the relay port range is the cap.
 	MaxAllocations int `json:"maxAllocations,omitempty"`
+	// LegacyChannelNumbers accepts ChannelBind numbers 0x5000-0x7FFF of RFC
+	// 5766 clients; RFC 8656 allows only 0x4000-0x4FFF. Default false.
+	LegacyChannelNumbers bool `json:"legacyChannelNumbers,omitempty"`
 }
