@@ -300,7 +300,7 @@ func (e *Engine) channelData(ft FiveTuple, pkt []byte, r *Result) {
 		}
 		return
 	}
-	if !a.hasPermission(c.peer.Addr(), now) {
+	if !a.permitted(c, now) {
 		r.drop(DropNoPermission)
 		return
 	}
@@ -392,11 +392,12 @@ func (e *Engine) HandlePeer(a *Allocation, peer netip.AddrPort, buf []byte, off,
 		return nil, false
 	}
 	now := e.now()
-	if !a.hasPermission(peer.Addr(), now) {
+	c := a.channelByPeer(peer, now)
+	if c != nil && !a.permitted(c, now) || c == nil && !a.hasPermission(peer.Addr(), now) {
 		return nil, false
 	}
 	end := off + n
-	if c := a.channelByPeer(peer, now); c != nil {
+	if c != nil {
 		start := off - channelDataHdr
 		binary.BigEndian.PutUint16(buf[start:], c.number)
 		binary.BigEndian.PutUint16(buf[start+2:], uint16(n))

@@ -420,12 +420,22 @@ func (q *req) createPermission(a *Allocation) []byte {
 			return q.fail(stun.CodeForbidden, nil)
 		}
 	}
+	ips := make([]netip.Addr, len(peers))
+	for i, p := range peers {
+		ips[i] = p.Addr().Unmap()
+	}
 	exp := q.now.Add(PermissionLifetime).UnixNano()
 	a.mu.Lock()
-	for _, p := range peers {
-		a.addPermission(p.Addr().Unmap(), exp)
+	room := a.permissionRoom(ips...)
+	if room {
+		for _, ip := range ips {
+			a.addPermission(ip, exp)
+		}
 	}
 	a.mu.Unlock()
+	if !room {
+		return q.fail(stun.CodeInsufficientCapacity, nil)
+	}
 	return q.success()
 }
 
@@ -453,16 +463,15 @@ func (q *req) channelBind(a *Allocation) []byte {
 		q.e.log.Info("channel bind refused: peer not allowed", "client", q.ft.String(), "peer", peer.String())
 		return q.fail(stun.CodeForbidden, nil)
 	}
-	now := q.now.UnixNano()
 	a.mu.Lock()
-	bound := a.bindChannel(num, peer, now, q.now.Add(ChannelLifetime).UnixNano())
-	if bound {
-		a.addPermission(peer.Addr(), q.now.Add(PermissionLifetime).UnixNano())
-	}
+	res := a.bindChannel(num, peer, q.now.UnixNano(), q.now.Add(ChannelLifetime).UnixNano(), q.now.Add(PermissionLifetime).UnixNano())
 	a.mu.Unlock()
-	if !bound {
+	switch res {
+	case conflict:
 		q.e.log.Debug("channel bind: number or peer already bound", "client", q.ft.String(), "channel", num, "peer", peer.String())
 		return q.fail(stun.CodeBadRequest, nil)
+	case full:
+		return q.fail(stun.CodeInsufficientCapacity, nil)
 	}
 	return q.success()
 }
