@@ -14,6 +14,10 @@ import (
 
 // Lifetimes fixed by RFC 8656.
 const (
+	// ReservationLifetime is how long a port reserved by EVEN-PORT with the
+	// R bit waits for the Allocate that claims it (RFC 8656 §14.9
+	// suggests 30 s); the reservation holds quota until then.
+	ReservationLifetime = 30 * time.Second
 	// DefaultLifetime is the allocation lifetime when the client asks for
 	// less or nothing (RFC 8656 §7.2): 600 s.
 	DefaultLifetime = 600 * time.Second
@@ -46,8 +50,12 @@ type RelayRequest struct {
 	EvenPort    bool
 	ReservePair bool
 	// Token, when non-zero, claims a port reserved by an earlier
-	// Allocate (RESERVATION-TOKEN).
+	// Allocate (RESERVATION-TOKEN). The allocator must hand it only to the
+	// Client IP and Username that reserved it (ErrNoCapacity otherwise).
 	Token uint64
+	// Username is the USERNAME of the request, to which a reservation is
+	// bound along with the client IP.
+	Username string
 	// DontFragment asks for the DF bit on relayed packets (DONT-FRAGMENT).
 	DontFragment bool
 }
@@ -73,10 +81,13 @@ type Settings struct {
 	// NonceLifetime is how long a NONCE is accepted before 438; default 600 s.
 	NonceLifetime time.Duration
 	// AllocationsPerUser and AllocationsPerIP cap live allocations per
-	// USERNAME and per client IP (486); 0 is no cap.
+	// USERNAME and per client IP (for IPv6, per /64) with 486 Allocation
+	// Quota Reached (RFC 8656 §7.2); 0 is no cap. A port reserved by
+	// EVEN-PORT counts as an allocation until claimed or expired.
 	AllocationsPerUser int
 	AllocationsPerIP   int
-	// MaxAllocations caps all live allocations (508); 0 is no cap.
+	// MaxAllocations caps all live allocations and reservations (508
+	// Insufficient Capacity); 0 is no cap.
 	MaxAllocations int
 	// LegacyChannelNumbers accepts ChannelBind numbers 0x5000-0x7FFF, which
 	// RFC 5766 allowed and RFC 8656 §12 reserves; off, they get 400.
@@ -108,10 +119,16 @@ type Engine struct {
 	settings atomic.Pointer[Settings]
 	allocs   table
 	draining atomic.Bool
+	refusals refusalLog
 
-	quotaMu sync.Mutex
-	perUser map[string]int
-	perIP   map[netip.Addr]int
+	// Quota slots: live allocations, allocations being made, and ports
+	// reserved by EVEN-PORT, per user, per client address (quotaAddr) and
+	// in total.
+	quotaMu      sync.Mutex
+	perUser      map[string]int
+	perIP        map[netip.Addr]int
+	slots        int
+	reservations map[uint64]reservation
 }
 
 // New returns an Engine, or an error when cfg lacks Relays, Auth or Realm.
@@ -127,6 +144,8 @@ func New(cfg Config) (*Engine, error) {
 		nonces:   newNonceMaker(),
 		perUser:  map[string]int{},
 		perIP:    map[netip.Addr]int{},
+
+		reservations: map[uint64]reservation{},
 	}
 	if e.clock == nil {
 		e.clock = SystemClock{}

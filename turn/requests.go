@@ -287,7 +287,7 @@ func (q *req) allocate() []byte {
 	if tv[0] != protoUDP {
 		return q.fail(stun.CodeUnsupportedTransProto, nil)
 	}
-	rr := RelayRequest{Client: q.ft, DontFragment: q.m.Contains(stun.AttrDontFragment)}
+	rr := RelayRequest{Client: q.ft, Username: q.usr, DontFragment: q.m.Contains(stun.AttrDontFragment)}
 	if v, err := q.m.Get(stun.AttrReservationToken); err == nil {
 		if len(v) != 8 || q.m.Contains(stun.AttrEvenPort) || q.m.Contains(stun.AttrRequestedAddressFamily) {
 			return q.fail(stun.CodeBadRequest, nil)
@@ -313,26 +313,49 @@ func (q *req) allocate() []byte {
 			return q.fail(stun.CodeAddrFamilyNotSupported, nil)
 		}
 	}
-	clientIP := q.ft.Client.Addr().Unmap()
-	if !e.reserveQuota(q.s, q.usr, clientIP) {
-		return q.fail(stun.CodeAllocQuotaReached, nil)
-	}
-	if q.s.MaxAllocations > 0 && e.Allocations() >= q.s.MaxAllocations {
-		e.releaseQuota(q.usr, clientIP)
-		return q.fail(stun.CodeInsufficientCapacity, nil)
+	clientIP := quotaAddr(q.ft.Client.Addr())
+	slots := 1 // quota slots this request holds: 2 while it reserves a pair
+	if rr.Token != 0 {
+		// The reservation's slot becomes the allocation's. Anyone but its
+		// owner (client address and USERNAME) is told the token is unknown.
+		if !e.claimReservation(rr.Token, q.usr, clientIP, q.now) {
+			return q.fail(stun.CodeInsufficientCapacity, nil)
+		}
+	} else {
+		if rr.ReservePair {
+			slots = 2
+		}
+		if res := e.reserveQuota(q.s, q.usr, clientIP, slots); res != quotaOK {
+			e.refused(res.refusal(), q.ft)
+			if res == quotaTotal {
+				return q.fail(stun.CodeInsufficientCapacity, nil)
+			}
+			return q.fail(stun.CodeAllocQuotaReached, nil)
+		}
 	}
 	a := &Allocation{FiveTuple: q.ft, Transport: q.tr, Username: q.usr, lastTxID: q.m.TransactionID}
 	relay, token, err := e.relays.Allocate(a, rr)
 	if err != nil {
-		e.releaseQuota(q.usr, clientIP)
+		e.releaseQuota(q.usr, clientIP, slots)
 		switch {
 		case errors.Is(err, ErrAddressFamily):
 			return q.fail(stun.CodeAddrFamilyNotSupported, nil)
 		case errors.Is(err, ErrDontFragment):
 			return q.fail(stun.CodeUnknownAttribute, []stun.Setter{stun.UnknownAttributes{stun.AttrDontFragment}})
 		}
-		e.log.Warn("relay allocation failed", "client", q.ft.String(), "error", err)
+		e.refused(RefusedRelay, q.ft)
+		if e.logs(slog.LevelDebug) {
+			e.log.Debug("relay allocation failed", "client", q.ft.String(), "error", err)
+		}
 		return q.fail(stun.CodeInsufficientCapacity, nil)
+	}
+	if slots == 2 {
+		if token != 0 {
+			e.addReservation(token, q.usr, clientIP, q.now)
+		} else {
+			e.releaseQuota(q.usr, clientIP, 1)
+		}
+		slots = 1
 	}
 	a.relay = relay
 	a.token = token
@@ -341,7 +364,7 @@ func (q *req) allocate() []byte {
 	if existing := e.allocs.insert(a); existing != nil {
 		// Lost a race with a retransmission handled by another worker.
 		_ = relay.Close()
-		e.releaseQuota(q.usr, clientIP)
+		e.releaseQuota(q.usr, clientIP, 1)
 		if existing.lastTxID == q.m.TransactionID {
 			return q.allocated(existing)
 		}
@@ -416,7 +439,10 @@ func (q *req) createPermission(a *Allocation) []byte {
 		// A permission is per IP (RFC 8656 §9): port 0 asks whether any
 		// port of the IP is allowed.
 		if !q.tr.PeerAllowed(netip.AddrPortFrom(p.Addr().Unmap(), 0)) {
-			q.e.log.Info("permission refused: peer not allowed", "client", q.ft.String(), "peer", p.Addr().String())
+			q.e.refused(RefusedPermission, q.ft)
+			if q.e.logs(slog.LevelDebug) {
+				q.e.log.Debug("permission refused: peer not allowed", "client", q.ft.String(), "peer", p.Addr().String())
+			}
 			return q.fail(stun.CodeForbidden, nil)
 		}
 	}
@@ -460,7 +486,10 @@ func (q *req) channelBind(a *Allocation) []byte {
 		return q.fail(stun.CodePeerAddrFamilyMismatch, nil)
 	}
 	if !q.tr.PeerAllowed(peer) {
-		q.e.log.Info("channel bind refused: peer not allowed", "client", q.ft.String(), "peer", peer.String())
+		q.e.refused(RefusedChannel, q.ft)
+		if q.e.logs(slog.LevelDebug) {
+			q.e.log.Debug("channel bind refused: peer not allowed", "client", q.ft.String(), "peer", peer.String())
+		}
 		return q.fail(stun.CodeForbidden, nil)
 	}
 	a.mu.Lock()
