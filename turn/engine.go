@@ -89,6 +89,14 @@ type Settings struct {
 	// MaxAllocations caps all live allocations and reservations (508
 	// Insufficient Capacity); 0 is no cap.
 	MaxAllocations int
+	// AuthFailureBurst and AuthFailureRate throttle failed authentication
+	// per client address (IP; /64 for IPv6): a token bucket of
+	// AuthFailureBurst tokens refilled at AuthFailureRate per second, one
+	// token per request with MESSAGE-INTEGRITY that fails (401 or 438).
+	// While a source has no token, its requests with MESSAGE-INTEGRITY are
+	// dropped unanswered (DropThrottled). A burst of 0 turns it off.
+	AuthFailureBurst int
+	AuthFailureRate  float64
 	// LegacyChannelNumbers accepts ChannelBind numbers 0x5000-0x7FFF, which
 	// RFC 5766 allowed and RFC 8656 §12 reserves; off, they get 400.
 	LegacyChannelNumbers bool
@@ -120,6 +128,7 @@ type Engine struct {
 	allocs   table
 	draining atomic.Bool
 	refusals refusalLog
+	throttle throttle
 
 	// Quota slots: live allocations, allocations being made, and ports
 	// reserved by EVEN-PORT, per user, per client address (quotaAddr) and
@@ -225,6 +234,9 @@ const (
 	// DropUnexpected: a STUN message the server ignores (a response, an
 	// indication other than Send).
 	DropUnexpected
+	// DropThrottled: a request with MESSAGE-INTEGRITY from a source that
+	// has used up its authentication failures (Settings.AuthFailureBurst).
+	DropThrottled
 	numDropReasons
 )
 
@@ -248,6 +260,8 @@ func (d DropReason) String() string {
 		return "forbidden"
 	case DropUnexpected:
 		return "unexpected"
+	case DropThrottled:
+		return "throttled"
 	}
 	return "unknown"
 }

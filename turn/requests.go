@@ -69,6 +69,10 @@ func (e *Engine) request(tr Transport, ft FiveTuple, pkt []byte, r *Result) {
 	default:
 		resp = rq.fail(stun.CodeBadRequest, nil)
 	}
+	if rq.drop != DropNone {
+		r.drop(rq.drop)
+		return
+	}
 	r.Kind, r.Drop, r.Reply, r.Alloc, r.Payload = Reply, DropNone, resp, nil, nil
 }
 
@@ -82,6 +86,8 @@ type req struct {
 	now time.Time
 	key []byte // set once authenticated: responses carry MESSAGE-INTEGRITY
 	usr string
+	// drop, when set, says to answer nothing and count the request so.
+	drop DropReason
 }
 
 // respond encodes a response of class c with attrs, adding
@@ -167,13 +173,32 @@ func (q *req) authenticate() []byte {
 	if user.GetFrom(q.m) != nil || realm.GetFrom(q.m) != nil || nonce.GetFrom(q.m) != nil {
 		return q.fail(stun.CodeBadRequest, nil)
 	}
+	// The throttle comes before any check, so that a source over its
+	// failures learns nothing, not even that a guess was right.
+	src := quotaAddr(q.ft.Client.Addr())
+	burst, rate := float64(q.s.AuthFailureBurst), q.s.AuthFailureRate
+	now := q.now.UnixNano()
+	if burst > 0 && !q.e.throttle.allow(src, now, burst, rate) {
+		q.e.refused(RefusedThrottled, q.ft)
+		q.drop = DropThrottled
+		return []byte{}
+	}
+	failed := func(code stun.ErrorCode) []byte {
+		q.e.refused(RefusedAuth, q.ft)
+		if burst > 0 {
+			q.e.throttle.fail(src, now, burst, rate)
+		}
+		return q.challenge(code)
+	}
 	if !q.e.nonces.valid(string(nonce), q.now, q.ft.Client.Addr(), q.s.NonceLifetime) {
-		return q.challenge(stun.CodeStaleNonce)
+		return failed(stun.CodeStaleNonce)
 	}
 	key, ok := q.s.Auth.Key(string(user), q.s.Realm, q.now)
 	if !ok || string(realm) != q.s.Realm || stun.MessageIntegrity(key).Check(q.m) != nil {
-		q.e.log.Debug("authentication failed", "client", q.ft.String(), "username", string(user))
-		return q.challenge(stun.CodeUnauthorized)
+		if q.e.logs(slog.LevelDebug) {
+			q.e.log.Debug("authentication failed", "client", q.ft.String(), "username", string(user))
+		}
+		return failed(stun.CodeUnauthorized)
 	}
 	q.key, q.usr = key, string(user)
 	q.m.Attributes = signedPart(q.m.Attributes)
