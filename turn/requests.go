@@ -106,7 +106,10 @@ func (q *req) respond(c stun.MessageClass, attrs ...stun.Setter) []byte {
 			err = s.AddTo(out)
 		}
 	}
-	if q.e.software != "" {
+	// SOFTWARE only to authenticated clients: anyone can send an
+	// unauthenticated request from a spoofed address, and what it gets
+	// back is what a reflection attack sends the victim.
+	if q.e.software != "" && q.key != nil {
 		add(stun.NewSoftware(q.e.software))
 	}
 	for _, a := range attrs {
@@ -145,7 +148,13 @@ func (q *req) fail(code stun.ErrorCode, extra []stun.Setter) []byte {
 	if code != stun.CodeUnauthorized && q.e.logs(slog.LevelDebug) {
 		q.e.log.Debug("request refused", "client", q.ft.String(), "method", q.m.Type.Method.String(), "code", int(code))
 	}
-	return q.respond(stun.ClassErrorResponse, append([]stun.Setter{code}, extra...)...)
+	// Reason phrases are for diagnostics (RFC 8489 §14.8) and may be
+	// empty; an unauthenticated request gets the bare code, for size.
+	var ec stun.Setter = code
+	if q.key == nil {
+		ec = &stun.ErrorCodeAttribute{Code: code}
+	}
+	return q.respond(stun.ClassErrorResponse, append([]stun.Setter{ec}, extra...)...)
 }
 
 // challenge answers 401 or 438 with a fresh NONCE and the REALM, and no
