@@ -55,7 +55,7 @@ func TestJSONNames(t *testing.T) {
 	c.Clusters[0].MinPort, c.Clusters[0].MaxPort = 1, 2
 	c.Relay.PublicAddress = "192.0.2.1"
 	c.Limits = Limits{MaxLifetime: 1, NonceLifetime: 2, AllocationsPerUser: 3, AllocationsPerIP: 4, MaxAllocations: 5,
-		LegacyChannelNumbers: true}
+		AuthFailureBurst: 6, AuthFailureRate: 7, LegacyChannelNumbers: true}
 	b, err := json.Marshal(c)
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +67,7 @@ func TestJSONNames(t *testing.T) {
 		"listeners", "protocol", "address", "port", "publicAddress", "publicPort", "cert", "key", "routes",
 		"clusters", "endpoints", "minPort", "maxPort",
 		"relay", "limits", "maxLifetime", "nonceLifetime", "allocationsPerUser", "allocationsPerIP", "maxAllocations",
-		"legacyChannelNumbers",
+		"authFailureBurst", "authFailureRate", "legacyChannelNumbers",
 	} {
 		if !strings.Contains(got, `"`+name+`":`) {
 			t.Errorf("marshaled config lacks %q: %s", name, got)
