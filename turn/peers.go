@@ -43,13 +43,24 @@ var peerHashSeed = func() uint64 {
 	return binary.LittleEndian.Uint64(b[:])
 }()
 
-// hash mixes the key with peerHashSeed (as tupleKey.hash does).
+// hash mixes the key with peerHashSeed through a full 64-bit finalizer per
+// word. IPv4 peers differ only in one half of one word, and a cheaper mix
+// left the low bits (which pick an index slot) and the high bits (which
+// the refusal sketch uses) visibly uneven for consecutive addresses.
 func (k peerKey) hash() uint64 {
-	const m = 0xD6E8FEB86659FD93
-	h := (k.hi ^ peerHashSeed) * m
-	h = (h ^ h>>32 ^ k.lo) * m
-	h = (h ^ h>>32 ^ uint64(k.port)) * m
-	return h ^ h>>32
+	h := fmix64(k.hi ^ peerHashSeed)
+	h = fmix64(h ^ k.lo)
+	return fmix64(h ^ uint64(k.port))
+}
+
+// fmix64 is MurmurHash3's 64-bit finalizer: every input bit affects every
+// output bit.
+func fmix64(x uint64) uint64 {
+	x ^= x >> 33
+	x *= 0xFF51AFD7ED558CCD
+	x ^= x >> 33
+	x *= 0xC4CEB9FE1A85EC53
+	return x ^ x>>33
 }
 
 // keyed is what an index holds: a pointer to an entry that knows its key.
@@ -154,17 +165,6 @@ func (x *index[T, P]) rebuild(n int, skip func(*T) bool) *[]atomic.Pointer[T] {
 	}
 	x.slots.Store(&next)
 	return &next
-}
-
-// each calls f for every entry. The caller holds the allocation's mu.
-func (x *index[T, P]) each(f func(*T)) {
-	if sp := x.slots.Load(); sp != nil {
-		for i := range *sp {
-			if e := (*sp)[i].Load(); e != nil {
-				f(e)
-			}
-		}
-	}
 }
 
 // Channel numbers are looked up in a two-level table indexed by

@@ -129,7 +129,7 @@ func (e *Engine) refused(r Refusal, ft FiveTuple) {
 	l := &e.refusals
 	l.total[r].Add(1)
 	l.window[r].Add(1)
-	b := keyOfAddr(quotaAddr(ft.Client.Addr()), 0).hash() % clientSketchBits
+	b := keyOfAddr(quotaAddr(ft.Client.Addr()), 0).hash() >> 52 // the top 12 bits: clientSketchBits
 	l.clients[r][b/64].Or(1 << (b % 64))
 }
 
