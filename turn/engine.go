@@ -94,7 +94,8 @@ type Settings struct {
 	// AuthFailureBurst tokens refilled at AuthFailureRate per second, one
 	// token per request with MESSAGE-INTEGRITY that fails (401 or 438).
 	// While a source has no token, its requests with MESSAGE-INTEGRITY are
-	// dropped unanswered (DropThrottled). A burst of 0 turns it off.
+	// dropped unanswered (DropThrottled). A burst or a rate of 0 turns it
+	// off.
 	AuthFailureBurst int
 	AuthFailureRate  float64
 	// LegacyChannelNumbers accepts ChannelBind numbers 0x5000-0x7FFF, which

@@ -186,6 +186,9 @@ func (q *req) authenticate() []byte {
 	// failures learns nothing, not even that a guess was right.
 	src := quotaAddr(q.ft.Client.Addr())
 	burst, rate := float64(q.s.AuthFailureBurst), q.s.AuthFailureRate
+	if rate <= 0 {
+		burst = 0 // a bucket that never refills would lock a source out for good
+	}
 	now := q.now.UnixNano()
 	if burst > 0 && !q.e.throttle.allow(src, now, burst, rate) {
 		q.e.refused(RefusedThrottled, q.ft)
