@@ -46,4 +46,8 @@ func (s *Server) writeMetrics(w io.Writer) {
 	for i := 1; i < turn.NumDropReasons; i++ {
 		metrics.WriteCounterUint64(w, `tern_dropped_packets_total{reason="`+turn.DropReason(i).String()+`"}`, total.Drops[i])
 	}
+	for i := range turn.NumRefusals {
+		r := turn.Refusal(i)
+		metrics.WriteCounterUint64(w, `tern_refused_requests_total{reason="`+r.String()+`"}`, s.engine.Refused(r))
+	}
 }

@@ -136,15 +136,22 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	return s, nil
 }
 
-// engineSettings maps the config's auth and limits to the engine's.
+// engineSettings maps the config's auth and limits to the engine's. The
+// config's NoLimit (-1) is the engine's 0 (off); defaults are already in
+// cfg (config.SetDefaults).
 func engineSettings(cfg *config.Config) (turn.Settings, error) {
+	on := func(v int) int { return max(v, 0) }
 	st := turn.Settings{
-		Realm:              cfg.Auth.Realm,
-		MaxLifetime:        time.Duration(cfg.Limits.MaxLifetime) * time.Second,
-		NonceLifetime:      time.Duration(cfg.Limits.NonceLifetime) * time.Second,
-		AllocationsPerUser: cfg.Limits.AllocationsPerUser,
-		AllocationsPerIP:   cfg.Limits.AllocationsPerIP,
-		MaxAllocations:     cfg.Limits.MaxAllocations,
+		Realm:                cfg.Auth.Realm,
+		MaxLifetime:          time.Duration(cfg.Limits.MaxLifetime) * time.Second,
+		NonceLifetime:        time.Duration(cfg.Limits.NonceLifetime) * time.Second,
+		AllocationsPerUser:   on(cfg.Limits.AllocationsPerUser),
+		AllocationsPerIP:     on(cfg.Limits.AllocationsPerIP),
+		MaxAllocations:       on(cfg.Limits.MaxAllocations),
+		LegacyChannelNumbers: cfg.Limits.LegacyChannelNumbers,
+	}
+	if cfg.Limits.AuthFailureBurst > 0 && cfg.Limits.AuthFailureRate > 0 {
+		st.AuthFailureBurst, st.AuthFailureRate = cfg.Limits.AuthFailureBurst, float64(cfg.Limits.AuthFailureRate)
 	}
 	switch cfg.Auth.Type {
 	case config.AuthStatic:

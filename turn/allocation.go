@@ -78,14 +78,25 @@ type Relay interface {
 
 type permission struct {
 	peer    netip.Addr
+	key     peerKey      // peer with port 0
 	expires atomic.Int64 // unix ns
 }
+
+func (p *permission) peerKey() peerKey { return p.key }
 
 type channel struct {
 	number  uint16
 	peer    netip.AddrPort
+	key     peerKey
 	expires atomic.Int64 // unix ns
+	// perm is the permission of the peer's IP when the channel was last
+	// bound or refreshed, so that relaying on the channel checks it with
+	// two loads instead of a lookup. A removed permission has expires 0,
+	// so a stale pointer sends permitted to the index.
+	perm atomic.Pointer[permission]
 }
+
+func (c *channel) peerKey() peerKey { return c.key }
 
 // Allocation is one client's allocation (RFC 8656 §2.2): a relayed transport
 // address bound to the client's 5-tuple, with its permissions and channels.
@@ -104,10 +115,12 @@ type Allocation struct {
 	expires atomic.Int64 // unix ns
 	deleted atomic.Bool
 
-	// Copy-on-write sets: readers load the pointer, writers (under mu) build
-	// a new slice and store it. Lifetimes are refreshed in place.
-	perms atomic.Pointer[[]*permission]
-	chans atomic.Pointer[[]*channel]
+	// Permissions by peer IP, channels by peer address and by number: see
+	// index and chanNumbers. Readers take no lock; writers hold mu.
+	// Lifetimes are refreshed in place.
+	perms  index[permission, *permission]
+	byPeer index[channel, *channel]
+	nums   atomic.Pointer[chanNumbers] // made at the first ChannelBind
 
 	mu       sync.Mutex // serializes writers of this allocation
 	lastTxID [12]byte   // Allocate transaction that created it, for retransmissions
@@ -129,159 +142,180 @@ func (a *Allocation) Deleted() bool { return a.deleted.Load() }
 
 // hasPermission reports whether a live permission exists for the peer's IP.
 func (a *Allocation) hasPermission(peer netip.Addr, now int64) bool {
-	ps := a.perms.Load()
-	if ps == nil {
-		return false
-	}
-	for _, p := range *ps {
-		if p.peer == peer {
-			return p.expires.Load() > now
-		}
-	}
-	return false
+	p := a.perms.get(keyOfAddr(peer, 0))
+	return p != nil && p.expires.Load() > now
 }
 
 // channelByNumber returns the live channel with number n, or nil.
 func (a *Allocation) channelByNumber(n uint16, now int64) *channel {
-	cs := a.chans.Load()
-	if cs == nil {
+	t := a.nums.Load()
+	if t == nil {
 		return nil
 	}
-	for _, c := range *cs {
-		if c.number == n {
-			if c.expires.Load() > now {
-				return c
-			}
-			return nil
-		}
+	s := t.slot(n, false)
+	if s == nil {
+		return nil
+	}
+	if c := s.Load(); c != nil && c.expires.Load() > now {
+		return c
 	}
 	return nil
+}
+
+// permitted reports whether a live permission exists for c's peer IP.
+func (a *Allocation) permitted(c *channel, now int64) bool {
+	if p := c.perm.Load(); p != nil && p.expires.Load() > now {
+		return true
+	}
+	return a.hasPermission(c.peer.Addr(), now)
 }
 
 // channelByPeer returns the live channel bound to peer, or nil.
 func (a *Allocation) channelByPeer(peer netip.AddrPort, now int64) *channel {
-	cs := a.chans.Load()
-	if cs == nil {
-		return nil
-	}
-	for _, c := range *cs {
-		if c.peer == peer {
-			if c.expires.Load() > now {
-				return c
-			}
-			return nil
-		}
+	c := a.byPeer.get(keyOfAddr(peer.Addr(), peer.Port()))
+	if c != nil && c.expires.Load() > now {
+		return c
 	}
 	return nil
 }
 
-// addPermission installs or refreshes the permission for peer until expires.
-// The caller holds a.mu.
-func (a *Allocation) addPermission(peer netip.Addr, expires int64) {
-	old := a.perms.Load()
-	if old != nil {
-		for _, p := range *old {
-			if p.peer == peer {
-				p.expires.Store(expires)
-				return
-			}
+// permissionRoom reports whether permissions for peers (IPs) fit under
+// MaxPermissions, counting only those not installed yet. The caller holds
+// a.mu.
+func (a *Allocation) permissionRoom(peers ...netip.Addr) bool {
+	n := a.perms.n
+	for i, p := range peers {
+		if a.perms.get(keyOfAddr(p, 0)) != nil {
+			continue
+		}
+		dup := false
+		for _, q := range peers[:i] {
+			dup = dup || q == p
+		}
+		if !dup {
+			n++
 		}
 	}
-	p := &permission{peer: peer}
-	p.expires.Store(expires)
-	var next []*permission
-	if old != nil {
-		next = make([]*permission, 0, len(*old)+1)
-		next = append(next, *old...)
-	}
-	next = append(next, p)
-	a.perms.Store(&next)
+	return n <= MaxPermissions
 }
 
-// bindChannel binds number to peer or refreshes the binding, following RFC
-// 8656 §11.2: a number bound to another peer, or a peer bound to another
-// number, is a 400. The caller holds a.mu.
-func (a *Allocation) bindChannel(number uint16, peer netip.AddrPort, now, expires int64) bool {
-	old := a.chans.Load()
-	if old != nil {
-		for _, c := range *old {
-			live := c.expires.Load() > now
-			switch {
-			case c.number == number && c.peer == peer:
-				c.expires.Store(expires)
-				return true
-			case live && (c.number == number || c.peer == peer):
-				return false
-			}
+// addPermission installs or refreshes the permission for peer until
+// expires and returns it. The caller holds a.mu and has checked
+// permissionRoom.
+func (a *Allocation) addPermission(peer netip.Addr, expires int64) *permission {
+	k := keyOfAddr(peer, 0)
+	if p := a.perms.get(k); p != nil {
+		p.expires.Store(expires)
+		return p
+	}
+	p := &permission{peer: peer, key: k}
+	p.expires.Store(expires)
+	a.perms.insert(p)
+	return p
+}
+
+// bindResult is the outcome of bindChannel.
+type bindResult uint8
+
+const (
+	bound    bindResult = iota
+	conflict            // 400: the number or the peer is bound otherwise
+	full                // 508: MaxChannels or MaxPermissions reached
+)
+
+// bindChannel binds number to peer and installs the peer's permission, or
+// refreshes both, following RFC 8656 §11.2: a number bound to another
+// peer, or a peer bound to another number, is a conflict while that
+// binding lives; an expired one is replaced. The caller holds a.mu.
+func (a *Allocation) bindChannel(number uint16, peer netip.AddrPort, now, expires, permExpires int64) bindResult {
+	nums := a.nums.Load()
+	if nums == nil {
+		nums = new(chanNumbers)
+		a.nums.Store(nums)
+	}
+	k := keyOfAddr(peer.Addr(), peer.Port())
+	byNum := nums.slot(number, false)
+	var old *channel
+	if byNum != nil {
+		old = byNum.Load()
+	}
+	if old != nil && old.key == k {
+		if !a.permissionRoom(peer.Addr()) {
+			return full
+		}
+		old.expires.Store(expires)
+		old.perm.Store(a.addPermission(peer.Addr(), permExpires))
+		return bound
+	}
+	other := a.byPeer.get(k)
+	if (old != nil && old.expires.Load() > now) || (other != nil && other.expires.Load() > now) {
+		return conflict
+	}
+	if a.byPeer.n-btoi(old != nil)-btoi(other != nil) >= MaxChannels || !a.permissionRoom(peer.Addr()) {
+		return full
+	}
+	// Expired bindings of this number or peer give way to the new one.
+	for _, o := range []*channel{old, other} {
+		if o != nil {
+			a.unbind(nums, o)
 		}
 	}
-	c := &channel{number: number, peer: peer}
+	c := &channel{number: number, peer: peer, key: k}
 	c.expires.Store(expires)
-	next := make([]*channel, 0, 4)
-	if old != nil {
-		// Drop expired bindings that collide with the new one so that a
-		// number or peer is free again once its binding has expired.
-		for _, o := range *old {
-			if o.number != number && o.peer != peer {
-				next = append(next, o)
-			}
-		}
+	c.perm.Store(a.addPermission(peer.Addr(), permExpires))
+	a.byPeer.insert(c)
+	nums.slot(number, true).Store(c)
+	return bound
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
 	}
-	next = append(next, c)
-	a.chans.Store(&next)
-	return true
+	return 0
+}
+
+// unbind removes channel c. The caller holds a.mu.
+func (a *Allocation) unbind(nums *chanNumbers, c *channel) {
+	a.byPeer.removeIf(func(o *channel) bool { return o == c })
+	nums.slot(c.number, true).CompareAndSwap(c, nil)
+}
+
+// dropChannels removes the channels drop reports true for; each is
+// cleared from the number table as the peer index lets it go. The caller
+// holds a.mu.
+func (a *Allocation) dropChannels(drop func(*channel) bool) {
+	nums := a.nums.Load()
+	if nums == nil {
+		return
+	}
+	a.byPeer.removeIf(func(c *channel) bool {
+		if !drop(c) {
+			return false
+		}
+		nums.slot(c.number, true).CompareAndSwap(c, nil)
+		return true
+	})
 }
 
 // prune drops expired permissions and channels. The caller holds a.mu.
 func (a *Allocation) prune(now int64) {
-	if old := a.perms.Load(); old != nil {
-		keep := make([]*permission, 0, len(*old))
-		for _, p := range *old {
-			if p.expires.Load() > now {
-				keep = append(keep, p)
-			}
-		}
-		if len(keep) != len(*old) {
-			a.perms.Store(&keep)
-		}
-	}
-	if old := a.chans.Load(); old != nil {
-		keep := make([]*channel, 0, len(*old))
-		for _, c := range *old {
-			if c.expires.Load() > now {
-				keep = append(keep, c)
-			}
-		}
-		if len(keep) != len(*old) {
-			a.chans.Store(&keep)
-		}
-	}
+	a.perms.removeIf(func(p *permission) bool { return p.expires.Load() <= now })
+	a.dropChannels(func(c *channel) bool { return c.expires.Load() <= now })
+	// (A removed permission had expired, which is what channel.perm's
+	// readers check.)
 }
 
 // revoke drops permissions and channels whose peer the transport no longer
 // allows (after a route change). The caller holds a.mu.
 func (a *Allocation) revoke(allowed func(netip.AddrPort) bool) {
-	if old := a.chans.Load(); old != nil {
-		keep := make([]*channel, 0, len(*old))
-		for _, c := range *old {
-			if allowed(c.peer) {
-				keep = append(keep, c)
-			}
+	a.dropChannels(func(c *channel) bool { return !allowed(c.peer) })
+	// A permission is per IP; port 0 asks "any port of this IP".
+	a.perms.removeIf(func(p *permission) bool {
+		if allowed(netip.AddrPortFrom(p.peer, 0)) {
+			return false
 		}
-		if len(keep) != len(*old) {
-			a.chans.Store(&keep)
-		}
-	}
-	if old := a.perms.Load(); old != nil {
-		keep := make([]*permission, 0, len(*old))
-		for _, p := range *old {
-			// A permission is per IP; port 0 asks "any port of this IP".
-			if allowed(netip.AddrPortFrom(p.peer, 0)) {
-				keep = append(keep, p)
-			}
-		}
-		if len(keep) != len(*old) {
-			a.perms.Store(&keep)
-		}
-	}
+		p.expires.Store(0) // for channel.perm's readers
+		return true
+	})
 }

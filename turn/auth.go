@@ -9,7 +9,6 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/binary"
-	"encoding/hex"
 	"hash"
 	"net/netip"
 	"strconv"
@@ -84,15 +83,21 @@ func EphemeralUsername(user string, expiry time.Time) string {
 }
 
 // nonceMaker issues and checks NONCE values (RFC 8489 §9.2). A nonce is
-// hex(issue time, seconds) followed by hex of a truncated HMAC-SHA256 over
-// the issue time and the client IP under a per-process random key, so it
-// cannot be forged, is bound to the client, and expires.
+// base64url of the issue time (4 bytes, Unix seconds) followed by an HMAC-
+// SHA256 over the issue time and the client IP under a per-process random
+// key, truncated to 12 bytes: 22 characters, so it cannot be forged, is
+// bound to the client, and expires. It is short because every 401 carries
+// one, and a 401 is what a spoofed request is answered with.
 type nonceMaker struct {
 	key  [32]byte
 	macs sync.Pool // keyed hash.Hash values, reused: hmac.New allocates three objects
 }
 
-const nonceLen = 16 + 32
+const (
+	nonceMACLen = 12
+	nonceRaw    = 4 + nonceMACLen
+	nonceLen    = (nonceRaw*8 + 5) / 6 // base64 without padding
+)
 
 func newNonceMaker() *nonceMaker {
 	n := &nonceMaker{}
@@ -102,15 +107,15 @@ func newNonceMaker() *nonceMaker {
 	return n
 }
 
-func (n *nonceMaker) mac(ts uint64, client netip.Addr) (out [16]byte) {
+func (n *nonceMaker) mac(ts uint32, client netip.Addr) (out [nonceMACLen]byte) {
 	m, _ := n.macs.Get().(hash.Hash)
 	if m == nil {
 		m = hmac.New(sha256.New, n.key[:])
 	}
-	var b [8 + 16]byte
-	binary.BigEndian.PutUint64(b[:8], ts)
+	var b [4 + 16]byte
+	binary.BigEndian.PutUint32(b[:4], ts)
 	a := client.Unmap().As16()
-	copy(b[8:], a[:])
+	copy(b[4:], a[:])
 	m.Reset()
 	m.Write(b[:])
 	var sum [sha256.Size]byte
@@ -120,29 +125,26 @@ func (n *nonceMaker) mac(ts uint64, client netip.Addr) (out [16]byte) {
 }
 
 func (n *nonceMaker) make(now time.Time, client netip.Addr) string {
-	ts := uint64(now.Unix())
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], ts)
+	ts := uint32(now.Unix())
+	var b [nonceRaw]byte
+	binary.BigEndian.PutUint32(b[:4], ts)
 	mac := n.mac(ts, client)
-	return hex.EncodeToString(b[:]) + hex.EncodeToString(mac[:])
+	copy(b[4:], mac[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
 // valid reports whether nonce was issued by this maker to client no longer
 // than lifetime before now.
 func (n *nonceMaker) valid(nonce string, now time.Time, client netip.Addr, lifetime time.Duration) bool {
+	var b [nonceRaw]byte
 	if len(nonce) != nonceLen {
 		return false
 	}
-	tb, err := hex.DecodeString(nonce[:16])
-	if err != nil {
+	if k, err := base64.RawURLEncoding.Decode(b[:], []byte(nonce)); err != nil || k != nonceRaw {
 		return false
 	}
-	mb, err := hex.DecodeString(nonce[16:])
-	if err != nil {
-		return false
-	}
-	ts := binary.BigEndian.Uint64(tb)
-	if mac := n.mac(ts, client); !hmac.Equal(mb, mac[:]) {
+	ts := binary.BigEndian.Uint32(b[:4])
+	if mac := n.mac(ts, client); !hmac.Equal(b[4:], mac[:]) {
 		return false
 	}
 	issued := time.Unix(int64(ts), 0)

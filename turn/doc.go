@@ -9,7 +9,9 @@
 //
 // The relayed-packet paths (ChannelData and Send indications from clients,
 // UDP datagrams from peers) make no heap allocation and take no lock: the
-// allocation table, permissions and channel bindings are copy-on-write
-// snapshots read with atomic loads. github.com/pion/stun/v2 is used only to
+// allocation table, permissions and channel bindings are tables of atomic
+// pointers (hashed by 5-tuple or peer address, indexed by channel number),
+// read with atomic loads at a cost that does not grow with their size.
+// github.com/pion/stun/v2 is used only to
 // encode and decode STUN messages on the request path.
 package turn

@@ -14,6 +14,10 @@ import (
 
 // Lifetimes fixed by RFC 8656.
 const (
+	// ReservationLifetime is how long a port reserved by EVEN-PORT with the
+	// R bit waits for the Allocate that claims it (RFC 8656 §14.9
+	// suggests 30 s); the reservation holds quota until then.
+	ReservationLifetime = 30 * time.Second
 	// DefaultLifetime is the allocation lifetime when the client asks for
 	// less or nothing (RFC 8656 §7.2): 600 s.
 	DefaultLifetime = 600 * time.Second
@@ -46,8 +50,12 @@ type RelayRequest struct {
 	EvenPort    bool
 	ReservePair bool
 	// Token, when non-zero, claims a port reserved by an earlier
-	// Allocate (RESERVATION-TOKEN).
+	// Allocate (RESERVATION-TOKEN). The allocator must hand it only to the
+	// Client IP and Username that reserved it (ErrNoCapacity otherwise).
 	Token uint64
+	// Username is the USERNAME of the request, to which a reservation is
+	// bound along with the client IP.
+	Username string
 	// DontFragment asks for the DF bit on relayed packets (DONT-FRAGMENT).
 	DontFragment bool
 }
@@ -73,11 +81,26 @@ type Settings struct {
 	// NonceLifetime is how long a NONCE is accepted before 438; default 600 s.
 	NonceLifetime time.Duration
 	// AllocationsPerUser and AllocationsPerIP cap live allocations per
-	// USERNAME and per client IP (486); 0 is no cap.
+	// USERNAME and per client IP (for IPv6, per /64) with 486 Allocation
+	// Quota Reached (RFC 8656 §7.2); 0 is no cap. A port reserved by
+	// EVEN-PORT counts as an allocation until claimed or expired.
 	AllocationsPerUser int
 	AllocationsPerIP   int
-	// MaxAllocations caps all live allocations (508); 0 is no cap.
+	// MaxAllocations caps all live allocations and reservations (508
+	// Insufficient Capacity); 0 is no cap.
 	MaxAllocations int
+	// AuthFailureBurst and AuthFailureRate throttle failed authentication
+	// per client address (IP; /64 for IPv6): a token bucket of
+	// AuthFailureBurst tokens refilled at AuthFailureRate per second, one
+	// token per request with MESSAGE-INTEGRITY that fails (401 or 438).
+	// While a source has no token, its requests with MESSAGE-INTEGRITY are
+	// dropped unanswered (DropThrottled). A burst or a rate of 0 turns it
+	// off.
+	AuthFailureBurst int
+	AuthFailureRate  float64
+	// LegacyChannelNumbers accepts ChannelBind numbers 0x5000-0x7FFF, which
+	// RFC 5766 allowed and RFC 8656 §12 reserves; off, they get 400.
+	LegacyChannelNumbers bool
 }
 
 // Config builds an Engine.
@@ -105,10 +128,17 @@ type Engine struct {
 	settings atomic.Pointer[Settings]
 	allocs   table
 	draining atomic.Bool
+	refusals refusalLog
+	throttle throttle
 
-	quotaMu sync.Mutex
-	perUser map[string]int
-	perIP   map[netip.Addr]int
+	// Quota slots: live allocations, allocations being made, and ports
+	// reserved by EVEN-PORT, per user, per client address (quotaAddr) and
+	// in total.
+	quotaMu      sync.Mutex
+	perUser      map[string]int
+	perIP        map[netip.Addr]int
+	slots        int
+	reservations map[uint64]reservation
 }
 
 // New returns an Engine, or an error when cfg lacks Relays, Auth or Realm.
@@ -124,6 +154,8 @@ func New(cfg Config) (*Engine, error) {
 		nonces:   newNonceMaker(),
 		perUser:  map[string]int{},
 		perIP:    map[netip.Addr]int{},
+
+		reservations: map[uint64]reservation{},
 	}
 	if e.clock == nil {
 		e.clock = SystemClock{}
@@ -203,6 +235,9 @@ const (
 	// DropUnexpected: a STUN message the server ignores (a response, an
 	// indication other than Send).
 	DropUnexpected
+	// DropThrottled: a request with MESSAGE-INTEGRITY from a source that
+	// has used up its authentication failures (Settings.AuthFailureBurst).
+	DropThrottled
 	numDropReasons
 )
 
@@ -226,6 +261,8 @@ func (d DropReason) String() string {
 		return "forbidden"
 	case DropUnexpected:
 		return "unexpected"
+	case DropThrottled:
+		return "throttled"
 	}
 	return "unknown"
 }
@@ -275,7 +312,7 @@ func (e *Engine) channelData(ft FiveTuple, pkt []byte, r *Result) {
 	}
 	num := binary.BigEndian.Uint16(pkt[0:2])
 	n := int(binary.BigEndian.Uint16(pkt[2:4]))
-	if num > maxChannelNumber || channelDataHdr+n > len(pkt) {
+	if channelDataHdr+n > len(pkt) {
 		r.drop(DropMalformed)
 		return
 	}
@@ -287,10 +324,17 @@ func (e *Engine) channelData(ft FiveTuple, pkt []byte, r *Result) {
 	now := e.now()
 	c := a.channelByNumber(num, now)
 	if c == nil {
-		r.drop(DropNoChannel)
+		// Above 0x4FFF only a binding made under LegacyChannelNumbers
+		// makes a number a channel; without one it is not ChannelData of
+		// RFC 8656 §12.4 at all.
+		if num > maxChannelNumber {
+			r.drop(DropMalformed)
+		} else {
+			r.drop(DropNoChannel)
+		}
 		return
 	}
-	if !a.hasPermission(c.peer.Addr(), now) {
+	if !a.permitted(c, now) {
 		r.drop(DropNoPermission)
 		return
 	}
@@ -382,11 +426,12 @@ func (e *Engine) HandlePeer(a *Allocation, peer netip.AddrPort, buf []byte, off,
 		return nil, false
 	}
 	now := e.now()
-	if !a.hasPermission(peer.Addr(), now) {
+	c := a.channelByPeer(peer, now)
+	if c != nil && !a.permitted(c, now) || c == nil && !a.hasPermission(peer.Addr(), now) {
 		return nil, false
 	}
 	end := off + n
-	if c := a.channelByPeer(peer, now); c != nil {
+	if c != nil {
 		start := off - channelDataHdr
 		binary.BigEndian.PutUint16(buf[start:], c.number)
 		binary.BigEndian.PutUint16(buf[start+2:], uint16(n))

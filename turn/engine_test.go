@@ -395,8 +395,10 @@ func TestChannelBindRules(t *testing.T) {
 		want int
 	}{
 		{"below range", 0x3FFF, peerAddr, 400},
-		{"above range", 0x8000, peerAddr, 400},
-		{"RFC 5766 range", 0x7FFE, netip.MustParseAddrPort("198.51.100.13:1"), 0},
+		{"above RFC 8656's range", 0x5000, peerAddr, 400},
+		{"RFC 5766's range", 0x7FFF, peerAddr, 400},
+		{"not a channel", 0x8000, peerAddr, 400},
+		{"last number", 0x4FFF, netip.MustParseAddrPort("198.51.100.13:1"), 0},
 		{"outside allowlist", 0x4000, deniedPeer, 403},
 		{"port outside the route's range", 0x4000, netip.MustParseAddrPort("198.51.100.200:6000"), 403},
 		{"bind", 0x4000, peerAddr, 0},
@@ -421,6 +423,42 @@ func TestChannelBindRules(t *testing.T) {
 	third := netip.MustParseAddrPort("198.51.100.12:1")
 	if m := c.do(stun.MethodChannelBind, channelNumber(0x4000), peerAttr(third)); code(m) != 0 {
 		t.Fatalf("rebinding an expired number: code %d", code(m))
+	}
+}
+
+// TestChannelDataOutsideRangeIsMalformed: RFC 8656 §12 leaves 0x5000-0x7FFF
+// reserved (RFC 7983 demultiplexes on them), so ChannelData numbered there
+// is not a channel of any allocation.
+func TestChannelDataOutsideRangeIsMalformed(t *testing.T) {
+	f, c, _ := allocated(t)
+	c.do(stun.MethodChannelBind, channelNumber(0x4FFF), peerAttr(peerAddr))
+	var r Result
+	f.e.HandleClient(testListener{}, clientTuple, channelData(0x4FFF, []byte("x")), &r)
+	if r.Kind != Forward {
+		t.Fatalf("0x4FFF: kind %d drop %v, want relayed", r.Kind, r.Drop)
+	}
+	for _, n := range []uint16{0x5000, 0x7FFF} {
+		f.e.HandleClient(testListener{}, clientTuple, channelData(n, []byte("x")), &r)
+		if r.Kind != Drop || r.Drop != DropMalformed {
+			t.Errorf("ChannelData on %#x: kind %d drop %v, want dropped as malformed", n, r.Kind, r.Drop)
+		}
+	}
+}
+
+func TestLegacyChannelNumbers(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.LegacyChannelNumbers = true })
+	c := f.client("user", "pass")
+	c.do(stun.MethodAllocate, transportUDP())
+	if m := c.do(stun.MethodChannelBind, channelNumber(0x8000), peerAttr(peerAddr)); code(m) != 400 {
+		t.Fatalf("0x8000: code %d, want 400", code(m))
+	}
+	if m := c.do(stun.MethodChannelBind, channelNumber(0x7FFF), peerAttr(peerAddr)); code(m) != 0 {
+		t.Fatalf("0x7FFF with LegacyChannelNumbers: code %d", code(m))
+	}
+	var r Result
+	f.e.HandleClient(testListener{}, clientTuple, channelData(0x7FFF, []byte("x")), &r)
+	if r.Kind != Forward {
+		t.Fatalf("ChannelData on 0x7FFF: kind %d drop %v", r.Kind, r.Drop)
 	}
 }
 

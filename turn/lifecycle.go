@@ -3,32 +3,108 @@ package turn
 import (
 	"log/slog"
 	"net/netip"
+	"time"
 )
 
-// reserveQuota counts a new allocation against the per-user and per-IP
-// caps and reports whether both had room.
-func (e *Engine) reserveQuota(s *Settings, user string, ip netip.Addr) bool {
+// quotaResult says which cap a new allocation would pass, if any.
+type quotaResult uint8
+
+const (
+	quotaOK    quotaResult = iota
+	quotaUser              // AllocationsPerUser: 486
+	quotaIP                // AllocationsPerIP: 486
+	quotaTotal             // MaxAllocations: 508
+)
+
+// quotaAddr is the client address quotas and throttling count by: the IP,
+// and for IPv6 its /64, which one subscriber or host holds whole (RFC
+// 6177), so that walking a /64 does not multiply the per-IP cap.
+func quotaAddr(ip netip.Addr) netip.Addr {
+	ip = ip.Unmap()
+	if ip.Is6() {
+		p, _ := ip.Prefix(64)
+		return p.Addr()
+	}
+	return ip
+}
+
+// reserveQuota counts n slots (an allocation, or an allocation and the
+// port its EVEN-PORT reserves) against the caps, all or none, and reports
+// which cap would have been passed.
+func (e *Engine) reserveQuota(s *Settings, user string, ip netip.Addr, n int) quotaResult {
 	e.quotaMu.Lock()
 	defer e.quotaMu.Unlock()
-	if s.AllocationsPerUser > 0 && e.perUser[user] >= s.AllocationsPerUser {
+	switch {
+	case s.AllocationsPerUser > 0 && e.perUser[user]+n > s.AllocationsPerUser:
+		return quotaUser
+	case s.AllocationsPerIP > 0 && e.perIP[ip]+n > s.AllocationsPerIP:
+		return quotaIP
+	case s.MaxAllocations > 0 && e.slots+n > s.MaxAllocations:
+		return quotaTotal
+	}
+	e.perUser[user] += n
+	e.perIP[ip] += n
+	e.slots += n
+	return quotaOK
+}
+
+// releaseQuota gives back n slots of user and ip.
+func (e *Engine) releaseQuota(user string, ip netip.Addr, n int) {
+	e.quotaMu.Lock()
+	defer e.quotaMu.Unlock()
+	e.releaseQuotaLocked(user, ip, n)
+}
+
+func (e *Engine) releaseQuotaLocked(user string, ip netip.Addr, n int) {
+	if e.perUser[user] -= n; e.perUser[user] <= 0 {
+		delete(e.perUser, user)
+	}
+	if e.perIP[ip] -= n; e.perIP[ip] <= 0 {
+		delete(e.perIP, ip)
+	}
+	e.slots -= n
+}
+
+// reservation is a port that an Allocate with EVEN-PORT (R bit) reserved:
+// it holds one quota slot of its owner until claimed or expired.
+type reservation struct {
+	user    string
+	ip      netip.Addr // quotaAddr of the client
+	expires int64      // unix ns
+}
+
+// addReservation records token for user and ip; its quota slot is already
+// counted.
+func (e *Engine) addReservation(token uint64, user string, ip netip.Addr, now time.Time) {
+	e.quotaMu.Lock()
+	defer e.quotaMu.Unlock()
+	e.reservations[token] = reservation{user: user, ip: ip, expires: now.Add(ReservationLifetime).UnixNano()}
+}
+
+// claimReservation removes token's reservation if user and ip made it and
+// it has not expired, and reports whether it did. Its quota slot then
+// counts for the allocation that claims it. A claim by anyone else leaves
+// the reservation to its owner.
+func (e *Engine) claimReservation(token uint64, user string, ip netip.Addr, now time.Time) bool {
+	e.quotaMu.Lock()
+	defer e.quotaMu.Unlock()
+	r, ok := e.reservations[token]
+	if !ok || r.user != user || r.ip != ip || r.expires <= now.UnixNano() {
 		return false
 	}
-	if s.AllocationsPerIP > 0 && e.perIP[ip] >= s.AllocationsPerIP {
-		return false
-	}
-	e.perUser[user]++
-	e.perIP[ip]++
+	delete(e.reservations, token)
 	return true
 }
 
-func (e *Engine) releaseQuota(user string, ip netip.Addr) {
+// sweepReservations frees the quota of reservations nobody claimed in time.
+func (e *Engine) sweepReservations(now int64) {
 	e.quotaMu.Lock()
 	defer e.quotaMu.Unlock()
-	if e.perUser[user]--; e.perUser[user] <= 0 {
-		delete(e.perUser, user)
-	}
-	if e.perIP[ip]--; e.perIP[ip] <= 0 {
-		delete(e.perIP, ip)
+	for tok, r := range e.reservations {
+		if r.expires <= now {
+			delete(e.reservations, tok)
+			e.releaseQuotaLocked(r.user, r.ip, 1)
+		}
 	}
 }
 
@@ -42,17 +118,21 @@ func (e *Engine) deleteAllocation(a *Allocation, reason string) {
 	if err := a.relay.Close(); err != nil {
 		e.log.Warn("closing relay socket", "client", a.FiveTuple.String(), "error", err)
 	}
-	e.releaseQuota(a.Username, a.FiveTuple.Client.Addr().Unmap())
+	e.releaseQuota(a.Username, quotaAddr(a.FiveTuple.Client.Addr()), 1)
 	if e.logs(slog.LevelInfo) {
 		e.log.Info("allocation deleted", "client", a.FiveTuple.String(), "relay", a.relay.Addr().String(), "reason", reason)
 	}
 }
 
-// Sweep deletes allocations whose lifetime has passed and drops expired
-// permissions and channel bindings. The dataplane calls it about once a
-// second; it returns the number of allocations deleted.
+// Sweep deletes allocations whose lifetime has passed, drops expired
+// permissions, channel bindings and EVEN-PORT reservations, and writes the
+// aggregated refusal lines when RefusalLogInterval has passed. The
+// dataplane calls it about once a second; it returns the number of
+// allocations deleted.
 func (e *Engine) Sweep() int {
 	now := e.now()
+	e.sweepReservations(now)
+	e.flushRefusals(now)
 	n := 0
 	e.allocs.each(func(a *Allocation) {
 		if a.expires.Load() <= now {

@@ -69,6 +69,10 @@ func (e *Engine) request(tr Transport, ft FiveTuple, pkt []byte, r *Result) {
 	default:
 		resp = rq.fail(stun.CodeBadRequest, nil)
 	}
+	if rq.drop != DropNone {
+		r.drop(rq.drop)
+		return
+	}
 	r.Kind, r.Drop, r.Reply, r.Alloc, r.Payload = Reply, DropNone, resp, nil, nil
 }
 
@@ -82,6 +86,8 @@ type req struct {
 	now time.Time
 	key []byte // set once authenticated: responses carry MESSAGE-INTEGRITY
 	usr string
+	// drop, when set, says to answer nothing and count the request so.
+	drop DropReason
 }
 
 // respond encodes a response of class c with attrs, adding
@@ -100,7 +106,10 @@ func (q *req) respond(c stun.MessageClass, attrs ...stun.Setter) []byte {
 			err = s.AddTo(out)
 		}
 	}
-	if q.e.software != "" {
+	// SOFTWARE only to authenticated clients: anyone can send an
+	// unauthenticated request from a spoofed address, and what it gets
+	// back is what a reflection attack sends the victim.
+	if q.e.software != "" && q.key != nil {
 		add(stun.NewSoftware(q.e.software))
 	}
 	for _, a := range attrs {
@@ -139,7 +148,13 @@ func (q *req) fail(code stun.ErrorCode, extra []stun.Setter) []byte {
 	if code != stun.CodeUnauthorized && q.e.logs(slog.LevelDebug) {
 		q.e.log.Debug("request refused", "client", q.ft.String(), "method", q.m.Type.Method.String(), "code", int(code))
 	}
-	return q.respond(stun.ClassErrorResponse, append([]stun.Setter{code}, extra...)...)
+	// Reason phrases are for diagnostics (RFC 8489 §14.8) and may be
+	// empty; an unauthenticated request gets the bare code, for size.
+	var ec stun.Setter = code
+	if q.key == nil {
+		ec = &stun.ErrorCodeAttribute{Code: code}
+	}
+	return q.respond(stun.ClassErrorResponse, append([]stun.Setter{ec}, extra...)...)
 }
 
 // challenge answers 401 or 438 with a fresh NONCE and the REALM, and no
@@ -167,16 +182,65 @@ func (q *req) authenticate() []byte {
 	if user.GetFrom(q.m) != nil || realm.GetFrom(q.m) != nil || nonce.GetFrom(q.m) != nil {
 		return q.fail(stun.CodeBadRequest, nil)
 	}
+	// The throttle comes before any check, so that a source over its
+	// failures learns nothing, not even that a guess was right.
+	src := quotaAddr(q.ft.Client.Addr())
+	burst, rate := float64(q.s.AuthFailureBurst), q.s.AuthFailureRate
+	if rate <= 0 {
+		burst = 0 // a bucket that never refills would lock a source out for good
+	}
+	now := q.now.UnixNano()
+	if burst > 0 && !q.e.throttle.allow(src, now, burst, rate) {
+		q.e.refused(RefusedThrottled, q.ft)
+		q.drop = DropThrottled
+		return []byte{}
+	}
+	failed := func(code stun.ErrorCode) []byte {
+		q.e.refused(RefusedAuth, q.ft)
+		if burst > 0 {
+			q.e.throttle.fail(src, now, burst, rate)
+		}
+		return q.challenge(code)
+	}
 	if !q.e.nonces.valid(string(nonce), q.now, q.ft.Client.Addr(), q.s.NonceLifetime) {
-		return q.challenge(stun.CodeStaleNonce)
+		return failed(stun.CodeStaleNonce)
 	}
 	key, ok := q.s.Auth.Key(string(user), q.s.Realm, q.now)
 	if !ok || string(realm) != q.s.Realm || stun.MessageIntegrity(key).Check(q.m) != nil {
-		q.e.log.Debug("authentication failed", "client", q.ft.String(), "username", string(user))
-		return q.challenge(stun.CodeUnauthorized)
+		if q.e.logs(slog.LevelDebug) {
+			q.e.log.Debug("authentication failed", "client", q.ft.String(), "username", string(user))
+		}
+		return failed(stun.CodeUnauthorized)
 	}
 	q.key, q.usr = key, string(user)
+	q.m.Attributes = signedPart(q.m.Attributes)
 	return nil
+}
+
+// signedPart returns the attributes up to and including the first
+// MESSAGE-INTEGRITY, plus a MESSAGE-INTEGRITY-SHA256 or FINGERPRINT after
+// it. RFC 8489 §14.5: the HMAC covers only what precedes MESSAGE-INTEGRITY,
+// so anyone on the path can append attributes after it, and the receiver
+// ignores them. Every later read of the request (m.Get, the peer list, the
+// unknown-attribute check) sees this slice, so nothing appended is acted on.
+// It truncates attrs in place (no allocation); the integrity check, which
+// needs the attributes after MESSAGE-INTEGRITY to find the length the HMAC
+// was computed over, must already have run.
+func signedPart(attrs []stun.RawAttribute) []stun.RawAttribute {
+	for i, a := range attrs {
+		if a.Type != stun.AttrMessageIntegrity {
+			continue
+		}
+		n := i + 1
+		for _, b := range attrs[i+1:] {
+			if b.Type == stun.AttrMessageIntegritySHA256 || b.Type == stun.AttrFingerprint {
+				attrs[n] = b
+				n++
+			}
+		}
+		return attrs[:n]
+	}
+	return attrs
 }
 
 // unknownAttrs returns the comprehension-required attributes not understood.
@@ -260,7 +324,7 @@ func (q *req) allocate() []byte {
 	if tv[0] != protoUDP {
 		return q.fail(stun.CodeUnsupportedTransProto, nil)
 	}
-	rr := RelayRequest{Client: q.ft, DontFragment: q.m.Contains(stun.AttrDontFragment)}
+	rr := RelayRequest{Client: q.ft, Username: q.usr, DontFragment: q.m.Contains(stun.AttrDontFragment)}
 	if v, err := q.m.Get(stun.AttrReservationToken); err == nil {
 		if len(v) != 8 || q.m.Contains(stun.AttrEvenPort) || q.m.Contains(stun.AttrRequestedAddressFamily) {
 			return q.fail(stun.CodeBadRequest, nil)
@@ -286,26 +350,49 @@ func (q *req) allocate() []byte {
 			return q.fail(stun.CodeAddrFamilyNotSupported, nil)
 		}
 	}
-	clientIP := q.ft.Client.Addr().Unmap()
-	if !e.reserveQuota(q.s, q.usr, clientIP) {
-		return q.fail(stun.CodeAllocQuotaReached, nil)
-	}
-	if q.s.MaxAllocations > 0 && e.Allocations() >= q.s.MaxAllocations {
-		e.releaseQuota(q.usr, clientIP)
-		return q.fail(stun.CodeInsufficientCapacity, nil)
+	clientIP := quotaAddr(q.ft.Client.Addr())
+	slots := 1 // quota slots this request holds: 2 while it reserves a pair
+	if rr.Token != 0 {
+		// The reservation's slot becomes the allocation's. Anyone but its
+		// owner (client address and USERNAME) is told the token is unknown.
+		if !e.claimReservation(rr.Token, q.usr, clientIP, q.now) {
+			return q.fail(stun.CodeInsufficientCapacity, nil)
+		}
+	} else {
+		if rr.ReservePair {
+			slots = 2
+		}
+		if res := e.reserveQuota(q.s, q.usr, clientIP, slots); res != quotaOK {
+			e.refused(res.refusal(), q.ft)
+			if res == quotaTotal {
+				return q.fail(stun.CodeInsufficientCapacity, nil)
+			}
+			return q.fail(stun.CodeAllocQuotaReached, nil)
+		}
 	}
 	a := &Allocation{FiveTuple: q.ft, Transport: q.tr, Username: q.usr, lastTxID: q.m.TransactionID}
 	relay, token, err := e.relays.Allocate(a, rr)
 	if err != nil {
-		e.releaseQuota(q.usr, clientIP)
+		e.releaseQuota(q.usr, clientIP, slots)
 		switch {
 		case errors.Is(err, ErrAddressFamily):
 			return q.fail(stun.CodeAddrFamilyNotSupported, nil)
 		case errors.Is(err, ErrDontFragment):
 			return q.fail(stun.CodeUnknownAttribute, []stun.Setter{stun.UnknownAttributes{stun.AttrDontFragment}})
 		}
-		e.log.Warn("relay allocation failed", "client", q.ft.String(), "error", err)
+		e.refused(RefusedRelay, q.ft)
+		if e.logs(slog.LevelDebug) {
+			e.log.Debug("relay allocation failed", "client", q.ft.String(), "error", err)
+		}
 		return q.fail(stun.CodeInsufficientCapacity, nil)
+	}
+	if slots == 2 {
+		if token != 0 {
+			e.addReservation(token, q.usr, clientIP, q.now)
+		} else {
+			e.releaseQuota(q.usr, clientIP, 1)
+		}
+		slots = 1
 	}
 	a.relay = relay
 	a.token = token
@@ -314,7 +401,7 @@ func (q *req) allocate() []byte {
 	if existing := e.allocs.insert(a); existing != nil {
 		// Lost a race with a retransmission handled by another worker.
 		_ = relay.Close()
-		e.releaseQuota(q.usr, clientIP)
+		e.releaseQuota(q.usr, clientIP, 1)
 		if existing.lastTxID == q.m.TransactionID {
 			return q.allocated(existing)
 		}
@@ -389,16 +476,29 @@ func (q *req) createPermission(a *Allocation) []byte {
 		// A permission is per IP (RFC 8656 §9): port 0 asks whether any
 		// port of the IP is allowed.
 		if !q.tr.PeerAllowed(netip.AddrPortFrom(p.Addr().Unmap(), 0)) {
-			q.e.log.Info("permission refused: peer not allowed", "client", q.ft.String(), "peer", p.Addr().String())
+			q.e.refused(RefusedPermission, q.ft)
+			if q.e.logs(slog.LevelDebug) {
+				q.e.log.Debug("permission refused: peer not allowed", "client", q.ft.String(), "peer", p.Addr().String())
+			}
 			return q.fail(stun.CodeForbidden, nil)
 		}
 	}
+	ips := make([]netip.Addr, len(peers))
+	for i, p := range peers {
+		ips[i] = p.Addr().Unmap()
+	}
 	exp := q.now.Add(PermissionLifetime).UnixNano()
 	a.mu.Lock()
-	for _, p := range peers {
-		a.addPermission(p.Addr().Unmap(), exp)
+	room := a.permissionRoom(ips...)
+	if room {
+		for _, ip := range ips {
+			a.addPermission(ip, exp)
+		}
 	}
 	a.mu.Unlock()
+	if !room {
+		return q.fail(stun.CodeInsufficientCapacity, nil)
+	}
 	return q.success()
 }
 
@@ -411,7 +511,11 @@ func (q *req) channelBind(a *Allocation) []byte {
 		return q.fail(stun.CodeBadRequest, nil)
 	}
 	num := binary.BigEndian.Uint16(v)
-	if num < minChannelNumber || num > maxChannelNumber {
+	top := uint16(maxChannelNumber)
+	if q.s.LegacyChannelNumbers {
+		top = maxLegacyChannelNumber
+	}
+	if num < minChannelNumber || num > top {
 		return q.fail(stun.CodeBadRequest, nil)
 	}
 	peer := netip.AddrPortFrom(peers[0].Addr().Unmap(), peers[0].Port())
@@ -419,19 +523,21 @@ func (q *req) channelBind(a *Allocation) []byte {
 		return q.fail(stun.CodePeerAddrFamilyMismatch, nil)
 	}
 	if !q.tr.PeerAllowed(peer) {
-		q.e.log.Info("channel bind refused: peer not allowed", "client", q.ft.String(), "peer", peer.String())
+		q.e.refused(RefusedChannel, q.ft)
+		if q.e.logs(slog.LevelDebug) {
+			q.e.log.Debug("channel bind refused: peer not allowed", "client", q.ft.String(), "peer", peer.String())
+		}
 		return q.fail(stun.CodeForbidden, nil)
 	}
-	now := q.now.UnixNano()
 	a.mu.Lock()
-	bound := a.bindChannel(num, peer, now, q.now.Add(ChannelLifetime).UnixNano())
-	if bound {
-		a.addPermission(peer.Addr(), q.now.Add(PermissionLifetime).UnixNano())
-	}
+	res := a.bindChannel(num, peer, q.now.UnixNano(), q.now.Add(ChannelLifetime).UnixNano(), q.now.Add(PermissionLifetime).UnixNano())
 	a.mu.Unlock()
-	if !bound {
+	switch res {
+	case conflict:
 		q.e.log.Debug("channel bind: number or peer already bound", "client", q.ft.String(), "channel", num, "peer", peer.String())
 		return q.fail(stun.CodeBadRequest, nil)
+	case full:
+		return q.fail(stun.CodeInsufficientCapacity, nil)
 	}
 	return q.success()
 }

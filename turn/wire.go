@@ -13,10 +13,16 @@ const (
 	channelDataHdr   = 4
 	minChannelNumber = 0x4000
 	// maxChannelNumber: RFC 8656 §12 narrows channel numbers to
-	// 0x4000-0x4FFF, but RFC 5766 allowed up to 0x7FFF and its clients still
-	// use that range (coturn's turnutils_uclient picks numbers at random in
-	// it), as does coturn's server. Refusing them would break those clients.
-	maxChannelNumber = 0x7FFF
+	// 0x4000-0x4FFF and reserves 0x5000-0xFFFF, whose first bytes RFC 7983
+	// demultiplexes as other protocols on a shared port. RFC 5766 allowed up
+	// to 0x7FFF, and coturn still accepts it (its turnutils_uclient draws
+	// numbers at random up to 0x7FFF); Settings.LegacyChannelNumbers lets
+	// such clients in. Otherwise a ChannelBind above 0x4FFF gets 400 and
+	// ChannelData there is dropped as malformed.
+	maxChannelNumber = 0x4FFF
+	// maxLegacyChannelNumber is RFC 5766's upper bound, accepted when
+	// Settings.LegacyChannelNumbers is set.
+	maxLegacyChannelNumber = 0x7FFF
 
 	// Message types (method | class bits) used on the zero-allocation paths.
 	typeSendIndication = 0x0016
@@ -102,7 +108,8 @@ func parseXORAddr(v []byte, txid []byte) (netip.AddrPort, bool) {
 }
 
 // isChannelData reports whether b starts like a ChannelData message (RFC
-// 8656 §12.4: first two bits 01; see maxChannelNumber for the range).
+// 8656 §12.4: first two bits 01). Numbers above maxChannelNumber start
+// like it too; channelData drops them as malformed.
 func isChannelData(b []byte) bool { return len(b) >= 1 && b[0]&0xC0 == 0x40 }
 
 // isSTUN reports whether b starts like a STUN message (RFC 8489 §5: first two

@@ -35,6 +35,10 @@ relay:
   address: %s
   minPort: %d
   maxPort: %d
+limits:
+  # The load generator's thousands of clients share one address, and the
+  # peers have no per-IP quota.
+  allocationsPerIP: -1
 `, listen.Port()+1, listen.Port()+2, Realm, User, Pass, listen.Addr(), listen.Port(), relay, l.MinPort, l.MaxPort)
 }
 

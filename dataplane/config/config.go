@@ -139,15 +139,34 @@ func (r Relay) Equal(o Relay) bool {
 		r.MinPort == o.MinPort && r.MaxPort == o.MaxPort && slices.Equal(r.ExtraAddresses, o.ExtraAddresses)
 }
 
-// Limits are the engine's lifetimes and quotas. Durations are in seconds.
+// Limits are the engine's lifetimes, quotas and throttles. Durations are
+// in seconds. For the quotas and the throttle, 0 (or unset) takes the
+// default and NoLimit (-1) turns the limit off.
 type Limits struct {
 	// MaxLifetime clamps a requested allocation LIFETIME, seconds. Default 600.
 	MaxLifetime int `json:"maxLifetime,omitempty"`
 	// NonceLifetime is how long a NONCE stays valid before 438, seconds. Default 600.
 	NonceLifetime int `json:"nonceLifetime,omitempty"`
-	// AllocationsPerUser and AllocationsPerIP cap concurrent allocations (486); 0 means no cap.
+	// AllocationsPerUser caps concurrent allocations per USERNAME (486).
+	// Default DefaultAllocationsPerUser with ephemeral auth; NoLimit with
+	// static auth, whose one username every client shares.
 	AllocationsPerUser int `json:"allocationsPerUser,omitempty"`
-	AllocationsPerIP   int `json:"allocationsPerIP,omitempty"`
-	// MaxAllocations caps all allocations (508); 0 means the relay port range is the cap.
+	// AllocationsPerIP caps concurrent allocations per client IP, per /64
+	// for IPv6 (486). Default DefaultAllocationsPerIP.
+	AllocationsPerIP int `json:"allocationsPerIP,omitempty"`
+	// MaxAllocations caps all allocations and EVEN-PORT reservations
+	// (508). 0 (the default) or NoLimit: the relay ports are the cap,
+	// (maxPort-minPort+1) per relay address, which a reconfiguration of
+	// relay.extraAddresses moves with it.
 	MaxAllocations int `json:"maxAllocations,omitempty"`
+	// AuthFailureBurst and AuthFailureRate throttle failed authentication
+	// per client address: a token bucket of AuthFailureBurst failures,
+	// refilled at AuthFailureRate per second. Defaults
+	// DefaultAuthFailureBurst and DefaultAuthFailureRate; NoLimit in either
+	// turns the throttle off.
+	AuthFailureBurst int `json:"authFailureBurst,omitempty"`
+	AuthFailureRate  int `json:"authFailureRate,omitempty"`
+	// LegacyChannelNumbers accepts ChannelBind numbers 0x5000-0x7FFF of RFC
+	// 5766 clients; RFC 8656 allows only 0x4000-0x4FFF. Default false.
+	LegacyChannelNumbers bool `json:"legacyChannelNumbers,omitempty"`
 }

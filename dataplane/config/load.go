@@ -21,6 +21,28 @@ const (
 	DefaultRelayMaxPort  = 29999
 	DefaultMaxLifetime   = 600 // seconds
 	DefaultNonceLifetime = 600 // seconds
+
+	// NoLimit in a quota or throttle field of Limits turns it off.
+	NoLimit = -1
+	// DefaultAllocationsPerUser is the per-USERNAME quota with ephemeral
+	// auth, where a username is one issued credential: a leaked one holds
+	// at most this many relay ports. (Static auth shares one username
+	// among every client, so it gets NoLimit and the per-IP and total
+	// quotas.)
+	DefaultAllocationsPerUser = 100
+	// DefaultAllocationsPerIP is the per-client-address quota. A WebRTC
+	// client holds 1-6 allocations (a publisher and a subscriber
+	// PeerConnection, each gathering UDP, TCP and TLS relay candidates), so
+	// this admits 30-200 clients behind one NAT, while one address takes
+	// at most 2% of the default 10,000 relay ports.
+	DefaultAllocationsPerIP = 200
+	// DefaultAuthFailureBurst and DefaultAuthFailureRate (per second) are
+	// the failed-authentication throttle per client address. A legitimate
+	// client fails only when its nonce goes stale or its credential is
+	// wrong, a few times at most; a password guesser gets 10 tries, then 2
+	// a second (7,200 an hour), instead of tens of thousands a second.
+	DefaultAuthFailureBurst = 10
+	DefaultAuthFailureRate  = 2
 )
 
 // Load reads the config file at path and returns Parse(data, getenv).
@@ -116,6 +138,21 @@ func (c *Config) SetDefaults() {
 	}
 	if c.Limits.NonceLifetime == 0 {
 		c.Limits.NonceLifetime = DefaultNonceLifetime
+	}
+	if c.Limits.AllocationsPerUser == 0 {
+		c.Limits.AllocationsPerUser = DefaultAllocationsPerUser
+		if c.Auth.Type == AuthStatic {
+			c.Limits.AllocationsPerUser = NoLimit
+		}
+	}
+	if c.Limits.AllocationsPerIP == 0 {
+		c.Limits.AllocationsPerIP = DefaultAllocationsPerIP
+	}
+	if c.Limits.AuthFailureBurst == 0 {
+		c.Limits.AuthFailureBurst = DefaultAuthFailureBurst
+	}
+	if c.Limits.AuthFailureRate == 0 {
+		c.Limits.AuthFailureRate = DefaultAuthFailureRate
 	}
 }
 

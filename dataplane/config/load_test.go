@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -35,8 +36,11 @@ func TestParseDefaults(t *testing.T) {
 		Listeners: []Listener{{
 			Name: "udp", Protocol: ProtoTURNUDP, Address: "0.0.0.0", Port: 3478,
 		}},
-		Relay:  Relay{Address: "127.0.0.1", MinPort: 20000, MaxPort: 29999},
-		Limits: Limits{MaxLifetime: 600, NonceLifetime: 600},
+		Relay: Relay{Address: "127.0.0.1", MinPort: 20000, MaxPort: 29999},
+		// Quotas and the throttle are on by default; static auth's one
+		// username has no per-user quota.
+		Limits: Limits{MaxLifetime: 600, NonceLifetime: 600, AllocationsPerUser: NoLimit, AllocationsPerIP: 200,
+			AuthFailureBurst: 10, AuthFailureRate: 2},
 	}
 	for name, in := range map[string]string{"yaml": minimalYAML, "json": minimalJSON} {
 		t.Run(name, func(t *testing.T) {
@@ -57,7 +61,8 @@ func TestSetDefaultsKeepsSetValues(t *testing.T) {
 		Auth:      Auth{Type: AuthEphemeral, Realm: "example.com"},
 		Listeners: []Listener{{Address: "10.0.0.1"}},
 		Relay:     Relay{Address: "10.0.0.2", MinPort: 1000, MaxPort: 2000},
-		Limits:    Limits{MaxLifetime: 60, NonceLifetime: 30},
+		Limits: Limits{MaxLifetime: 60, NonceLifetime: 30, AllocationsPerUser: 5, AllocationsPerIP: NoLimit,
+			MaxAllocations: 7, AuthFailureBurst: 3, AuthFailureRate: NoLimit},
 	}
 	want := *c
 	want.Listeners = []Listener{{Address: "10.0.0.1"}}
@@ -206,5 +211,38 @@ func TestLoad(t *testing.T) {
 	_, err = Load(missing, nil)
 	if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), missing) {
 		t.Errorf("Load(missing) error %v: want ErrNotExist naming the path", err)
+	}
+}
+
+// TestQuotaDefaults: quotas are on unless a config turns them off with
+// NoLimit; the per-user quota depends on the auth type; the total is left
+// to the relay ports.
+func TestQuotaDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		auth  string
+		extra int
+		set   Limits
+		want  Limits
+	}{
+		{"static", AuthStatic, 0, Limits{}, Limits{AllocationsPerUser: NoLimit, AllocationsPerIP: 200, AuthFailureBurst: 10, AuthFailureRate: 2}},
+		{"ephemeral", AuthEphemeral, 0, Limits{}, Limits{AllocationsPerUser: 100, AllocationsPerIP: 200, AuthFailureBurst: 10, AuthFailureRate: 2}},
+		{"total left to the relay ports", AuthStatic, 2, Limits{}, Limits{AllocationsPerUser: NoLimit, AllocationsPerIP: 200, AuthFailureBurst: 10, AuthFailureRate: 2}},
+		{"all off", AuthEphemeral, 0,
+			Limits{AllocationsPerUser: NoLimit, AllocationsPerIP: NoLimit, MaxAllocations: NoLimit, AuthFailureBurst: NoLimit, AuthFailureRate: NoLimit},
+			Limits{AllocationsPerUser: NoLimit, AllocationsPerIP: NoLimit, MaxAllocations: NoLimit, AuthFailureBurst: NoLimit, AuthFailureRate: NoLimit}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &Config{Auth: Auth{Type: tc.auth}, Limits: tc.set}
+			for i := range tc.extra {
+				c.Relay.ExtraAddresses = append(c.Relay.ExtraAddresses, RelayAddress{Address: fmt.Sprintf("10.0.0.%d", i+1)})
+			}
+			c.SetDefaults()
+			got := c.Limits
+			got.MaxLifetime, got.NonceLifetime = 0, 0
+			if got != tc.want {
+				t.Errorf("got  %+v\nwant %+v", got, tc.want)
+			}
+		})
 	}
 }

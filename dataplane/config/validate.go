@@ -193,12 +193,23 @@ func (c *Config) Validate() error {
 	}{
 		{"limits.maxLifetime", c.Limits.MaxLifetime},
 		{"limits.nonceLifetime", c.Limits.NonceLifetime},
-		{"limits.allocationsPerUser", c.Limits.AllocationsPerUser},
-		{"limits.allocationsPerIP", c.Limits.AllocationsPerIP},
-		{"limits.maxAllocations", c.Limits.MaxAllocations},
 	} {
 		if f.v < 0 {
 			bad(f.name, "must not be negative, got %d", f.v)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"limits.allocationsPerUser", c.Limits.AllocationsPerUser},
+		{"limits.allocationsPerIP", c.Limits.AllocationsPerIP},
+		{"limits.maxAllocations", c.Limits.MaxAllocations},
+		{"limits.authFailureBurst", c.Limits.AuthFailureBurst},
+		{"limits.authFailureRate", c.Limits.AuthFailureRate},
+	} {
+		if f.v < NoLimit {
+			bad(f.name, "must be -1 (no limit), 0 (the default) or positive, got %d", f.v)
 		}
 	}
 

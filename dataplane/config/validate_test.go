@@ -123,9 +123,11 @@ func TestValidateRules(t *testing.T) {
 
 		{"maxLifetime", func(c *Config) { c.Limits.MaxLifetime = -1 }, `limits.maxLifetime: must not be negative, got -1`},
 		{"nonceLifetime", func(c *Config) { c.Limits.NonceLifetime = -1 }, `limits.nonceLifetime: must not be negative, got -1`},
-		{"allocationsPerUser", func(c *Config) { c.Limits.AllocationsPerUser = -1 }, `limits.allocationsPerUser: must not be negative, got -1`},
-		{"allocationsPerIP", func(c *Config) { c.Limits.AllocationsPerIP = -1 }, `limits.allocationsPerIP: must not be negative, got -1`},
-		{"maxAllocations", func(c *Config) { c.Limits.MaxAllocations = -1 }, `limits.maxAllocations: must not be negative, got -1`},
+		{"allocationsPerUser", func(c *Config) { c.Limits.AllocationsPerUser = -2 }, `limits.allocationsPerUser: must be -1 (no limit), 0 (the default) or positive, got -2`},
+		{"allocationsPerIP", func(c *Config) { c.Limits.AllocationsPerIP = -2 }, `limits.allocationsPerIP: must be -1 (no limit), 0 (the default) or positive, got -2`},
+		{"maxAllocations", func(c *Config) { c.Limits.MaxAllocations = -2 }, `limits.maxAllocations: must be -1 (no limit), 0 (the default) or positive, got -2`},
+		{"authFailureBurst", func(c *Config) { c.Limits.AuthFailureBurst = -2 }, `limits.authFailureBurst: must be -1 (no limit), 0 (the default) or positive, got -2`},
+		{"authFailureRate", func(c *Config) { c.Limits.AuthFailureRate = -5 }, `limits.authFailureRate: must be -1 (no limit), 0 (the default) or positive, got -5`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := validConfig()

@@ -22,10 +22,6 @@ import (
 	"github.com/tern-gw/tern/turn"
 )
 
-// reservationLifetime is how long a port reserved by EVEN-PORT with the R
-// bit waits for the Allocate that claims it (RFC 8656 §14.9 suggests 30 s).
-const reservationLifetime = 30 * time.Second
-
 // maxPeerPayload is the largest peer datagram relayed, in bytes; larger ones
 // are dropped rather than truncated. WebRTC media stays under ~1200 bytes.
 const maxPeerPayload = 8192
@@ -85,6 +81,11 @@ type reservation struct {
 	addr    *Addr
 	port    uint16
 	expires time.Time
+	// Who reserved the port: only an Allocate from the same client IP with
+	// the same USERNAME may claim it, so a token seen on the wire (or
+	// guessed) does not hand the port to someone else.
+	client netip.Addr
+	user   string
 }
 
 // ParseAddrs returns the relay addresses of r, each with a port table for
@@ -172,10 +173,11 @@ func (p *Pool) Allocate(a *turn.Allocation, req turn.RelayRequest) (turn.Relay, 
 		token uint64
 		err   error
 	)
+	owner := reservation{client: req.Client.Client.Addr().Unmap(), user: req.Username}
 	if req.Token != 0 {
-		sock, ra, port, err = p.claim(req.Token)
+		sock, ra, port, err = p.claim(req.Token, owner)
 	} else {
-		sock, ra, port, token, err = p.open(req.IPv6, req.EvenPort, req.ReservePair)
+		sock, ra, port, token, err = p.open(req.IPv6, req.EvenPort, req.ReservePair, owner)
 	}
 	if err != nil {
 		return nil, 0, err
@@ -197,8 +199,9 @@ func (p *Pool) Allocate(a *turn.Allocation, req turn.RelayRequest) (turn.Relay, 
 }
 
 // open binds a socket on a free port of an address of the family; with
-// pair it also binds port+1 and holds it under a fresh reservation token.
-func (p *Pool) open(v6, even, pair bool) (relaySocket, *Addr, uint16, uint64, error) {
+// pair it also binds port+1 and holds it for owner under a fresh
+// reservation token.
+func (p *Pool) open(v6, even, pair bool, owner reservation) (relaySocket, *Addr, uint16, uint64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	family := false
@@ -209,7 +212,7 @@ func (p *Pool) open(v6, even, pair bool) (relaySocket, *Addr, uint16, uint64, er
 			continue
 		}
 		family = true
-		sock, port, token, ok := p.openOn(ra, even, pair)
+		sock, port, token, ok := p.openOn(ra, even, pair, owner)
 		if ok {
 			p.next = ai + 1
 			return sock, ra, port, token, nil
@@ -222,7 +225,7 @@ func (p *Pool) open(v6, even, pair bool) (relaySocket, *Addr, uint16, uint64, er
 }
 
 // openOn is open on one address. The caller holds p.mu.
-func (p *Pool) openOn(ra *Addr, even, pair bool) (relaySocket, uint16, uint64, bool) {
+func (p *Pool) openOn(ra *Addr, even, pair bool, owner reservation) (relaySocket, uint16, uint64, bool) {
 	n := len(ra.used)
 	start := rand.IntN(n)
 	for i := 0; i < n; i++ {
@@ -247,7 +250,9 @@ func (p *Pool) openOn(ra *Addr, even, pair bool) (relaySocket, uint16, uint64, b
 			}
 			token = newToken()
 			ra.used[idx+1] = true
-			p.reservations[token] = &reservation{sock: next, addr: ra, port: port + 1, expires: time.Now().Add(reservationLifetime)}
+			owner.sock, owner.addr, owner.port = next, ra, port+1
+			owner.expires = time.Now().Add(turn.ReservationLifetime)
+			p.reservations[token] = &owner
 		}
 		ra.used[idx] = true
 		return sock, port, token, true
@@ -255,12 +260,14 @@ func (p *Pool) openOn(ra *Addr, even, pair bool) (relaySocket, uint16, uint64, b
 	return relaySocket{}, 0, 0, false
 }
 
-// claim takes the socket reserved under token.
-func (p *Pool) claim(token uint64) (relaySocket, *Addr, uint16, error) {
+// claim takes the socket reserved under token, if by owner's client IP
+// and username; for anyone else the token is as unknown (ErrNoCapacity),
+// and the reservation stays for its owner.
+func (p *Pool) claim(token uint64, owner reservation) (relaySocket, *Addr, uint16, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	r, ok := p.reservations[token]
-	if !ok {
+	if !ok || r.client != owner.client || r.user != owner.user {
 		return relaySocket{}, nil, 0, turn.ErrNoCapacity
 	}
 	delete(p.reservations, token)

@@ -61,6 +61,15 @@ func TestEvenPortReservation(t *testing.T) {
 	if r.Addr().Port()%2 != 0 || token == 0 {
 		t.Fatalf("even port %v token %x", r.Addr(), token)
 	}
+	// Only the client IP and user that reserved the port may claim it.
+	for _, thief := range []turn.RelayRequest{
+		{Token: token, Client: turn.FiveTuple{Client: netip.MustParseAddrPort("127.0.0.2:1")}},
+		{Token: token, Username: "mallory"},
+	} {
+		if _, _, err := p.Allocate(a, thief); err != turn.ErrNoCapacity {
+			t.Errorf("claim by %v %q: %v, want ErrNoCapacity", thief.Client.Client, thief.Username, err)
+		}
+	}
 	r2, _, err := p.Allocate(a, turn.RelayRequest{Token: token})
 	if err != nil {
 		t.Fatal(err)

@@ -184,7 +184,14 @@ func TestCoturnUclient(t *testing.T) {
 			if targetIsCoturn() && tc.stream {
 				t.Skip("the coturn target is configured for TURN-UDP only")
 			}
-			s := startTernd(t, tc.mutate)
+			// turnutils_uclient draws channel numbers at random in RFC
+			// 5766's 0x4000-0x7FFF; RFC 8656 allows only 0x4000-0x4FFF.
+			s := startTernd(t, func(c *config) {
+				c.Limits.LegacyChannelNumbers = true
+				if tc.mutate != nil {
+					tc.mutate(c)
+				}
+			})
 			peerPort := startTurnutilsPeer(t)
 			password := testPassword
 			if tc.password != "" {
@@ -212,7 +219,7 @@ func TestCoturnUclient(t *testing.T) {
 			if err != nil && !tc.wantFail && strings.Contains(out, "channel bind: error 400") {
 				// Each uclient client binds a random channel number to the peer's
 				// port+1, then a second random one to the peer. When the two draws
-				// are equal (1 in 4096 per client) RFC 8656 §12 requires the 400 it
+				// are equal (1 in 16384 per client) RFC 8656 §12 requires the 400 it
 				// got, and uclient exits: that is the tool, not the server. Once.
 				t.Logf("turnutils_uclient drew one channel number twice (400 on ChannelBind); running it again\n%s", out)
 				out, err = run()

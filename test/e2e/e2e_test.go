@@ -147,7 +147,8 @@ type relay struct {
 }
 
 type limits struct {
-	MaxLifetime int `json:"maxLifetime,omitempty"`
+	MaxLifetime          int  `json:"maxLifetime,omitempty"`
+	LegacyChannelNumbers bool `json:"legacyChannelNumbers,omitempty"`
 }
 
 // server is a running TURN server under test.
