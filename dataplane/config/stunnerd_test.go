@@ -32,7 +32,10 @@ func TestParseStunnerdFiles(t *testing.T) {
 				Routes: []string{"stunner/media-plane"}}},
 			Clusters: []Cluster{{Name: "stunner/media-plane", Endpoints: []string{"10.244.0.0/16", "10.96.12.7"}}},
 			Relay:    Relay{Address: "10.244.1.5", MinPort: DefaultRelayMinPort, MaxPort: DefaultRelayMaxPort},
-			Limits:   Limits{MaxLifetime: DefaultMaxLifetime, NonceLifetime: DefaultNonceLifetime},
+			Limits: Limits{MaxLifetime: DefaultMaxLifetime, NonceLifetime: DefaultNonceLifetime,
+				AllocationsPerUser: -1, // static credentials: every client shares the username
+				AllocationsPerIP:   DefaultAllocationsPerIP,
+				AuthFailureBurst:   DefaultAuthFailureBurst, AuthFailureRate: DefaultAuthFailureRate},
 		},
 	}, {
 		file: "ephemeral.json",
@@ -46,7 +49,8 @@ func TestParseStunnerdFiles(t *testing.T) {
 			Clusters: []Cluster{{Name: "peers", Endpoints: []string{"192.0.2.0/24"}}},
 			Relay:    Relay{Address: "10.244.1.5", MinPort: DefaultRelayMinPort, MaxPort: DefaultRelayMaxPort},
 			Limits: Limits{MaxLifetime: DefaultMaxLifetime, NonceLifetime: DefaultNonceLifetime,
-				AllocationsPerUser: 10},
+				AllocationsPerUser: 10, AllocationsPerIP: DefaultAllocationsPerIP,
+				AuthFailureBurst: DefaultAuthFailureBurst, AuthFailureRate: DefaultAuthFailureRate},
 		},
 	}} {
 		t.Run(tc.file, func(t *testing.T) {
