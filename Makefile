@@ -22,11 +22,12 @@ test:
 
 # The end-to-end tests on a real single-node cluster (test/cluster, build tag "cluster"):
 # builds the cluster's binaries once (hack/cluster-bins.sh, cached), starts the cluster
-# (hack/cluster.sh up, importing bin/images/*.tar), runs the tests in its network namespace and
-# always takes it down. Needs root and Debian's containerd, runc, containernetworking-plugins and
+# afresh (hack/cluster.sh down, then up, importing bin/images/*.tar), runs the tests in its
+# network namespace and always takes it down. Needs root and Debian's containerd, runc, containernetworking-plugins and
 # iptables (hack/cluster.sh says so when one is missing).
 cluster-e2e:
 	hack/cluster-bins.sh >/dev/null
+	hack/cluster.sh down
 	hack/cluster.sh up
 	rc=0; hack/cluster.sh exec go test -count=1 -tags cluster -v ./test/cluster/ || rc=$$?; \
 	hack/cluster.sh down; exit $$rc

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -170,13 +171,37 @@ func importedImage(t *testing.T, dir, name string) string {
 
 // TestOperatorInstall installs deploy/ with kubectl apply -k, the images pointed at the ones
 // `make images` built (bin/images/ternd-*.tar, tern-operator-*.tar, imported by
-// hack/cluster.sh up), and waits for the operator to be Ready.
+// hack/cluster.sh up), and waits for the operator to be Ready and elected leader. The install
+// stays for the tests after it; hack/cluster.sh down removes everything.
 func TestOperatorInstall(t *testing.T) {
+	installOperator(t)
+}
+
+var install struct {
+	sync.Mutex
+	done       bool
+	skip       string
+	terndImage string
+}
+
+// installOperator installs the operator once per test binary and returns the ternd image the
+// default Dataplane names; it skips when bin/images has no images.
+func installOperator(t *testing.T) string {
+	t.Helper()
 	dir := cluster(t)
+	install.Lock()
+	defer install.Unlock()
+	if install.skip != "" {
+		t.Skip(install.skip)
+	}
+	if install.done {
+		return install.terndImage
+	}
 	root := repoRoot(t)
 	for _, pattern := range []string{"ternd-*.tar", "tern-operator-*.tar"} {
 		if m, _ := filepath.Glob(filepath.Join(root, "bin", "images", pattern)); len(m) == 0 {
-			t.Skipf("no bin/images/%s: run make images (then hack/cluster.sh up imports it)", pattern)
+			install.skip = fmt.Sprintf("no bin/images/%s: run make images (then hack/cluster.sh up imports it)", pattern)
+			t.Skip(install.skip)
 		}
 	}
 	operatorRef, terndRef := importedImage(t, dir, "tern-operator"), importedImage(t, dir, "ternd")
@@ -186,7 +211,11 @@ func TestOperatorInstall(t *testing.T) {
 	}
 	t.Logf("images: %s, %s", operatorRef, terndRef)
 
-	kdir := t.TempDir()
+	kdir, err := os.MkdirTemp("", "tern-cluster-kustomize-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(kdir)
 	rel, err := filepath.Rel(kdir, filepath.Join(root, "deploy"))
 	if err != nil {
 		t.Fatal(err)
@@ -222,17 +251,27 @@ patches:
 	kubectl(t, "apply", "--server-side", "-k", filepath.Join(root, "deploy", "crds"))
 	kubectl(t, "wait", "--for=condition=established", "--timeout=60s", "crd", "--all")
 	kubectl(t, "apply", "--server-side", "-k", kdir)
-	t.Cleanup(func() { _, _ = tryRun(nil, "kubectl", "delete", "--wait=false", "--ignore-not-found", "-k", kdir) })
 	if _, err := tryRun(nil, "kubectl", "-n", "tern-system", "rollout", "status", "deployment/tern-operator", "--timeout=120s"); err != nil {
 		desc, _ := tryRun(nil, "kubectl", "-n", "tern-system", "describe", "pods")
 		logs, _ := tryRun(nil, "kubectl", "-n", "tern-system", "logs", "deployment/tern-operator", "--tail=50")
 		t.Fatalf("operator not Ready: %v\n%s\nlogs:\n%s", err, desc, logs)
 	}
 	t.Logf("operator Ready %.1fs after kubectl apply -k", time.Since(start).Seconds())
-	image := kubectl(t, "get", "dataplane", "default", "-o", "jsonpath={.spec.image}")
-	if image != terndRef {
-		t.Errorf("Dataplane default image %q, want %q", image, terndRef)
+	// The operator's leader-election Lease has a holder: it reaches the API server from its pod.
+	testenv.Eventually(t, 60*time.Second, func() error {
+		holder, err := tryRun(nil, "kubectl", "-n", "tern-system", "get", "lease", "tern-operator.stunner.l7mp.io",
+			"-o", "jsonpath={.spec.holderIdentity}")
+		if err != nil || holder == "" {
+			return fmt.Errorf("no leader in Lease tern-system/tern-operator.stunner.l7mp.io (%q, %v)", holder, err)
+		}
+		return nil
+	})
+	t.Logf("operator elected leader %.1fs after kubectl apply -k", time.Since(start).Seconds())
+	if image := kubectl(t, "get", "dataplane", "default", "-o", "jsonpath={.spec.image}"); image != terndRef {
+		t.Fatalf("Dataplane default image %q, want %q", image, terndRef)
 	}
+	install.done, install.terndImage = true, terndRef
+	return terndRef
 }
 
 // splitRef splits "registry/repo:tag" into "registry/repo" and "tag".
@@ -241,25 +280,4 @@ func splitRef(ref string) (string, string) {
 		return ref[:i], ref[i+1:]
 	}
 	return ref, "latest"
-}
-
-// TestTURNRelay is the part of issue 10's cluster e2e that is not written yet.
-func TestTURNRelay(t *testing.T) {
-	cluster(t)
-	t.Skip(`TODO (issue 10), on top of TestOperatorInstall:
-  1. apply seed 003's UDP Gateway (GatewayClass, GatewayConfig, Gateway) and an echo media
-     server Deployment (turnutils_peer or a small UDP echo in an image built like pause) with a
-     UDPRoute to its Service; wait for the operator's ternd Deployment to be Ready;
-  2. relay with turnutils_uclient and the pion client from outside the pods (the cluster's
-     network namespace) through the ternd pod to the echo pod's IP: 0% loss; a pod not behind
-     the route is refused (403);
-  3. scale the echo Deployment and see the new pod's IP reachable within 1 s of its
-     EndpointSlice change;
-  4. switch the Dataplane to hostNetwork and relay again through the node address 10.244.0.1;
-  5. delete the Gateway and see its pods and Service go;
-  6. time to first relayed packet after kubectl apply, config propagation p50/p99 into
-     BENCHMARKS.md.
-Needs first: a Service path to the ternd pod from the netns (no kube-proxy runs: reach the pod
-IP directly, or add kube-proxy in iptables mode inside the netns), and coturn's tools on the
-machine (hack/test-deps.sh).`)
 }
