@@ -50,12 +50,18 @@ die() {
 	exit 1
 }
 
+# A pid file holds "PID START": the process's start time (field 22 of /proc/PID/stat) guards
+# against signalling an unrelated process that got the PID of a dead component.
 pidfile() { echo "$work/run/$1.pid"; }
-alive() {
-	local f
-	f=$(pidfile "$1")
-	[[ -s "$f" ]] && kill -0 "$(cat "$f")" 2>/dev/null
+starttime() { awk '{ sub(/.*\) /, ""); print $20 }' "/proc/$1/stat" 2>/dev/null; }
+pidof_() {
+	local f=$work/run/$1.pid pid st
+	[[ -s "$f" ]] || return 1
+	read -r pid st <"$f"
+	[[ -n "$pid" && "$(starttime "$pid")" == "$st" ]] || return 1
+	echo "$pid"
 }
+alive() { pidof_ "$1" >/dev/null; }
 sock=$work/containerd/containerd.sock
 ctr_() { ctr --address "$sock" --namespace k8s.io "$@"; }
 in_ns() { nsenter --net="/run/netns/$netns" -- "$@"; }
@@ -102,7 +108,8 @@ start() {
 	shift
 	if alive "$name"; then return 0; fi
 	nsenter --mount="$work/ns/mnt" --net="/run/netns/$netns" -- "$@" >>"$work/log/$name.log" 2>&1 </dev/null &
-	echo $! >"$(pidfile "$name")"
+	local pid=$!
+	echo "$pid $(starttime "$pid")" >"$(pidfile "$name")"
 }
 
 # --- certificates and kubeconfigs ---------------------------------------------------------
@@ -406,7 +413,7 @@ cluster_pids() {
 down() {
 	local t0=$SECONDS c pid
 	[[ -d "$work" ]] || [[ -e "/run/netns/$netns" ]] || { log "nothing to take down"; return 0; }
-	if alive kubelet; then stop_pids "kubelet=$(cat "$(pidfile kubelet)")"; fi
+	if alive kubelet; then stop_pids "kubelet=$(pidof_ kubelet)"; fi
 	# Containers first, while containerd can still stop them.
 	if alive containerd; then
 		local t
@@ -416,11 +423,11 @@ down() {
 	fi
 	local procs=()
 	for c in kube-scheduler kube-controller-manager kube-apiserver containerd; do
-		if alive "$c"; then procs+=("$c=$(cat "$(pidfile "$c")")"); fi
+		if alive "$c"; then procs+=("$c=$(pidof_ "$c")"); fi
 	done
 	for pid in $(shim_pids); do procs+=("containerd-shim=$pid"); done
 	((${#procs[@]} == 0)) || stop_pids "${procs[@]}"
-	if alive etcd; then stop_pids "etcd=$(cat "$(pidfile etcd)")"; fi # last: the API server drains into it
+	if alive etcd; then stop_pids "etcd=$(pidof_ etcd)"; fi # last: the API server drains into it
 	for pid in $(cluster_pids); do kill -9 "$pid" 2>/dev/null || true; done
 	# cgroups, deepest first
 	local d
@@ -446,7 +453,7 @@ status() {
 	local c rc=0
 	[[ -d "$work/run" ]] || { log "not up ($work has no state)"; return 1; }
 	for c in "${components[@]}"; do
-		if alive "$c"; then printf '%-24s running, pid %s\n' "$c" "$(cat "$(pidfile "$c")")"; else
+		if alive "$c"; then printf '%-24s running, pid %s\n' "$c" "$(pidof_ "$c")"; else
 			printf '%-24s NOT running\n' "$c"
 			rc=1
 		fi
