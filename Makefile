@@ -7,7 +7,7 @@ FUZZTIME ?= 20s
 # hack/imagebuild defaults it to `git describe --tags --always --dirty`.
 VERSION ?=
 
-.PHONY: build run test lint bench bench-micro generate fuzz certs helm-template images deploy-version
+.PHONY: build run test lint bench bench-micro generate fuzz certs helm-template images deploy-version cluster-e2e
 
 # A static binary (CGO_ENABLED=0): it runs in an image with no libc, and an idle ternd does not
 # map libc and ld.so (1.5-2 MB of its resident memory).
@@ -33,6 +33,18 @@ run: build
 test:
 	hack/test-deps.sh
 	go test -count=1 -timeout=20m ./...
+
+# The end-to-end tests on a real single-node cluster (test/cluster, build tag "cluster"):
+# builds the cluster's binaries once (hack/cluster-bins.sh, cached), starts the cluster
+# afresh (hack/cluster.sh down, then up, importing bin/images/*.tar), runs the tests in its
+# network namespace and always takes it down. Needs root and Debian's containerd, runc, containernetworking-plugins and
+# iptables (hack/cluster.sh says so when one is missing).
+cluster-e2e:
+	hack/cluster-bins.sh >/dev/null
+	hack/cluster.sh down
+	hack/cluster.sh up
+	rc=0; hack/cluster.sh exec go test -count=1 -tags cluster -v ./test/cluster/ || rc=$$?; \
+	hack/cluster.sh down; exit $$rc
 
 lint:
 	@files="$$(gofmt -l .)"; if [ -n "$$files" ]; then echo "gofmt -l:"; echo "$$files"; exit 1; fi

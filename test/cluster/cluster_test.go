@@ -1,0 +1,283 @@
+//go:build cluster
+
+package cluster
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tern-gw/tern/internal/testenv"
+)
+
+const (
+	nodeName = "tern-node"
+	nodeIP   = "10.244.0.1"
+	podCIDR  = "10.88.0.0/16"
+)
+
+// cluster returns the work dir of the running cluster, or skips (fails under CI) when the test
+// does not run where `hack/cluster.sh exec` puts it.
+func cluster(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("TERN_CLUSTER_DIR")
+	if dir == "" || os.Getenv("KUBECONFIG") == "" {
+		testenv.SkipOrFail(t, "no cluster: run through `hack/cluster.sh exec` (or make cluster-e2e)")
+	}
+	_, err := exec.LookPath("kubectl")
+	testenv.Require(t, "kubectl (hack/cluster.sh exec puts the cluster's binaries on PATH)", err)
+	return dir
+}
+
+// run runs a command and returns its stdout; it fails t with the command's output on error.
+func run(t *testing.T, stdin []byte, name string, args ...string) string {
+	t.Helper()
+	out, err := tryRun(stdin, name, args...)
+	if err != nil {
+		t.Fatalf("%s %s: %v", name, strings.Join(args, " "), err)
+	}
+	return out
+}
+
+func tryRun(stdin []byte, name string, args ...string) (string, error) {
+	cmd := exec.Command(name, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("%w\nstdout: %s\nstderr: %s", err, stdout.String(), stderr.String())
+	}
+	return stdout.String(), nil
+}
+
+func kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	return run(t, nil, "kubectl", args...)
+}
+
+// ctr runs containerd's client against the cluster's containerd, in its k8s.io namespace.
+func ctr(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	return run(t, nil, "ctr", append([]string{"--address", filepath.Join(dir, "containerd", "containerd.sock"), "--namespace", "k8s.io"}, args...)...)
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+func TestNodeReady(t *testing.T) {
+	cluster(t)
+	ready := kubectl(t, "get", "node", nodeName, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+	if ready != "True" {
+		t.Fatalf("node %s Ready=%q\n%s", nodeName, ready, kubectl(t, "describe", "node", nodeName))
+	}
+	ip := kubectl(t, "get", "node", nodeName, "-o", `jsonpath={.status.addresses[?(@.type=="InternalIP")].address}`)
+	if ip != nodeIP {
+		t.Errorf("node InternalIP %q, want %s", ip, nodeIP)
+	}
+}
+
+// TestPauseDeployments rolls out the pause image on the pod network and on the node's
+// network, and checks that a pod reaches the API server through the kubernetes Service (what
+// the operator's in-cluster config uses).
+func TestPauseDeployments(t *testing.T) {
+	dir := cluster(t)
+	manifest := filepath.Join(repoRoot(t), "test", "cluster", "testdata", "pause.yaml")
+	start := time.Now()
+	kubectl(t, "apply", "-f", manifest)
+	t.Cleanup(func() { _, _ = tryRun(nil, "kubectl", "delete", "--wait=false", "-f", manifest) })
+	kubectl(t, "rollout", "status", "deployment/pause-bridge", "deployment/pause-host", "--timeout=120s")
+	t.Logf("pause Deployments (bridge and hostNetwork) rolled out %.1fs after kubectl apply", time.Since(start).Seconds())
+
+	cidr := netip.MustParsePrefix(podCIDR)
+	bridgeIP := podIP(t, "app=pause-bridge")
+	if ip, err := netip.ParseAddr(bridgeIP); err != nil || !cidr.Contains(ip) {
+		t.Errorf("pause-bridge pod IP %q is not in the pod network %s", bridgeIP, podCIDR)
+	}
+	if hostIP := podIP(t, "app=pause-host"); hostIP != nodeIP {
+		t.Errorf("hostNetwork pod IP %q, want the node's %s", hostIP, nodeIP)
+	}
+
+	// From inside the bridge pod's network namespace (entered through its sandbox's PID):
+	// https://10.96.0.1/readyz, the kubernetes Service, answered by the API server.
+	pod := strings.TrimSpace(kubectl(t, "get", "pod", "-l", "app=pause-bridge", "-o", "jsonpath={.items[0].metadata.name}"))
+	pid := sandboxPID(t, dir, pod)
+	out := run(t, nil, "nsenter", "--net=/proc/"+strconv.Itoa(pid)+"/ns/net", "--",
+		"curl", "-sk", "--max-time", "5", "https://10.96.0.1/readyz")
+	if out != "ok" {
+		t.Errorf("the API server through the kubernetes Service from pod %s: %q, want ok", pod, out)
+	}
+}
+
+func podIP(t *testing.T, selector string) string {
+	t.Helper()
+	return strings.TrimSpace(kubectl(t, "get", "pod", "-l", selector, "-o", "jsonpath={.items[0].status.podIP}"))
+}
+
+// sandboxPID finds the PID of a pod's sandbox (pause) process through containerd: the
+// container labelled as the pod's sandbox, and its task.
+func sandboxPID(t *testing.T, dir, pod string) int {
+	t.Helper()
+	ids := ctr(t, dir, "containers", "ls", "-q",
+		"labels.\"io.kubernetes.pod.name\"=="+pod+",labels.\"io.cri-containerd.kind\"==sandbox")
+	id := strings.TrimSpace(ids)
+	if id == "" || strings.Contains(id, "\n") {
+		t.Fatalf("sandbox of pod %s: containers %q", pod, ids)
+	}
+	for _, line := range strings.Split(ctr(t, dir, "tasks", "ls"), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == id {
+			pid, err := strconv.Atoi(f[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			return pid
+		}
+	}
+	t.Fatalf("no task for sandbox %s of pod %s", id, pod)
+	return 0
+}
+
+// importedImage returns the reference of the image containerd holds whose repository ends in
+// /name (imported by hack/cluster.sh from bin/images/name-*.tar), or "" when there is none.
+func importedImage(t *testing.T, dir, name string) string {
+	t.Helper()
+	for _, ref := range strings.Fields(ctr(t, dir, "images", "ls", "-q")) {
+		repo := ref
+		if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+			repo = ref[:i]
+		}
+		if strings.HasSuffix(repo, "/"+name) && !strings.Contains(ref, "@") {
+			return ref
+		}
+	}
+	return ""
+}
+
+// TestOperatorInstall installs deploy/ with kubectl apply -k, the images pointed at the ones
+// `make images` built (bin/images/ternd-*.tar, tern-operator-*.tar, imported by
+// hack/cluster.sh up), and waits for the operator to be Ready and elected leader. The install
+// stays for the tests after it; hack/cluster.sh down removes everything.
+func TestOperatorInstall(t *testing.T) {
+	installOperator(t)
+}
+
+var install struct {
+	sync.Mutex
+	done       bool
+	skip       string
+	terndImage string
+}
+
+// installOperator installs the operator once per test binary and returns the ternd image the
+// default Dataplane names; it skips when bin/images has no images.
+func installOperator(t *testing.T) string {
+	t.Helper()
+	dir := cluster(t)
+	install.Lock()
+	defer install.Unlock()
+	if install.skip != "" {
+		t.Skip(install.skip)
+	}
+	if install.done {
+		return install.terndImage
+	}
+	root := repoRoot(t)
+	for _, pattern := range []string{"ternd-*.tar", "tern-operator-*.tar"} {
+		if m, _ := filepath.Glob(filepath.Join(root, "bin", "images", pattern)); len(m) == 0 {
+			install.skip = fmt.Sprintf("no bin/images/%s: run make images (then hack/cluster.sh up imports it)", pattern)
+			t.Skip(install.skip)
+		}
+	}
+	operatorRef, terndRef := importedImage(t, dir, "tern-operator"), importedImage(t, dir, "ternd")
+	if operatorRef == "" || terndRef == "" {
+		t.Fatalf("bin/images has the archives but containerd holds no tern-operator/ternd image (operator %q, ternd %q): did hack/cluster.sh up run after make images?\n%s",
+			operatorRef, terndRef, ctr(t, dir, "images", "ls", "-q"))
+	}
+	t.Logf("images: %s, %s", operatorRef, terndRef)
+
+	kdir, err := os.MkdirTemp("", "tern-cluster-kustomize-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(kdir)
+	rel, err := filepath.Rel(kdir, filepath.Join(root, "deploy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, tag := splitRef(operatorRef)
+	kustomization := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - %s
+images:
+  - name: ghcr.io/tern-gw/tern-operator
+    newName: %s
+    newTag: %s
+patches:
+  # Nothing can be pulled: the images are the imported ones or none.
+  - target: {kind: Deployment, name: tern-operator}
+    patch: |
+      - op: add
+        path: /spec/template/spec/containers/0/imagePullPolicy
+        value: Never
+  - target: {kind: Dataplane, name: default}
+    patch: |
+      - op: replace
+        path: /spec/image
+        value: %s
+`, rel, name, tag, terndRef)
+	if err := os.WriteFile(filepath.Join(kdir, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	// The CRDs first: a fresh cluster rejects the Dataplane until its CRD is established.
+	kubectl(t, "apply", "--server-side", "-k", filepath.Join(root, "deploy", "crds"))
+	kubectl(t, "wait", "--for=condition=established", "--timeout=60s", "crd", "--all")
+	kubectl(t, "apply", "--server-side", "-k", kdir)
+	if _, err := tryRun(nil, "kubectl", "-n", "tern-system", "rollout", "status", "deployment/tern-operator", "--timeout=120s"); err != nil {
+		desc, _ := tryRun(nil, "kubectl", "-n", "tern-system", "describe", "pods")
+		logs, _ := tryRun(nil, "kubectl", "-n", "tern-system", "logs", "deployment/tern-operator", "--tail=50")
+		t.Fatalf("operator not Ready: %v\n%s\nlogs:\n%s", err, desc, logs)
+	}
+	t.Logf("operator Ready %.1fs after kubectl apply -k", time.Since(start).Seconds())
+	// The operator's leader-election Lease has a holder: it reaches the API server from its pod.
+	testenv.Eventually(t, 60*time.Second, func() error {
+		holder, err := tryRun(nil, "kubectl", "-n", "tern-system", "get", "lease", "tern-operator.stunner.l7mp.io",
+			"-o", "jsonpath={.spec.holderIdentity}")
+		if err != nil || holder == "" {
+			return fmt.Errorf("no leader in Lease tern-system/tern-operator.stunner.l7mp.io (%q, %v)", holder, err)
+		}
+		return nil
+	})
+	t.Logf("operator elected leader %.1fs after kubectl apply -k", time.Since(start).Seconds())
+	if image := kubectl(t, "get", "dataplane", "default", "-o", "jsonpath={.spec.image}"); image != terndRef {
+		t.Fatalf("Dataplane default image %q, want %q", image, terndRef)
+	}
+	install.done, install.terndImage = true, terndRef
+	return terndRef
+}
+
+// splitRef splits "registry/repo:tag" into "registry/repo" and "tag".
+func splitRef(ref string) (string, string) {
+	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+		return ref[:i], ref[i+1:]
+	}
+	return ref, "latest"
+}

@@ -1,0 +1,13 @@
+// Package cluster holds the end-to-end tests that run on a real single-node Kubernetes cluster
+// (hack/cluster.sh). They are behind the "cluster" build tag, so `make test` does not run them
+// yet; `make cluster-e2e` builds the binaries, starts the cluster, runs them inside the
+// cluster's network namespace and takes the cluster down:
+//
+//	hack/cluster-bins.sh && hack/cluster.sh up
+//	hack/cluster.sh exec go test -count=1 -tags cluster -v ./test/cluster/
+//	hack/cluster.sh down
+//
+// The tests find the cluster through KUBECONFIG and TERN_CLUSTER_DIR, which `hack/cluster.sh
+// exec` sets, and drive it with kubectl (from the cluster's binaries, first on PATH there) and
+// ctr.
+package cluster
