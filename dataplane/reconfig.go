@@ -29,6 +29,7 @@ func (s *Server) Reconfigure(next *config.Config) error {
 		return fmt.Errorf("config rejected, running config kept: %w", err)
 	}
 	settings, err := engineSettings(next)
+	settings.LegacyChannelNumbers = settings.LegacyChannelNumbers || s.opts.LegacyChannelNumbers
 	if err != nil {
 		return fmt.Errorf("config rejected, running config kept: %w", err)
 	}

@@ -45,6 +45,11 @@ type Options struct {
 	// GSO sends runs of same-size datagrams to one destination as one
 	// UDP_SEGMENT message (Linux 4.18+; ignored where unsupported).
 	GSO bool
+	// LegacyChannelNumbers accepts the channel numbers of RFC 5766
+	// (0x4000-0x7FFF) whatever the config says, for clients that still pick
+	// them (coturn's turnutils_uclient does): ternd --legacy-channel-numbers,
+	// which a Dataplane's args can carry where its rendered config cannot.
+	LegacyChannelNumbers bool
 	// SocketBuffer is SO_RCVBUF/SO_SNDBUF of listener sockets in bytes;
 	// default 4 MiB (as coturn).
 	SocketBuffer int
@@ -118,6 +123,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	s := &Server{opts: opts, log: opts.Logger, clock: newCoarseClock(), cfg: cfg,
 		listeners: map[string]listener.Listener{}, stop: make(chan struct{})}
 	settings, err := engineSettings(cfg)
+	settings.LegacyChannelNumbers = settings.LegacyChannelNumbers || opts.LegacyChannelNumbers
 	if err != nil {
 		return nil, err
 	}

@@ -111,7 +111,8 @@ func run(args []string) int {
 	}
 	cf.setLogger(log, source)
 
-	opts := dataplane.Options{UDPThreads: f.threads, RelayThreads: f.relays, SocketBuffer: f.bufs, IOMode: f.ioMode, GSO: f.gso, Logger: log}
+	opts := dataplane.Options{UDPThreads: f.threads, RelayThreads: f.relays, SocketBuffer: f.bufs, IOMode: f.ioMode, GSO: f.gso,
+		LegacyChannelNumbers: f.legacyChannels, Logger: log}
 	if !fromFlags {
 		opts.LogLevel = lvl // the config's admin.logLevel stays in charge
 	}

@@ -236,11 +236,16 @@ patches:
       - op: add
         path: /spec/template/spec/containers/0/imagePullPolicy
         value: Never
+  # turnutils_uclient binds random channel numbers up to RFC 5766's 0x7FFF, which ternd refuses
+  # by default (RFC 8656 allows 0x4000-0x4FFF); the Dataplane's args let those through.
   - target: {kind: Dataplane, name: default}
     patch: |
       - op: replace
         path: /spec/image
         value: %s
+      - op: add
+        path: /spec/args/-
+        value: --legacy-channel-numbers
 `, rel, name, tag, terndRef)
 	if err := os.WriteFile(filepath.Join(kdir, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
 		t.Fatal(err)
