@@ -147,4 +147,16 @@ type Limits struct {
 	AllocationsPerIP   int `json:"allocationsPerIP,omitempty"`
 	// MaxAllocations caps all allocations (508); 0 means the relay port range is the cap.
 	MaxAllocations int `json:"maxAllocations,omitempty"`
+	// ConnectionIdleTimeout is how long a TURN-TCP, TURN-TLS or TURN-DTLS
+	// connection that holds no allocation may stay silent before it is
+	// closed, seconds. Default 30. Once the connection holds an allocation,
+	// the limit is maxLifetime + 30 s.
+	ConnectionIdleTimeout int `json:"connectionIdleTimeout,omitempty"`
+	// ConnectionsPerIP caps each listener's concurrent connections from one
+	// client IPv4 address or IPv6 /64; more are closed at accept. Default 500.
+	ConnectionsPerIP int `json:"connectionsPerIP,omitempty"`
+	// MaxConnections caps each listener's concurrent connections. Default
+	// 10000. At the cap a new connection closes the oldest one that holds
+	// no allocation, or is closed itself when every connection holds one.
+	MaxConnections int `json:"maxConnections,omitempty"`
 }

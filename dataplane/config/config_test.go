@@ -54,7 +54,7 @@ func TestJSONNames(t *testing.T) {
 	c.Listeners[0].Cert, c.Listeners[0].Key = "c", "k"
 	c.Clusters[0].MinPort, c.Clusters[0].MaxPort = 1, 2
 	c.Relay.PublicAddress = "192.0.2.1"
-	c.Limits = Limits{1, 2, 3, 4, 5}
+	c.Limits = Limits{1, 2, 3, 4, 5, 6, 7, 8}
 	b, err := json.Marshal(c)
 	if err != nil {
 		t.Fatal(err)
@@ -66,6 +66,7 @@ func TestJSONNames(t *testing.T) {
 		"listeners", "protocol", "address", "port", "publicAddress", "publicPort", "cert", "key", "routes",
 		"clusters", "endpoints", "minPort", "maxPort",
 		"relay", "limits", "maxLifetime", "nonceLifetime", "allocationsPerUser", "allocationsPerIP", "maxAllocations",
+		"connectionIdleTimeout", "connectionsPerIP", "maxConnections",
 	} {
 		if !strings.Contains(got, `"`+name+`":`) {
 			t.Errorf("marshaled config lacks %q: %s", name, got)

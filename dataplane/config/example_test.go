@@ -22,7 +22,7 @@ func TestLocalExample(t *testing.T) {
 		}},
 		Clusters: []Cluster{{Name: "local", Endpoints: []string{"127.0.0.1/32"}}},
 		Relay:    Relay{Address: "127.0.0.1", MinPort: 20000, MaxPort: 29999},
-		Limits:   Limits{MaxLifetime: 600, NonceLifetime: 600}, // nonceLifetime defaulted
+		Limits:   Limits{MaxLifetime: 600, NonceLifetime: 600, ConnectionIdleTimeout: 30, ConnectionsPerIP: 500, MaxConnections: 10000}, // nonceLifetime and the connection limits defaulted
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got  %+v\nwant %+v", c, want)

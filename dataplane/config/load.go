@@ -21,6 +21,16 @@ const (
 	DefaultRelayMaxPort  = 29999
 	DefaultMaxLifetime   = 600 // seconds
 	DefaultNonceLifetime = 600 // seconds
+	// An unauthenticated connection costs the server a socket and a
+	// goroutine; 30 s of silence is long for a client that has not
+	// allocated yet, and short enough that idle connections do not pile up.
+	DefaultConnectionIdleTimeout = 30 // seconds
+	// 500 connections from one address leaves room for an office behind
+	// one NAT (a WebRTC client opens one or two TURN-TCP/TLS connections)
+	// while twenty addresses are needed to fill a listener.
+	DefaultConnectionsPerIP = 500
+	// 10,000 idle connections cost tens of megabytes (docs/security.md).
+	DefaultMaxConnections = 10000
 )
 
 // Load reads the config file at path and returns Parse(data, getenv).
@@ -116,6 +126,15 @@ func (c *Config) SetDefaults() {
 	}
 	if c.Limits.NonceLifetime == 0 {
 		c.Limits.NonceLifetime = DefaultNonceLifetime
+	}
+	if c.Limits.ConnectionIdleTimeout == 0 {
+		c.Limits.ConnectionIdleTimeout = DefaultConnectionIdleTimeout
+	}
+	if c.Limits.ConnectionsPerIP == 0 {
+		c.Limits.ConnectionsPerIP = DefaultConnectionsPerIP
+	}
+	if c.Limits.MaxConnections == 0 {
+		c.Limits.MaxConnections = DefaultMaxConnections
 	}
 }
 

@@ -36,7 +36,7 @@ func TestParseDefaults(t *testing.T) {
 			Name: "udp", Protocol: ProtoTURNUDP, Address: "0.0.0.0", Port: 3478,
 		}},
 		Relay:  Relay{Address: "127.0.0.1", MinPort: 20000, MaxPort: 29999},
-		Limits: Limits{MaxLifetime: 600, NonceLifetime: 600},
+		Limits: Limits{MaxLifetime: 600, NonceLifetime: 600, ConnectionIdleTimeout: 30, ConnectionsPerIP: 500, MaxConnections: 10000},
 	}
 	for name, in := range map[string]string{"yaml": minimalYAML, "json": minimalJSON} {
 		t.Run(name, func(t *testing.T) {
@@ -57,7 +57,7 @@ func TestSetDefaultsKeepsSetValues(t *testing.T) {
 		Auth:      Auth{Type: AuthEphemeral, Realm: "example.com"},
 		Listeners: []Listener{{Address: "10.0.0.1"}},
 		Relay:     Relay{Address: "10.0.0.2", MinPort: 1000, MaxPort: 2000},
-		Limits:    Limits{MaxLifetime: 60, NonceLifetime: 30},
+		Limits:    Limits{MaxLifetime: 60, NonceLifetime: 30, ConnectionIdleTimeout: 5, ConnectionsPerIP: 7, MaxConnections: 9},
 	}
 	want := *c
 	want.Listeners = []Listener{{Address: "10.0.0.1"}}

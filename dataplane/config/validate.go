@@ -186,6 +186,9 @@ func (c *Config) Validate() error {
 		{"limits.allocationsPerUser", c.Limits.AllocationsPerUser},
 		{"limits.allocationsPerIP", c.Limits.AllocationsPerIP},
 		{"limits.maxAllocations", c.Limits.MaxAllocations},
+		{"limits.connectionIdleTimeout", c.Limits.ConnectionIdleTimeout},
+		{"limits.connectionsPerIP", c.Limits.ConnectionsPerIP},
+		{"limits.maxConnections", c.Limits.MaxConnections},
 	} {
 		if f.v < 0 {
 			bad(f.name, "must not be negative, got %d", f.v)

@@ -125,6 +125,9 @@ func TestValidateRules(t *testing.T) {
 		{"allocationsPerUser", func(c *Config) { c.Limits.AllocationsPerUser = -1 }, `limits.allocationsPerUser: must not be negative, got -1`},
 		{"allocationsPerIP", func(c *Config) { c.Limits.AllocationsPerIP = -1 }, `limits.allocationsPerIP: must not be negative, got -1`},
 		{"maxAllocations", func(c *Config) { c.Limits.MaxAllocations = -1 }, `limits.maxAllocations: must not be negative, got -1`},
+		{"connectionIdleTimeout", func(c *Config) { c.Limits.ConnectionIdleTimeout = -1 }, `limits.connectionIdleTimeout: must not be negative, got -1`},
+		{"connectionsPerIP", func(c *Config) { c.Limits.ConnectionsPerIP = -1 }, `limits.connectionsPerIP: must not be negative, got -1`},
+		{"maxConnections", func(c *Config) { c.Limits.MaxConnections = -1 }, `limits.maxConnections: must not be negative, got -1`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := validConfig()
