@@ -356,3 +356,32 @@ func inUse() uint64 {
 	runtime.ReadMemStats(&ms)
 	return ms.HeapInuse + ms.StackInuse
 }
+
+// TestConnLimitsReconfigure: a new limits.connectionsPerIP applies in
+// place to new connections; the open ones stay.
+func TestConnLimitsReconfigure(t *testing.T) {
+	cfg := connConfig(t, 27260, 27269, nil)
+	srv := startWith(t, cfg)
+	lc := listenerNamed(t, cfg, "tcp")
+	var open []*rawClient
+	for range 2 {
+		c, ok := dialFrom(t, lc, "127.0.0.50")
+		if !ok || !c.binding() {
+			t.Fatal("refused under the default limits")
+		}
+		open = append(open, c)
+	}
+	next := cloneConfig(cfg)
+	next.Limits.ConnectionsPerIP = 1
+	if err := srv.Reconfigure(next); err != nil {
+		t.Fatal(err)
+	}
+	if c, ok := dialFrom(t, lc, "127.0.0.50"); ok && c.binding() {
+		t.Fatal("connection over the lowered per-address limit answered")
+	}
+	for i, c := range open {
+		if !c.binding() {
+			t.Fatalf("open connection %d closed by the lower limit", i)
+		}
+	}
+}
