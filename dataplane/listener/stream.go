@@ -182,8 +182,8 @@ type frameReader struct {
 	idle [4]byte
 }
 
-// next returns the next frame, padding excluded; it stays valid until the
-// following call. Past deadline it returns a timeout error, after which
+// next returns the next frame, padding excluded, with no capacity beyond
+// it; it stays valid until the following call. Past deadline it returns a timeout error, after which
 // the reader may be used again. It returns io.EOF at the end of the stream
 // between frames, io.ErrUnexpectedEOF within one, errBadFrame for bytes that
 // are neither STUN nor ChannelData, or the connection's error.
@@ -201,7 +201,10 @@ func (f *frameReader) next(deadline time.Time) ([]byte, error) {
 					return nil, err
 				}
 				if f.w-f.r >= total {
-					b := (*f.buf)[f.r : f.r+keep]
+					// Capped at the frame: the engine may append to a
+					// message (checking MESSAGE-INTEGRITY does), which
+					// must not overwrite the frames buffered after it.
+					b := (*f.buf)[f.r : f.r+keep : f.r+keep]
 					f.r += total
 					return b, nil
 				}

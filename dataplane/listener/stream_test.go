@@ -82,6 +82,9 @@ func TestFrameReader(t *testing.T) {
 					if err != nil || len(b) != want {
 						t.Fatalf("chunks of %d: frame %d: %d bytes, %v; want %d", chunk, i, len(b), err, want)
 					}
+					if cap(b) != len(b) {
+						t.Fatalf("chunks of %d: frame %d has room for %d more bytes, over the frames after it", chunk, i, cap(b)-len(b))
+					}
 					if !bytes.Equal(b, tc.stream[off:off+want]) {
 						t.Fatalf("chunks of %d: frame %d differs from the stream", chunk, i)
 					}
