@@ -5,6 +5,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"github.com/tern-gw/tern/dataplane/listener"
 	"github.com/tern-gw/tern/dataplane/stats"
 	"github.com/tern-gw/tern/turn"
 )
@@ -23,6 +24,9 @@ func (s *Server) writeMetrics(w io.Writer) {
 		metrics.WriteCounterUint64(w, "stunner_listener_packets_total"+name+`"tx"}`, ls.Tx)
 		metrics.WriteCounterUint64(w, "stunner_listener_bytes_total"+name+`"rx"}`, ls.RxBytes)
 		metrics.WriteCounterUint64(w, "stunner_listener_bytes_total"+name+`"tx"}`, ls.TxBytes)
+		if cs, ok := l.ConnStats(); ok {
+			writeConnMetrics(w, l.Spec().Name, cs)
+		}
 		total.RxBytes += ls.RxBytes
 		total.TxBytes += ls.TxBytes
 		for i := range ls.Drops {
@@ -50,4 +54,14 @@ func (s *Server) writeMetrics(w io.Writer) {
 		r := turn.Refusal(i)
 		metrics.WriteCounterUint64(w, `tern_refused_requests_total{reason="`+r.String()+`"}`, s.engine.Refused(r))
 	}
+}
+
+// writeConnMetrics writes a TCP, TLS or DTLS listener's connection counts.
+func writeConnMetrics(w io.Writer, lname string, cs listener.ConnStats) {
+	name := `{name="` + lname + `"`
+	metrics.WriteGaugeUint64(w, "tern_listener_connections"+name+`}`, uint64(cs.Active))
+	metrics.WriteCounterUint64(w, "tern_listener_connections_refused_total"+name+`,reason="per_ip"}`, cs.RefusedPerIP)
+	metrics.WriteCounterUint64(w, "tern_listener_connections_refused_total"+name+`,reason="total"}`, cs.RefusedTotal)
+	metrics.WriteCounterUint64(w, "tern_listener_connections_closed_total"+name+`,reason="shed"}`, cs.Shed)
+	metrics.WriteCounterUint64(w, "tern_listener_connections_closed_total"+name+`,reason="idle"}`, cs.Idle)
 }

@@ -103,6 +103,7 @@ func (s *Server) Reconfigure(next *config.Config) error {
 			}
 			l.SetSpec(lc)
 			l.SetAllowlist(al)
+			l.SetConnLimits(connLimits(next))
 		}
 	}
 	if err := s.startListeners(next, start); err != nil {

@@ -245,9 +245,19 @@ func (s *Server) startListener(cfg *config.Config, lc config.Listener) error {
 	return nil
 }
 
+// connLimits are the connection limits of cfg. A connection with an
+// allocation may stay idle until the longest allocation lifetime has
+// passed: its client refreshes the allocation before then.
+func connLimits(cfg *config.Config) listener.ConnLimits {
+	return listener.ConnLimits{
+		IdleTimeout:          time.Duration(cfg.Limits.ConnectionIdleTimeout) * time.Second,
+		AllocatedIdleTimeout: time.Duration(cfg.Limits.MaxLifetime)*time.Second + 30*time.Second,
+		PerIP:                cfg.Limits.ConnectionsPerIP,
+		Max:                  cfg.Limits.MaxConnections,
+	}
+}
+
 // listenerEnv is what a listener started under cfg takes from the server.
-// A connection may stay idle until the longest allocation lifetime has
-// passed: a client with an allocation refreshes it before then.
 func (s *Server) listenerEnv(cfg *config.Config) listener.Env {
 	return listener.Env{
 		Engine:       s.engine,
@@ -257,7 +267,7 @@ func (s *Server) listenerEnv(cfg *config.Config) listener.Env {
 		Mode:         udpio.Mode(s.opts.IOMode),
 		GSO:          s.opts.GSO,
 		RelayWorkers: s.relays.Workers(),
-		IdleTimeout:  time.Duration(cfg.Limits.MaxLifetime)*time.Second + 30*time.Second,
+		Conns:        connLimits(cfg),
 	}
 }
 

@@ -169,4 +169,16 @@ type Limits struct {
 	// LegacyChannelNumbers accepts ChannelBind numbers 0x5000-0x7FFF of RFC
 	// 5766 clients; RFC 8656 allows only 0x4000-0x4FFF. Default false.
 	LegacyChannelNumbers bool `json:"legacyChannelNumbers,omitempty"`
+	// ConnectionIdleTimeout is how long a TURN-TCP, TURN-TLS or TURN-DTLS
+	// connection that holds no allocation may stay silent before it is
+	// closed, seconds. Default 30. Once the connection holds an allocation,
+	// the limit is maxLifetime + 30 s.
+	ConnectionIdleTimeout int `json:"connectionIdleTimeout,omitempty"`
+	// ConnectionsPerIP caps each listener's concurrent connections from one
+	// client IPv4 address or IPv6 /64; more are closed at accept. Default 500.
+	ConnectionsPerIP int `json:"connectionsPerIP,omitempty"`
+	// MaxConnections caps each listener's concurrent connections. Default
+	// 10000. At the cap a new connection closes the oldest one that holds
+	// no allocation, or is closed itself when every connection holds one.
+	MaxConnections int `json:"maxConnections,omitempty"`
 }

@@ -22,9 +22,9 @@ func TestLocalExample(t *testing.T) {
 		}},
 		Clusters: []Cluster{{Name: "local", Endpoints: []string{"127.0.0.1/32"}}},
 		Relay:    Relay{Address: "127.0.0.1", MinPort: 20000, MaxPort: 29999},
-		// nonceLifetime, the quotas and the throttle defaulted
+		// nonceLifetime, the quotas, the throttle and the connection limits defaulted
 		Limits: Limits{MaxLifetime: 600, NonceLifetime: 600, AllocationsPerUser: NoLimit, AllocationsPerIP: 200,
-			AuthFailureBurst: 10, AuthFailureRate: 2},
+			AuthFailureBurst: 10, AuthFailureRate: 2, ConnectionIdleTimeout: 30, ConnectionsPerIP: 500, MaxConnections: 10000},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got  %+v\nwant %+v", c, want)

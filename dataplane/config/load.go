@@ -43,6 +43,17 @@ const (
 	// a second (7,200 an hour), instead of tens of thousands a second.
 	DefaultAuthFailureBurst = 10
 	DefaultAuthFailureRate  = 2
+
+	// An unauthenticated connection costs the server a socket and a
+	// goroutine; 30 s of silence is long for a client that has not
+	// allocated yet, and short enough that idle connections do not pile up.
+	DefaultConnectionIdleTimeout = 30 // seconds
+	// 500 connections from one address leaves room for an office behind
+	// one NAT (a WebRTC client opens one or two TURN-TCP/TLS connections)
+	// while twenty addresses are needed to fill a listener.
+	DefaultConnectionsPerIP = 500
+	// 10,000 idle connections cost tens of megabytes (docs/security.md).
+	DefaultMaxConnections = 10000
 )
 
 // Load reads the config file at path and returns Parse(data, getenv).
@@ -153,6 +164,15 @@ func (c *Config) SetDefaults() {
 	}
 	if c.Limits.AuthFailureRate == 0 {
 		c.Limits.AuthFailureRate = DefaultAuthFailureRate
+	}
+	if c.Limits.ConnectionIdleTimeout == 0 {
+		c.Limits.ConnectionIdleTimeout = DefaultConnectionIdleTimeout
+	}
+	if c.Limits.ConnectionsPerIP == 0 {
+		c.Limits.ConnectionsPerIP = DefaultConnectionsPerIP
+	}
+	if c.Limits.MaxConnections == 0 {
+		c.Limits.MaxConnections = DefaultMaxConnections
 	}
 }
 

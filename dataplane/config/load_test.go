@@ -40,7 +40,7 @@ func TestParseDefaults(t *testing.T) {
 		// Quotas and the throttle are on by default; static auth's one
 		// username has no per-user quota.
 		Limits: Limits{MaxLifetime: 600, NonceLifetime: 600, AllocationsPerUser: NoLimit, AllocationsPerIP: 200,
-			AuthFailureBurst: 10, AuthFailureRate: 2},
+			AuthFailureBurst: 10, AuthFailureRate: 2, ConnectionIdleTimeout: 30, ConnectionsPerIP: 500, MaxConnections: 10000},
 	}
 	for name, in := range map[string]string{"yaml": minimalYAML, "json": minimalJSON} {
 		t.Run(name, func(t *testing.T) {
@@ -62,7 +62,8 @@ func TestSetDefaultsKeepsSetValues(t *testing.T) {
 		Listeners: []Listener{{Address: "10.0.0.1"}},
 		Relay:     Relay{Address: "10.0.0.2", MinPort: 1000, MaxPort: 2000},
 		Limits: Limits{MaxLifetime: 60, NonceLifetime: 30, AllocationsPerUser: 5, AllocationsPerIP: NoLimit,
-			MaxAllocations: 7, AuthFailureBurst: 3, AuthFailureRate: NoLimit},
+			MaxAllocations: 7, AuthFailureBurst: 3, AuthFailureRate: NoLimit,
+			ConnectionIdleTimeout: 5, ConnectionsPerIP: 7, MaxConnections: 9},
 	}
 	want := *c
 	want.Listeners = []Listener{{Address: "10.0.0.1"}}
@@ -240,6 +241,7 @@ func TestQuotaDefaults(t *testing.T) {
 			c.SetDefaults()
 			got := c.Limits
 			got.MaxLifetime, got.NonceLifetime = 0, 0
+			got.ConnectionIdleTimeout, got.ConnectionsPerIP, got.MaxConnections = 0, 0, 0 // TestDefaults has them
 			if got != tc.want {
 				t.Errorf("got  %+v\nwant %+v", got, tc.want)
 			}

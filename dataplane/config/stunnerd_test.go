@@ -35,7 +35,8 @@ func TestParseStunnerdFiles(t *testing.T) {
 			Limits: Limits{MaxLifetime: DefaultMaxLifetime, NonceLifetime: DefaultNonceLifetime,
 				AllocationsPerUser: -1, // static credentials: every client shares the username
 				AllocationsPerIP:   DefaultAllocationsPerIP,
-				AuthFailureBurst:   DefaultAuthFailureBurst, AuthFailureRate: DefaultAuthFailureRate},
+				AuthFailureBurst:   DefaultAuthFailureBurst, AuthFailureRate: DefaultAuthFailureRate,
+				ConnectionIdleTimeout: DefaultConnectionIdleTimeout, ConnectionsPerIP: DefaultConnectionsPerIP, MaxConnections: DefaultMaxConnections},
 		},
 	}, {
 		file: "ephemeral.json",
@@ -50,7 +51,8 @@ func TestParseStunnerdFiles(t *testing.T) {
 			Relay:    Relay{Address: "10.244.1.5", MinPort: DefaultRelayMinPort, MaxPort: DefaultRelayMaxPort},
 			Limits: Limits{MaxLifetime: DefaultMaxLifetime, NonceLifetime: DefaultNonceLifetime,
 				AllocationsPerUser: 10, AllocationsPerIP: DefaultAllocationsPerIP,
-				AuthFailureBurst: DefaultAuthFailureBurst, AuthFailureRate: DefaultAuthFailureRate},
+				AuthFailureBurst: DefaultAuthFailureBurst, AuthFailureRate: DefaultAuthFailureRate,
+				ConnectionIdleTimeout: DefaultConnectionIdleTimeout, ConnectionsPerIP: DefaultConnectionsPerIP, MaxConnections: DefaultMaxConnections},
 		},
 	}} {
 		t.Run(tc.file, func(t *testing.T) {

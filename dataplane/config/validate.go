@@ -193,6 +193,9 @@ func (c *Config) Validate() error {
 	}{
 		{"limits.maxLifetime", c.Limits.MaxLifetime},
 		{"limits.nonceLifetime", c.Limits.NonceLifetime},
+		{"limits.connectionIdleTimeout", c.Limits.ConnectionIdleTimeout},
+		{"limits.connectionsPerIP", c.Limits.ConnectionsPerIP},
+		{"limits.maxConnections", c.Limits.MaxConnections},
 	} {
 		if f.v < 0 {
 			bad(f.name, "must not be negative, got %d", f.v)

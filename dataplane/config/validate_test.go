@@ -128,6 +128,9 @@ func TestValidateRules(t *testing.T) {
 		{"maxAllocations", func(c *Config) { c.Limits.MaxAllocations = -2 }, `limits.maxAllocations: must be -1 (no limit), 0 (the default) or positive, got -2`},
 		{"authFailureBurst", func(c *Config) { c.Limits.AuthFailureBurst = -2 }, `limits.authFailureBurst: must be -1 (no limit), 0 (the default) or positive, got -2`},
 		{"authFailureRate", func(c *Config) { c.Limits.AuthFailureRate = -5 }, `limits.authFailureRate: must be -1 (no limit), 0 (the default) or positive, got -5`},
+		{"connectionIdleTimeout", func(c *Config) { c.Limits.ConnectionIdleTimeout = -1 }, `limits.connectionIdleTimeout: must not be negative, got -1`},
+		{"connectionsPerIP", func(c *Config) { c.Limits.ConnectionsPerIP = -1 }, `limits.connectionsPerIP: must not be negative, got -1`},
+		{"maxConnections", func(c *Config) { c.Limits.MaxConnections = -1 }, `limits.maxConnections: must not be negative, got -1`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := validConfig()

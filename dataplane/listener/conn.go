@@ -1,6 +1,8 @@
 package listener
 
 import (
+	"crypto/tls"
+	"errors"
 	"net"
 	"net/netip"
 	"sync"
@@ -31,47 +33,171 @@ const (
 )
 
 // connListener is what TCP, TLS and DTLS listeners share: the listener
-// config, its allowlist, its connections and counters.
+// config, its allowlist, its connections, their limits and counters.
 type connListener struct {
 	cfg       atomic.Pointer[config.Listener]
 	env       Env
 	proto     turn.Proto
 	allowlist atomic.Pointer[allowlist.List]
+	limits    atomic.Pointer[ConnLimits]
 	cert, key []byte
 	stats     stats.Worker // shared by the listener's connections
 
-	mu     sync.Mutex
-	conns  map[*clientConn]struct{}
+	mu    sync.Mutex
+	conns map[*clientConn]struct{} // every connection whose goroutine runs
+	// active is how many connections hold a slot of limits.Max: conns less
+	// those shed and still closing.
+	active int
+	perIP  map[netip.Addr]int // slots of limits.PerIP held, by ipKey
+	// shed lists the connections without an allocation, oldest first: the
+	// ones a new connection may push out at limits.Max.
+	shed   connList
 	wg     sync.WaitGroup
 	closed atomic.Bool
+
+	refusedPerIP, refusedTotal, shedCount, idleCount atomic.Uint64
 }
 
 func (l *connListener) init(env Env, lc config.Listener, proto turn.Proto, al *allowlist.List) {
-	l.env, l.proto, l.conns = env, proto, map[*clientConn]struct{}{}
+	l.env, l.proto, l.conns, l.perIP = env, proto, map[*clientConn]struct{}{}, map[netip.Addr]int{}
 	l.cfg.Store(&lc)
 	l.allowlist.Store(al)
+	lim := env.Conns
+	l.limits.Store(&lim)
 }
 
 func (l *connListener) Spec() config.Listener           { return *l.cfg.Load() }
 func (l *connListener) SetSpec(lc config.Listener)      { l.cfg.Store(&lc) }
 func (l *connListener) SetAllowlist(al *allowlist.List) { l.allowlist.Store(al) }
+func (l *connListener) SetConnLimits(lim ConnLimits)    { l.limits.Store(&lim) }
 func (l *connListener) KeyPair() (cert, key []byte)     { return l.cert, l.key }
 func (l *connListener) FoldStats(sum *stats.Sum)        { l.stats.AddTo(sum) }
 
-// add registers a connection, or reports false when the listener is closing.
-func (l *connListener) add(c *clientConn) bool {
+func (l *connListener) ConnStats() (ConnStats, bool) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	n := len(l.conns)
+	l.mu.Unlock()
+	return ConnStats{Active: n, RefusedPerIP: l.refusedPerIP.Load(), RefusedTotal: l.refusedTotal.Load(),
+		Shed: l.shedCount.Load(), Idle: l.idleCount.Load()}, true
+}
+
+// admission is what admit decided about a new connection.
+type admission int
+
+const (
+	admitted admission = iota
+	refused            // over a limit: close it and accept the next
+	closing            // the listener is closing: stop accepting
+)
+
+// admit registers a new connection under the listener's limits. With
+// countIP it takes a slot of the client address's share at once (TCP and
+// TLS, whose handshake proved the address); DTLS takes it with claimIP
+// after its handshake. At limits.Max it closes the oldest connection that
+// holds no allocation to make room, or refuses c when there is none.
+func (l *connListener) admit(c *clientConn, countIP bool) admission {
+	lim := l.limits.Load()
+	l.mu.Lock()
 	if l.closed.Load() {
-		return false
+		l.mu.Unlock()
+		return closing
+	}
+	if countIP && !l.takeIPLocked(c, lim) {
+		l.mu.Unlock()
+		l.refusedPerIP.Add(1)
+		return refused
+	}
+	var victim *clientConn
+	if lim.Max > 0 && l.active >= lim.Max {
+		if victim = l.victimLocked(); victim == nil {
+			l.releaseLocked(c)
+			l.mu.Unlock()
+			l.refusedTotal.Add(1)
+			return refused
+		}
 	}
 	l.conns[c] = struct{}{}
+	l.active++
+	c.counted = true
+	l.shed.pushBack(c)
 	l.wg.Add(1)
+	l.mu.Unlock()
+	if victim != nil {
+		l.shedCount.Add(1)
+		abort(victim.c)
+	}
+	return admitted
+}
+
+// victimLocked picks the oldest connection without an allocation, takes it
+// off the shed list and gives up its slots, so that a new connection can
+// have them before the victim's goroutine has finished closing it. It
+// returns nil when every connection holds an allocation.
+func (l *connListener) victimLocked() *clientConn {
+	for v := l.shed.head; v != nil; v = l.shed.head {
+		l.shed.remove(v)
+		// The shed list is updated by each connection's reader after a
+		// request, so an allocation made a moment ago may not show yet.
+		if l.env.Engine.Lookup(v.ft) == nil {
+			l.releaseLocked(v)
+			return v
+		}
+	}
+	return nil
+}
+
+// claimIP takes a slot of the client address's share for a connection
+// admitted without one (DTLS, once its handshake is done). It reports
+// false when the share is used up, or when c was shed meanwhile.
+func (l *connListener) claimIP(c *clientConn) bool {
+	lim := l.limits.Load()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return c.counted && l.takeIPLocked(c, lim)
+}
+
+func (l *connListener) takeIPLocked(c *clientConn, lim *ConnLimits) bool {
+	k := ipKey(c.ft.Client.Addr())
+	if lim.PerIP > 0 && l.perIP[k] >= lim.PerIP {
+		return false
+	}
+	l.perIP[k]++
+	c.countedIP = true
 	return true
+}
+
+// releaseLocked gives up c's slots (total and per address), once.
+func (l *connListener) releaseLocked(c *clientConn) {
+	if c.countedIP {
+		c.countedIP = false
+		k := ipKey(c.ft.Client.Addr())
+		if l.perIP[k]--; l.perIP[k] <= 0 {
+			delete(l.perIP, k)
+		}
+	}
+	if c.counted {
+		c.counted = false
+		l.active--
+	}
+	l.shed.remove(c)
+}
+
+// setAllocated moves c off the shed list when it holds an allocation and
+// back (as the newest) when it no longer does.
+func (l *connListener) setAllocated(c *clientConn, allocated bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case allocated:
+		l.shed.remove(c)
+	case c.counted && !c.listed:
+		l.shed.pushBack(c)
+	}
 }
 
 func (l *connListener) remove(c *clientConn) {
 	l.mu.Lock()
+	l.releaseLocked(c)
 	delete(l.conns, c)
 	l.mu.Unlock()
 	l.wg.Done()
@@ -89,18 +215,87 @@ func (l *connListener) closeConns() {
 	l.wg.Wait()
 }
 
+// ipKey is the address whose connections share limits.PerIP: an IPv4
+// address, or an IPv6 /64, which one host can fill with addresses of its
+// own as a NAT fills one IPv4 address with clients.
+func ipKey(a netip.Addr) netip.Addr {
+	if a.Is4() {
+		return a
+	}
+	p, _ := a.Prefix(64)
+	return p.Addr()
+}
+
+// abort closes nc at once: a TLS connection without close_notify, a TCP one
+// with a reset, so that refusing or shedding it leaves no TIME_WAIT state
+// behind in the kernel.
+func abort(nc net.Conn) {
+	if tc, ok := nc.(*tls.Conn); ok {
+		nc = tc.NetConn()
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	nc.Close()
+}
+
+// connList is a doubly linked list of connections through their prev and
+// next fields, guarded by connListener.mu.
+type connList struct{ head, tail *clientConn }
+
+func (q *connList) pushBack(c *clientConn) {
+	c.prev, c.next, c.listed = q.tail, nil, true
+	if q.tail != nil {
+		q.tail.next = c
+	} else {
+		q.head = c
+	}
+	q.tail = c
+}
+
+// remove takes c off the list; it is a no-op when c is not on it.
+func (q *connList) remove(c *clientConn) {
+	if !c.listed {
+		return
+	}
+	if c.prev != nil {
+		c.prev.next = c.next
+	} else {
+		q.head = c.next
+	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	} else {
+		q.tail = c.prev
+	}
+	c.prev, c.next, c.listed = nil, nil, false
+}
+
 // clientConn is one client connection: the turn.Transport and
 // relay.Client of the allocations made over it. Its reader goroutine runs
-// the engine; its writer goroutine is the only one writing to the
-// connection.
+// the engine and writes the replies; a writer goroutine, started by the
+// first message a relay worker delivers, writes what peers send.
 type clientConn struct {
-	l   *connListener
-	c   net.Conn // the accepted connection, closed to end both goroutines
-	w   net.Conn // what the writer writes to: c, or the DTLS session over it
-	ft  turn.FiveTuple
-	out chan *[]byte // pooled buffers, back to bufPool once written
+	l  *connListener
+	c  net.Conn // the accepted connection, closed to end both goroutines
+	w  net.Conn // what replies and relayed messages go to: c, or the DTLS session over it
+	ft turn.FiveTuple
+	// out is the writer's queue of pooled buffers (back to bufPool once
+	// written), nil until the writer starts: most connections never
+	// relay, and the queue and a goroutine cost more than the rest of an
+	// idle connection.
+	out atomic.Pointer[chan *[]byte]
 	// quit ends the writer.
 	quit chan struct{}
+	// allocated is whether the engine held an allocation on ft when the
+	// reader last looked; only the reader uses it.
+	allocated bool
+
+	// Guarded by l.mu.
+	prev, next *clientConn // neighbours on l.shed
+	listed     bool        // on l.shed
+	counted    bool        // holds a slot of limits.Max
+	countedIP  bool        // holds a slot of limits.PerIP
 }
 
 // bufPool holds the buffers messages wait in for a connection's writer.
@@ -113,7 +308,7 @@ func newClientConn(l *connListener, c net.Conn) *clientConn {
 	remote := addrPortOf(c.RemoteAddr())
 	local := addrPortOf(c.LocalAddr())
 	return &clientConn{l: l, c: c, w: c, ft: turn.FiveTuple{Client: remote, Server: local, Proto: l.proto},
-		out: make(chan *[]byte, outQueue), quit: make(chan struct{})}
+		quit: make(chan struct{})}
 }
 
 func addrPortOf(a net.Addr) netip.AddrPort {
@@ -136,28 +331,40 @@ func (c *clientConn) BatchSocket(int) (int, *stats.Worker, bool) { return -1, ni
 // WriteToClient implements relay.Client: it queues a copy of msg for the
 // writer; when the client is too slow to keep up, the message is dropped
 // (and counted) rather than blocking the relay worker.
-func (c *clientConn) WriteToClient(msg []byte) { c.queue(msg) }
-
-// queue copies b into a pooled buffer for the writer, or drops it when the
-// writer's queue is full.
-func (c *clientConn) queue(b []byte) {
+func (c *clientConn) WriteToClient(msg []byte) {
+	q := c.out.Load()
+	if q == nil {
+		q = c.startWriter()
+	}
 	bp := bufPool.Get().(*[]byte)
-	*bp = append((*bp)[:0], b...)
+	*bp = append((*bp)[:0], msg...)
 	select {
-	case c.out <- bp:
+	case *q <- bp:
 	default:
 		bufPool.Put(bp)
 		c.l.stats.Drops[turn.DropUnexpected].Add(1)
 	}
 }
 
+// startWriter makes the writer's queue and starts the writer, once; it
+// returns the queue. Relay workers may race to it, so the queue is
+// published with a compare-and-swap.
+func (c *clientConn) startWriter() *chan *[]byte {
+	q := make(chan *[]byte, outQueue)
+	if c.out.CompareAndSwap(nil, &q) {
+		go c.writer(q)
+		return &q
+	}
+	return c.out.Load()
+}
+
 // writer sends queued messages until quit.
-func (c *clientConn) writer() {
+func (c *clientConn) writer(q chan *[]byte) {
 	for {
 		select {
 		case <-c.quit:
 			return
-		case bp := <-c.out:
+		case bp := <-q:
 			_ = c.w.SetWriteDeadline(time.Now().Add(writeTimeout))
 			_, err := c.w.Write(*bp)
 			n := len(*bp)
@@ -172,15 +379,26 @@ func (c *clientConn) writer() {
 	}
 }
 
-// handle runs the engine on one message from the client.
-func (c *clientConn) handle(msg []byte, res *turn.Result) {
+// handle runs the engine on one message from the client. It reports false
+// when a reply could not be written (the connection is then closed).
+func (c *clientConn) handle(msg []byte, res *turn.Result) bool {
 	st := &c.l.stats
 	st.Rx.Add(1)
 	st.RxBytes.Add(uint64(len(msg)))
 	c.l.env.Engine.HandleClient(c, c.ft, msg, res)
 	switch res.Kind {
 	case turn.Reply:
-		c.queue(res.Reply)
+		// Only requests (Allocate, Refresh) make or end an allocation, and
+		// each gets a reply: look again here, not per packet.
+		c.checkAllocation()
+		// The reader writes its replies itself: a client that does not
+		// read them stalls only its own connection, until writeTimeout.
+		_ = c.w.SetWriteDeadline(time.Now().Add(writeTimeout))
+		if _, err := c.w.Write(res.Reply); err != nil {
+			return false
+		}
+		st.Tx.Add(1)
+		st.TxBytes.Add(uint64(len(res.Reply)))
 	case turn.Forward:
 		if udpio.SendTo(res.Alloc.Relay().Socket(), res.Payload, res.Peer) == nil {
 			st.PeerTx.Add(1)
@@ -189,6 +407,45 @@ func (c *clientConn) handle(msg []byte, res *turn.Result) {
 	default:
 		st.Drops[res.Drop].Add(1)
 	}
+	return true
+}
+
+// checkAllocation asks the engine whether the connection holds an
+// allocation and, when that changed, moves it on or off the shed list.
+func (c *clientConn) checkAllocation() {
+	if has := c.l.env.Engine.Lookup(c.ft) != nil; has != c.allocated {
+		c.allocated = has
+		c.l.setAllocated(c, has)
+	}
+}
+
+// idleLimit is how long the connection may now stay silent.
+func (c *clientConn) idleLimit() time.Duration {
+	lim := c.l.limits.Load()
+	if c.allocated {
+		return lim.AllocatedIdleTimeout
+	}
+	return lim.IdleTimeout
+}
+
+// expired decides, at a read timeout, whether the connection has been
+// silent too long: it has, unless it holds an allocation (made, say, just
+// after the reader last looked) and has been silent for less than the
+// allocated limit. It counts the connections it condemns.
+func (c *clientConn) expired(last time.Time) bool {
+	c.checkAllocation()
+	if c.allocated && time.Since(last) < c.l.limits.Load().AllocatedIdleTimeout {
+		return false
+	}
+	c.l.idleCount.Add(1)
+	return true
+}
+
+// isTimeout reports whether err is a read deadline passing, after which the
+// connection may still be read.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // finish closes the connection and deletes its allocations.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/pion/dtls/v2"
@@ -68,13 +69,26 @@ func (l *dtlsListener) accept() {
 			continue
 		}
 		cc := newClientConn(&l.connListener, c)
-		if !l.add(cc) {
+		// A datagram's source address can be forged, so an association
+		// takes its address's share only once the handshake, whose cookie
+		// exchange proves the address, is done.
+		switch l.admit(cc, false) {
+		case refused:
+			c.Close()
+			continue
+		case closing:
 			c.Close()
 			return
 		}
 		go l.serveConn(cc)
 	}
 }
+
+// dtlsReadBuffer holds the largest record pion/dtls hands on: it reads
+// datagrams of at most 8,192 bytes.
+const dtlsReadBuffer = 8 << 10
+
+var dtlsBufPool = sync.Pool{New: func() any { b := make([]byte, dtlsReadBuffer); return &b }}
 
 func (l *dtlsListener) serveConn(c *clientConn) {
 	defer c.finish()
@@ -86,16 +100,30 @@ func (l *dtlsListener) serveConn(c *clientConn) {
 		return
 	}
 	c.w = dc
-	go c.writer()
-	buf := make([]byte, maxStreamMessage)
+	if !l.claimIP(c) {
+		l.refusedPerIP.Add(1)
+		return
+	}
+	bp := dtlsBufPool.Get().(*[]byte)
+	defer dtlsBufPool.Put(bp)
+	buf := *bp
 	var res turn.Result
+	last, limit := time.Now(), handshakeTimeout // the first message must come soon
 	for {
-		_ = dc.SetReadDeadline(time.Now().Add(l.env.IdleTimeout))
+		_ = dc.SetReadDeadline(last.Add(limit))
 		n, err := dc.Read(buf)
 		if err != nil {
+			if isTimeout(err) && !c.expired(last) {
+				limit = c.idleLimit()
+				continue
+			}
 			return
 		}
-		c.handle(buf[:n], &res)
+		last = time.Now()
+		if !c.handle(buf[:n], &res) {
+			return
+		}
+		limit = c.idleLimit()
 	}
 }
 

@@ -38,9 +38,41 @@ type Env struct {
 	// RelayWorkers is the number of relay workers, which count what they
 	// deliver to a UDP listener's clients in counters of the listener's.
 	RelayWorkers int
-	// IdleTimeout is how long a TCP, TLS or DTLS connection may stay
-	// silent once it has sent a first message.
+	// Conns are the limits of TCP, TLS and DTLS connections when the
+	// listener starts; SetConnLimits changes them.
+	Conns ConnLimits
+}
+
+// ConnLimits bound a TCP, TLS or DTLS listener's connections.
+type ConnLimits struct {
+	// IdleTimeout is how long a connection that holds no allocation may
+	// stay silent after a message. The first message must come within 10 s
+	// of connecting (or of the end of the TLS or DTLS handshake), whatever
+	// this says.
 	IdleTimeout time.Duration
+	// AllocatedIdleTimeout is how long a connection that holds an
+	// allocation may stay silent; it should outlast the longest allocation
+	// lifetime, which the client refreshes before it runs out.
+	AllocatedIdleTimeout time.Duration
+	// PerIP caps the connections from one client IPv4 address or IPv6 /64;
+	// 0 means no cap. A DTLS association counts once its handshake is done.
+	PerIP int
+	// Max caps the listener's connections; 0 means no cap. A connection
+	// accepted at the cap closes the oldest one that holds no allocation,
+	// or is itself closed when every connection holds one.
+	Max int
+}
+
+// ConnStats are a TCP, TLS or DTLS listener's connection counts.
+type ConnStats struct {
+	// Active is the number of open connections.
+	Active int
+	// RefusedPerIP and RefusedTotal count connections closed at accept:
+	// over ConnLimits.PerIP, and at ConnLimits.Max with none to shed.
+	RefusedPerIP, RefusedTotal uint64
+	// Shed counts connections closed to make room for a new one; Idle
+	// those closed for staying silent too long.
+	Shed, Idle uint64
 }
 
 // Listener is a running TURN listener of any protocol.
@@ -60,6 +92,13 @@ type Listener interface {
 	KeyPair() (cert, key []byte)
 	// LocalAddr is the bound address, for logs.
 	LocalAddr() string
+	// SetConnLimits applies new connection limits to a TCP, TLS or DTLS
+	// listener (a no-op for UDP): open connections stay, and the idle
+	// timeouts apply from each connection's next message.
+	SetConnLimits(ConnLimits)
+	// ConnStats returns the connection counts of a TCP, TLS or DTLS
+	// listener, and false for UDP, which has no connections.
+	ConnStats() (ConnStats, bool)
 }
 
 // Start opens the listener lc with the peer allowlist al and starts serving

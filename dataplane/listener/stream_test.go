@@ -1,30 +1,61 @@
 package listener
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
 	"io"
+	"net"
 	"testing"
+	"time"
 )
 
-func TestReadFrame(t *testing.T) {
-	stunMsg := func(bodyLen int) []byte {
-		b := make([]byte, 20+bodyLen)
-		binary.BigEndian.PutUint16(b[0:2], 0x0001)
-		binary.BigEndian.PutUint16(b[2:4], uint16(bodyLen))
-		binary.BigEndian.PutUint32(b[4:8], 0x2112A442)
-		return b
+// chunkConn is a net.Conn reading from a byte stream at most chunk bytes
+// per Read, as a TCP socket may hand them out.
+type chunkConn struct {
+	net.Conn // nil: only Read and SetReadDeadline are used
+	r        *bytes.Reader
+	chunk    int
+}
+
+func (c *chunkConn) Read(b []byte) (int, error) {
+	if len(b) > c.chunk {
+		b = b[:c.chunk]
 	}
-	chanData := func(n int, padded bool) []byte {
-		b := make([]byte, 4+n)
-		binary.BigEndian.PutUint16(b[0:2], 0x4001)
-		binary.BigEndian.PutUint16(b[2:4], uint16(n))
-		for len(b)%4 != 0 && padded {
-			b = append(b, 0)
-		}
-		return b
+	return c.r.Read(b)
+}
+func (c *chunkConn) SetReadDeadline(time.Time) error { return nil }
+
+func stunMsg(bodyLen int) []byte {
+	b := make([]byte, 20+bodyLen)
+	binary.BigEndian.PutUint16(b[0:2], 0x0001)
+	binary.BigEndian.PutUint16(b[2:4], uint16(bodyLen))
+	binary.BigEndian.PutUint32(b[4:8], 0x2112A442)
+	for i := 20; i < len(b); i++ {
+		b[i] = byte(i)
+	}
+	return b
+}
+
+func chanData(n int, padded bool) []byte {
+	b := make([]byte, 4+n)
+	binary.BigEndian.PutUint16(b[0:2], 0x4001)
+	binary.BigEndian.PutUint16(b[2:4], uint16(n))
+	for len(b)%4 != 0 && padded {
+		b = append(b, 0)
+	}
+	return b
+}
+
+func concat(bs ...[]byte) []byte { return bytes.Join(bs, nil) }
+
+func TestFrameReader(t *testing.T) {
+	// Enough 1,000-byte frames that some straddle the end of the small buffer.
+	var many [][]byte
+	var manyLens []int
+	for range 9 {
+		many = append(many, chanData(997, true))
+		manyLens = append(manyLens, 1001)
 	}
 	for _, tc := range []struct {
 		name   string
@@ -33,49 +64,99 @@ func TestReadFrame(t *testing.T) {
 		err    error // after them
 	}{
 		{"one STUN message", stunMsg(8), []int{28}, io.EOF},
-		{"ChannelData padding skipped", append(chanData(5, true), stunMsg(0)...), []int{9, 20}, io.EOF},
-		{"aligned ChannelData", append(chanData(8, true), chanData(8, true)...), []int{12, 12}, io.EOF},
+		{"ChannelData padding skipped", concat(chanData(5, true), stunMsg(0)), []int{9, 20}, io.EOF},
+		{"aligned ChannelData", concat(chanData(8, true), chanData(8, true)), []int{12, 12}, io.EOF},
+		{"frames across the buffer's end", concat(many...), manyLens, io.EOF},
+		{"larger than the small buffer", concat(stunMsg(9000), chanData(3, true), stunMsg(0xFFFF)), []int{9020, 7, 20 + 0xFFFF}, io.EOF},
+		{"largest ChannelData", chanData(0xFFFF, true), []int{4 + 0xFFFF}, io.EOF},
 		{"neither STUN nor ChannelData", []byte{0x80, 0, 0, 0}, nil, errBadFrame},
 		{"cut short", stunMsg(8)[:10], nil, io.ErrUnexpectedEOF},
-		{"larger than the buffer", stunMsg(0x100), nil, errBadFrame},
+		{"header cut short", []byte{0, 1}, nil, io.ErrUnexpectedEOF},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := bufio.NewReader(bytes.NewReader(tc.stream))
-			buf := make([]byte, 0x100)
-			for i, want := range tc.want {
-				n, err := readFrame(r, buf)
-				if err != nil || n != want {
-					t.Fatalf("frame %d: %d bytes, %v; want %d", i, n, err, want)
+		for _, chunk := range []int{1, 3, 1500, 1 << 20} {
+			t.Run(tc.name, func(t *testing.T) {
+				f := frameReader{conn: &chunkConn{r: bytes.NewReader(tc.stream), chunk: chunk}}
+				off := 0
+				for i, want := range tc.want {
+					b, err := f.next(time.Time{})
+					if err != nil || len(b) != want {
+						t.Fatalf("chunks of %d: frame %d: %d bytes, %v; want %d", chunk, i, len(b), err, want)
+					}
+					if cap(b) != len(b) {
+						t.Fatalf("chunks of %d: frame %d has room for %d more bytes, over the frames after it", chunk, i, cap(b)-len(b))
+					}
+					if !bytes.Equal(b, tc.stream[off:off+want]) {
+						t.Fatalf("chunks of %d: frame %d differs from the stream", chunk, i)
+					}
+					off += want
+					off = (off + 3) &^ 3 // only ChannelData is padded, and these STUN lengths are aligned
 				}
-			}
-			if _, err := readFrame(r, buf); !errors.Is(err, tc.err) {
-				t.Errorf("after the frames: %v, want %v", err, tc.err)
-			}
-		})
+				if _, err := f.next(time.Time{}); !errors.Is(err, tc.err) {
+					t.Errorf("chunks of %d: after the frames: %v, want %v", chunk, err, tc.err)
+				}
+				if f.buf != nil && len(*f.buf) > smallReadBuffer {
+					t.Errorf("chunks of %d: a large buffer is still held after its frame", chunk)
+				}
+			})
+		}
 	}
 }
 
-// FuzzReadFrame feeds arbitrary byte streams to the TURN-TCP/TLS framer: it
-// must never panic or read past a frame, and each frame it returns must fit
-// its buffer and start like STUN or ChannelData.
+// TestFrameReaderLetsGo: a connection that has been silent for longer than
+// bufferHold, so that its reader gave its buffer back at a read timeout,
+// still reads the next frame.
+func TestFrameReaderLetsGo(t *testing.T) {
+	srv, cl := net.Pipe()
+	defer srv.Close()
+	defer cl.Close()
+	f := frameReader{conn: srv}
+	got := make(chan error, 2)
+	go func() {
+		for range 2 {
+			_, err := f.next(time.Now().Add(10 * time.Second))
+			got <- err
+		}
+	}()
+	if _, err := cl.Write(stunMsg(4)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(bufferHold + 300*time.Millisecond)
+	if _, err := cl.Write(stunMsg(8)); err != nil { // the write waits for the reader: f is settled
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// FuzzReadFrame feeds arbitrary byte streams to the TURN-TCP/TLS framer,
+// in reads of arbitrary sizes: it must never panic or read past a frame,
+// and each frame it returns must start like STUN or ChannelData.
 func FuzzReadFrame(f *testing.F) {
 	f.Add([]byte{0, 1, 0, 0, 0x21, 0x12, 0xA4, 0x42, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
 	f.Add([]byte{0x40, 0x01, 0, 5, 'h', 'e', 'l', 'l', 'o', 0, 0, 0})
 	f.Add([]byte{0x40, 0x01, 0xff, 0xff})
 	f.Add([]byte{0xC0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, stream []byte) {
-		r := bufio.NewReader(bytes.NewReader(stream))
-		buf := make([]byte, maxStreamMessage)
+		chunk := 1 << 20
+		if len(stream) > 0 {
+			chunk = int(stream[0]) + 1
+		}
+		fr := frameReader{conn: &chunkConn{r: bytes.NewReader(stream), chunk: chunk}}
+		defer fr.release()
 		consumed := 0
 		for {
-			n, err := readFrame(r, buf)
+			b, err := fr.next(time.Time{})
 			if err != nil {
 				return
 			}
-			if n < 4 || n > len(buf) || buf[0]>>6 > 1 {
-				t.Fatalf("frame of %d bytes starting %#x", n, buf[0])
+			if len(b) < 4 || b[0]>>6 > 1 {
+				t.Fatalf("frame of %d bytes starting %#x", len(b), b[0])
 			}
-			consumed += n
+			consumed += len(b)
 			if consumed > len(stream) {
 				t.Fatalf("read %d bytes of frames from a %d-byte stream", consumed, len(stream))
 			}

@@ -45,6 +45,8 @@ func (l *udpListener) SetSpec(lc config.Listener)      { l.cfg.Store(&lc) }
 func (l *udpListener) SetAllowlist(al *allowlist.List) { l.allowlist.Store(al) }
 func (l *udpListener) LocalAddr() string               { return l.addr.String() }
 func (l *udpListener) KeyPair() (cert, key []byte)     { return nil, nil }
+func (l *udpListener) SetConnLimits(ConnLimits)        {}
+func (l *udpListener) ConnStats() (ConnStats, bool)    { return ConnStats{}, false }
 
 func (l *udpListener) FoldStats(sum *stats.Sum) {
 	for _, s := range l.socks {

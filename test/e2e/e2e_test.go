@@ -147,8 +147,11 @@ type relay struct {
 }
 
 type limits struct {
-	MaxLifetime          int  `json:"maxLifetime,omitempty"`
-	LegacyChannelNumbers bool `json:"legacyChannelNumbers,omitempty"`
+	MaxLifetime           int  `json:"maxLifetime,omitempty"`
+	LegacyChannelNumbers  bool `json:"legacyChannelNumbers,omitempty"`
+	ConnectionIdleTimeout int  `json:"connectionIdleTimeout,omitempty"`
+	ConnectionsPerIP      int  `json:"connectionsPerIP,omitempty"`
+	MaxConnections        int  `json:"maxConnections,omitempty"`
 }
 
 // server is a running TURN server under test.
