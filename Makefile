@@ -18,6 +18,7 @@ build:
 # bin/images/<program>-<version>.tar; prints their digests and how to load them (ctr, kind).
 # SOURCE_DATE_EPOCH (default: the commit time) fixes every timestamp, so a commit gives one digest.
 images:
+	rm -f bin/images/*.tar # one version at a time: hack/cluster.sh imports every archive here
 	go run ./hack/imagebuild -out bin/images $(if $(VERSION),-version '$(VERSION)')
 
 # Points deploy/ (the kustomization's images block, the operator Deployment, the default
@@ -30,9 +31,13 @@ run: build
 	bin/ternd -c deploy/examples/local.yaml
 
 # Installs the Debian packages the tests drive (coturn's tools), then runs every test.
+# Installs what the tests drive (coturn's tools, containerd and the cluster binaries, built once
+# into ~/.cache), runs every Go test, then builds the images and runs the real-node cluster e2e.
 test:
 	hack/test-deps.sh
 	go test -count=1 -timeout=20m ./...
+	$(MAKE) images
+	$(MAKE) cluster-e2e
 
 # The end-to-end tests on a real single-node cluster (test/cluster, build tag "cluster"):
 # builds the cluster's binaries once (hack/cluster-bins.sh, cached), starts the cluster

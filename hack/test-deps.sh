@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # hack/test-deps.sh — install the Debian packages the tests drive, if they are missing:
 # coturn, for turnutils_uclient and turnutils_peer (test/e2e) and turnserver (a peer server
-# for comparisons). `make test` runs it first.
+# for comparisons); containerd, runc, the CNI plugins and iptables for the real-node cluster of
+# test/cluster (hack/cluster.sh runs them in namespaces of its own). Before that it builds, or
+# finds cached, the Kubernetes binaries: hack/envtest.sh's and hack/cluster-bins.sh's. `make
+# test` runs it first.
 #
 # Idempotent: when every binary is already on PATH it does nothing, not even apt-get update.
 # Non-interactive (CI=true, no stdin). Runs apt-get as root, or through sudo when not root
@@ -12,11 +15,17 @@
 # binaries, so the service this script installed is disabled and stopped again.
 set -euo pipefail
 "$(dirname "$0")/envtest.sh" >/dev/null # kube-apiserver + etcd for envtest, into the cache the tests read (internal/testenv)
+"$(dirname "$0")/cluster-bins.sh" >/dev/null # kubelet, controller-manager, scheduler, pause image for hack/cluster.sh
 
 # binary:package pairs
-deps=(turnutils_uclient:coturn turnutils_peer:coturn turnserver:coturn)
+deps=(turnutils_uclient:coturn turnutils_peer:coturn turnserver:coturn
+	containerd:containerd ctr:containerd runc:runc iptables:iptables)
 
 pkgs=()
+# The real-node cluster of make cluster-e2e (hack/cluster.sh) runs pods with the CNI bridge plugin.
+if [[ ! -x /usr/lib/cni/bridge ]]; then
+	pkgs+=(containernetworking-plugins)
+fi
 for dep in "${deps[@]}"; do
 	bin=${dep%%:*} pkg=${dep##*:}
 	if ! command -v "$bin" >/dev/null 2>&1 && [[ " ${pkgs[*]} " != *" $pkg "* ]]; then
@@ -41,6 +50,11 @@ echo "test-deps: installing ${pkgs[*]}" >&2
 "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
 "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${pkgs[@]}"
 
-if [[ " ${pkgs[*]} " == *" coturn "* ]] && [[ -d /run/systemd/system ]]; then
-	"${as_root[@]}" systemctl disable --now coturn.service >/dev/null 2>&1 || true
+# The tests need the binaries only; a service the install started would be left running.
+if [[ -d /run/systemd/system ]]; then
+	for svc in coturn containerd; do
+		if [[ " ${pkgs[*]} " == *" $svc "* ]]; then
+			"${as_root[@]}" systemctl disable --now "$svc.service" >/dev/null 2>&1 || true
+		fi
+	done
 fi

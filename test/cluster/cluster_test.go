@@ -192,7 +192,7 @@ func installOperator(t *testing.T) string {
 	install.Lock()
 	defer install.Unlock()
 	if install.skip != "" {
-		t.Skip(install.skip)
+		testenv.SkipOrFail(t, "%s", install.skip)
 	}
 	if install.done {
 		return install.terndImage
@@ -201,7 +201,7 @@ func installOperator(t *testing.T) string {
 	for _, pattern := range []string{"ternd-*.tar", "tern-operator-*.tar"} {
 		if m, _ := filepath.Glob(filepath.Join(root, "bin", "images", pattern)); len(m) == 0 {
 			install.skip = fmt.Sprintf("no bin/images/%s: run make images (then hack/cluster.sh up imports it)", pattern)
-			t.Skip(install.skip)
+			testenv.SkipOrFail(t, "%s", install.skip)
 		}
 	}
 	operatorRef, terndRef := importedImage(t, dir, "tern-operator"), importedImage(t, dir, "ternd")

@@ -157,6 +157,8 @@ func TestTLSCertificateReloadUclient(t *testing.T) {
 	s := startTernd(t, func(c *config) {
 		c.Listeners = append(c.Listeners, listener{Name: "tls", Protocol: "TURN-TLS", Address: "127.0.0.1", Port: tlsPort,
 			Routes: []string{"local"}, Cert: filepath.Join(dir, "tls.crt"), Key: filepath.Join(dir, "tls.key")})
+		// turnutils_uclient draws channel numbers in RFC 5766's 0x4000-0x7FFF.
+		c.Limits.LegacyChannelNumbers = true
 	})
 	peerPort := startTurnutilsPeer(t)
 	const clients, messages = 2, 200 // 20 ms apart: about 4 s of relaying
