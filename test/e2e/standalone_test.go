@@ -81,15 +81,29 @@ func TestStandaloneGatewayFile(t *testing.T) {
 	s.start(t, exec.Command(terndBinary(t), "-f", path, "-w"))
 	s.waitBinding(t)
 
-	near := startEchoPeer(t, "127.0.0.1:0")
-	far := startEchoPeer(t, "127.0.0.2:0")
-	c := newPionClient(t, s, testUser, testPassword)
-	relay := c.allocate(t)
+	c, relay, near, far := relayAcrossAllowlistEdit(t, s, "the StaticService", write)
+	roundTrips(t, relay, near.addr, 5)
+	c.assertQuiet(t)
+	if n, _ := far.received(); n != 5 {
+		t.Errorf("peer %v received %d packets, want the 5 sent after the edit", far.addr, n)
+	}
+}
+
+// relayAcrossAllowlistEdit allocates through s and relays to an echo peer on 127.0.0.1, checks
+// that a peer on 127.0.0.2, outside what (the config's peers), is refused with 403, then calls
+// write to widen the peers to both addresses and relays to the second one: a config edit that
+// reaches a running ternd while its allocation stays. It returns the client, its relay and the
+// two peers for further checks.
+func relayAcrossAllowlistEdit(t *testing.T, s *server, what string, write func(endpoints string)) (c *pionClient, relay net.PacketConn, near, far *peer) {
+	t.Helper()
+	near = startEchoPeer(t, "127.0.0.1:0")
+	far = startEchoPeer(t, "127.0.0.2:0")
+	c = newPionClient(t, s, testUser, testPassword)
+	relay = c.allocate(t)
 	roundTrips(t, relay, near.addr, 5)
 	if m := c.transact(t, stun.MethodCreatePermission, peerAddress(far.addr)); errorCode(m) != 403 {
-		t.Fatalf("CreatePermission to %v outside the StaticService: error %d, want 403", far.addr, errorCode(m))
+		t.Fatalf("CreatePermission to %v outside %s: error %d, want 403", far.addr, what, errorCode(m))
 	}
-
 	write("[127.0.0.1/32, 127.0.0.2/32]")
 	testenv.Eventually(t, 10*time.Second, func() error {
 		if m := c.transact(t, stun.MethodCreatePermission, peerAddress(far.addr)); errorCode(m) != 0 {
@@ -98,9 +112,5 @@ func TestStandaloneGatewayFile(t *testing.T) {
 		return nil
 	})
 	roundTrips(t, relay, far.addr, 5)
-	roundTrips(t, relay, near.addr, 5)
-	c.assertQuiet(t)
-	if n, _ := far.received(); n != 5 {
-		t.Errorf("peer %v received %d packets, want the 5 sent after the edit", far.addr, n)
-	}
+	return c, relay, near, far
 }

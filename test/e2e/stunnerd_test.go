@@ -9,9 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/pion/stun/v3"
 
 	"github.com/tern-gw/tern/internal/testenv"
 )
@@ -81,23 +78,7 @@ func TestStunnerdArgsAndConfig(t *testing.T) {
 		return s.ready()
 	})
 
-	near := startEchoPeer(t, "127.0.0.1:0")
-	far := startEchoPeer(t, "127.0.0.2:0")
-	c := newPionClient(t, s, testUser, testPassword)
-	relay := c.allocate(t)
-	roundTrips(t, relay, near.addr, 5)
-	if m := c.transact(t, stun.MethodCreatePermission, peerAddress(far.addr)); errorCode(m) != 403 {
-		t.Fatalf("CreatePermission to %v outside the cluster: error %d, want 403", far.addr, errorCode(m))
-	}
-
-	write("[127.0.0.1/32, 127.0.0.2/32]")
-	testenv.Eventually(t, 10*time.Second, func() error {
-		if m := c.transact(t, stun.MethodCreatePermission, peerAddress(far.addr)); errorCode(m) != 0 {
-			return fmt.Errorf("CreatePermission to %v after the edit: error %d", far.addr, errorCode(m))
-		}
-		return nil
-	})
-	roundTrips(t, relay, far.addr, 5)
+	c, _, _, _ := relayAcrossAllowlistEdit(t, s, "the cluster", write)
 	c.assertQuiet(t)
 
 	// Every line is JSON; the ignored flag and the unknown scope are said
