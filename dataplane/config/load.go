@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"os"
@@ -138,42 +139,22 @@ func (c *Config) SetDefaults() {
 			}
 		}
 	}
-	if c.Relay.MinPort == 0 {
-		c.Relay.MinPort = DefaultRelayMinPort
-	}
-	if c.Relay.MaxPort == 0 {
-		c.Relay.MaxPort = DefaultRelayMaxPort
-	}
-	if c.Limits.MaxLifetime == 0 {
-		c.Limits.MaxLifetime = DefaultMaxLifetime
-	}
-	if c.Limits.NonceLifetime == 0 {
-		c.Limits.NonceLifetime = DefaultNonceLifetime
-	}
+	c.Relay.MinPort = cmp.Or(c.Relay.MinPort, DefaultRelayMinPort)
+	c.Relay.MaxPort = cmp.Or(c.Relay.MaxPort, DefaultRelayMaxPort)
+	c.Limits.MaxLifetime = cmp.Or(c.Limits.MaxLifetime, DefaultMaxLifetime)
+	c.Limits.NonceLifetime = cmp.Or(c.Limits.NonceLifetime, DefaultNonceLifetime)
 	if c.Limits.AllocationsPerUser == 0 {
 		c.Limits.AllocationsPerUser = DefaultAllocationsPerUser
 		if c.Auth.Type == AuthStatic {
 			c.Limits.AllocationsPerUser = NoLimit
 		}
 	}
-	if c.Limits.AllocationsPerIP == 0 {
-		c.Limits.AllocationsPerIP = DefaultAllocationsPerIP
-	}
-	if c.Limits.AuthFailureBurst == 0 {
-		c.Limits.AuthFailureBurst = DefaultAuthFailureBurst
-	}
-	if c.Limits.AuthFailureRate == 0 {
-		c.Limits.AuthFailureRate = DefaultAuthFailureRate
-	}
-	if c.Limits.ConnectionIdleTimeout == 0 {
-		c.Limits.ConnectionIdleTimeout = DefaultConnectionIdleTimeout
-	}
-	if c.Limits.ConnectionsPerIP == 0 {
-		c.Limits.ConnectionsPerIP = DefaultConnectionsPerIP
-	}
-	if c.Limits.MaxConnections == 0 {
-		c.Limits.MaxConnections = DefaultMaxConnections
-	}
+	c.Limits.AllocationsPerIP = cmp.Or(c.Limits.AllocationsPerIP, DefaultAllocationsPerIP)
+	c.Limits.AuthFailureBurst = cmp.Or(c.Limits.AuthFailureBurst, DefaultAuthFailureBurst)
+	c.Limits.AuthFailureRate = cmp.Or(c.Limits.AuthFailureRate, DefaultAuthFailureRate)
+	c.Limits.ConnectionIdleTimeout = cmp.Or(c.Limits.ConnectionIdleTimeout, DefaultConnectionIdleTimeout)
+	c.Limits.ConnectionsPerIP = cmp.Or(c.Limits.ConnectionsPerIP, DefaultConnectionsPerIP)
+	c.Limits.MaxConnections = cmp.Or(c.Limits.MaxConnections, DefaultMaxConnections)
 }
 
 // NormalizeAuthType maps an auth type, case-insensitively, to AuthStatic

@@ -12,7 +12,6 @@ import (
 	"github.com/tern-gw/tern/dataplane/allowlist"
 	"github.com/tern-gw/tern/dataplane/config"
 	"github.com/tern-gw/tern/dataplane/stats"
-	"github.com/tern-gw/tern/dataplane/udpio"
 	"github.com/tern-gw/tern/turn"
 )
 
@@ -400,10 +399,7 @@ func (c *clientConn) handle(msg []byte, res *turn.Result) bool {
 		st.Tx.Add(1)
 		st.TxBytes.Add(uint64(len(res.Reply)))
 	case turn.Forward:
-		if udpio.SendTo(res.Alloc.Relay().Socket(), res.Payload, res.Peer) == nil {
-			st.PeerTx.Add(1)
-			st.PeerTxBytes.Add(uint64(len(res.Payload)))
-		}
+		sendForward(st, res)
 	default:
 		st.Drops[res.Drop].Add(1)
 	}

@@ -116,3 +116,13 @@ func Start(env Env, lc config.Listener, al *allowlist.List) (Listener, error) {
 	}
 	return nil, fmt.Errorf("listener %q: unknown protocol %q", lc.Name, lc.Protocol)
 }
+
+// sendForward sends a Forward result's payload from the allocation's relay
+// socket to the peer, one datagram (the connection listeners' path; UDP
+// listeners on Linux batch theirs), and counts it in st when it left.
+func sendForward(st *stats.Worker, res *turn.Result) {
+	if udpio.SendTo(res.Alloc.Relay().Socket(), res.Payload, res.Peer) == nil {
+		st.PeerTx.Add(1)
+		st.PeerTxBytes.Add(uint64(len(res.Payload)))
+	}
+}

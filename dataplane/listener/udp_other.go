@@ -68,10 +68,7 @@ func (s *udpSocket) serve() {
 				st.TxBytes.Add(uint64(len(res.Reply)))
 			}
 		case turn.Forward:
-			if udpio.SendTo(res.Alloc.Relay().Socket(), res.Payload, res.Peer) == nil {
-				st.PeerTx.Add(1)
-				st.PeerTxBytes.Add(uint64(len(res.Payload)))
-			}
+			sendForward(st, &res)
 		default:
 			st.Drops[res.Drop].Add(1)
 		}

@@ -57,19 +57,7 @@ func TestTLSCertificateReload(t *testing.T) {
 	if targetIsCoturn() {
 		t.Skip("coturn does not reload certificates")
 	}
-	dir := t.TempDir()
-	kubeletSwap(t, dir, "cert-a", 1)
-	for _, f := range []string{"tls.crt", "tls.key"} {
-		if err := os.Symlink(filepath.Join("..data", f), filepath.Join(dir, f)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tlsPort, release := freePort(t, "tcp4")
-	release()
-	s := startTernd(t, func(c *config) {
-		c.Listeners = append(c.Listeners, listener{Name: "tls", Protocol: "TURN-TLS", Address: "127.0.0.1", Port: tlsPort,
-			Routes: []string{"local"}, Cert: filepath.Join(dir, "tls.crt"), Key: filepath.Join(dir, "tls.key")})
-	})
+	s, dir, tlsPort := startTLSReloadTernd(t, nil)
 	addr := "127.0.0.1:" + strconv.Itoa(tlsPort)
 	wantCN := func(want string) func() error {
 		return func() error {
@@ -145,18 +133,7 @@ func TestTLSCertificateReloadUclient(t *testing.T) {
 		t.Skip("coturn does not reload certificates")
 	}
 	uclient := requireTool(t, "turnutils_uclient")
-	dir := t.TempDir()
-	kubeletSwap(t, dir, "cert-a", 1)
-	for _, f := range []string{"tls.crt", "tls.key"} {
-		if err := os.Symlink(filepath.Join("..data", f), filepath.Join(dir, f)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tlsPort, release := freePort(t, "tcp4")
-	release()
-	s := startTernd(t, func(c *config) {
-		c.Listeners = append(c.Listeners, listener{Name: "tls", Protocol: "TURN-TLS", Address: "127.0.0.1", Port: tlsPort,
-			Routes: []string{"local"}, Cert: filepath.Join(dir, "tls.crt"), Key: filepath.Join(dir, "tls.key")})
+	s, dir, tlsPort := startTLSReloadTernd(t, func(c *config) {
 		// turnutils_uclient draws channel numbers in RFC 5766's 0x4000-0x7FFF.
 		c.Limits.LegacyChannelNumbers = true
 	})
@@ -194,4 +171,28 @@ func TestTLSCertificateReloadUclient(t *testing.T) {
 		t.Errorf("report found %v: sent %d, received %d, lost %d; want %d sent and received across the rotation\n%s",
 			ok, rep.sent, rep.received, rep.lost, clients*messages, out.String())
 	}
+}
+
+// startTLSReloadTernd starts ternd with a TURN-TLS listener whose certificate and key are links
+// into dir/..data, as kubelet mounts a Secret, holding "cert-a"; mutate, when not nil, changes
+// the config further. It returns the server, dir and the TLS port.
+func startTLSReloadTernd(t *testing.T, mutate func(*config)) (*server, string, int) {
+	t.Helper()
+	dir := t.TempDir()
+	kubeletSwap(t, dir, "cert-a", 1)
+	for _, f := range []string{"tls.crt", "tls.key"} {
+		if err := os.Symlink(filepath.Join("..data", f), filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tlsPort, release := freePort(t, "tcp4")
+	release()
+	s := startTernd(t, func(c *config) {
+		c.Listeners = append(c.Listeners, listener{Name: "tls", Protocol: "TURN-TLS", Address: "127.0.0.1", Port: tlsPort,
+			Routes: []string{"local"}, Cert: filepath.Join(dir, "tls.crt"), Key: filepath.Join(dir, "tls.key")})
+		if mutate != nil {
+			mutate(c)
+		}
+	})
+	return s, dir, tlsPort
 }
