@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"net/netip"
+	"strconv"
 	"testing"
 	"time"
 
@@ -193,20 +194,27 @@ func TestAuthFailures(t *testing.T) {
 func TestEphemeralAuth(t *testing.T) {
 	secret := "s3cr3t"
 	eph := func(c *Config) { c.Auth = EphemeralAuth{Secret: secret} }
+	// userFirst writes the username in the other order adopters' issuers use, "<user>:<expiry>".
+	userFirst := func(user string, expiry time.Time) string {
+		return user + ":" + strconv.FormatInt(expiry.Unix(), 10)
+	}
 	cases := []struct {
-		name   string
-		expiry time.Time
-		pass   func(user string) string
-		want   int
+		name     string
+		username func(user string, expiry time.Time) string
+		expiry   time.Time
+		pass     func(user string) string
+		want     int
 	}{
-		{"valid", t0.Add(time.Hour), func(u string) string { return EphemeralPassword(secret, u) }, 0},
-		{"expired", t0.Add(-time.Second), func(u string) string { return EphemeralPassword(secret, u) }, 401},
-		{"other secret", t0.Add(time.Hour), func(u string) string { return EphemeralPassword("nope", u) }, 401},
+		{"valid", EphemeralUsername, t0.Add(time.Hour), func(u string) string { return EphemeralPassword(secret, u) }, 0},
+		{"expired", EphemeralUsername, t0.Add(-time.Second), func(u string) string { return EphemeralPassword(secret, u) }, 401},
+		{"other secret", EphemeralUsername, t0.Add(time.Hour), func(u string) string { return EphemeralPassword("nope", u) }, 401},
+		{"user first, valid", userFirst, t0.Add(time.Hour), func(u string) string { return EphemeralPassword(secret, u) }, 0},
+		{"user first, expired", userFirst, t0.Add(-time.Second), func(u string) string { return EphemeralPassword(secret, u) }, 401},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, eph)
-			user := EphemeralUsername("alice", tc.expiry)
+			user := tc.username("alice", tc.expiry)
 			if m := f.client(user, tc.pass(user)).do(stun.MethodAllocate, transportUDP()); code(m) != tc.want {
 				t.Fatalf("code %d, want %d", code(m), tc.want)
 			}

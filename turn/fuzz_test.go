@@ -194,6 +194,10 @@ func corpusFiles(t testing.TB) map[string]string {
 		files[filepath.Join("FuzzHandlePeer", fmt.Sprintf("seed%02d", i))] =
 			fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n[]byte(%q)\nuint16(%d)\n", s.payload, s.peer.Addr().AsSlice(), s.peer.Port())
 	}
+	for i, s := range usernameSeeds() {
+		files[filepath.Join("FuzzParseEphemeralUsername", fmt.Sprintf("seed%02d", i))] =
+			fmt.Sprintf("go test fuzz v1\nstring(%q)\n", s)
+	}
 	return files
 }
 
@@ -205,7 +209,7 @@ func TestFuzzCorpus(t *testing.T) {
 	write := os.Getenv("TERN_WRITE_CORPUS") == "1"
 	root := filepath.Join("testdata", "fuzz")
 	want := corpusFiles(t)
-	for _, target := range []string{"FuzzHandleClient", "FuzzHandlePeer"} {
+	for _, target := range []string{"FuzzHandleClient", "FuzzHandlePeer", "FuzzParseEphemeralUsername"} {
 		old, err := filepath.Glob(filepath.Join(root, target, "seed*"))
 		if err != nil {
 			t.Fatal(err)
