@@ -1,7 +1,12 @@
 package render
 
 import (
+	"errors"
 	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/tern-gw/tern/dataplane/config"
 	stnrv1 "github.com/tern-gw/tern/operator/api/v1"
@@ -167,4 +172,64 @@ func deref[T any](p *T) T {
 		return zero
 	}
 	return *p
+}
+
+// GatewayConfigAuth returns the dataplane auth that Render derives from gc
+// for its Gateways: the same rules (inline fields, the authRef Secret
+// overriding them, a password given as a Secret key reference, longterm
+// with a password and no sharedSecret read as static). secrets are the
+// Secrets it may read (AuthSecrets names them; others are ignored). The
+// error joins every problem that makes the credentials unusable, each
+// naming the GatewayConfig field at fault; no problem quotes a credential.
+// Credential issuers such as the operator's auth service use it, so they
+// mint what the dataplane checks.
+func GatewayConfigAuth(gc *stnrv1.GatewayConfig, secrets []corev1.Secret) (config.Auth, error) {
+	r := newRenderer(&Input{Secrets: secrets}, Options{}.withDefaults())
+	auth, ps, ok := r.resolveAuth(gc)
+	if ok {
+		return auth, nil
+	}
+	var errs []error
+	for _, p := range errorsOnly(ps) {
+		errs = append(errs, p)
+	}
+	return config.Auth{}, errors.Join(errs...)
+}
+
+// AuthSecrets returns the Secrets GatewayConfigAuth may read for gc: its
+// authRef and its password's Secret key reference, each defaulting to gc's
+// namespace.
+func AuthSecrets(gc *stnrv1.GatewayConfig) []types.NamespacedName {
+	var out []types.NamespacedName
+	if a := gc.Spec.AuthRef; a != nil {
+		ns := gc.Namespace
+		if a.Namespace != nil && *a.Namespace != "" {
+			ns = string(*a.Namespace)
+		}
+		out = append(out, types.NamespacedName{Namespace: ns, Name: string(a.Name)})
+	}
+	if p := gc.Spec.Password; p != nil && p.SecretRef != nil {
+		ns := p.SecretRef.Namespace
+		if ns == "" {
+			ns = gc.Namespace
+		}
+		out = append(out, types.NamespacedName{Namespace: ns, Name: p.SecretRef.Name})
+	}
+	return out
+}
+
+// ClassGatewayConfig returns the GatewayConfig a GatewayClass's
+// parametersRef names among configs, by the rules Render applies (see
+// resolveClass), or an error naming the field at fault.
+func ClassGatewayConfig(class *gwapiv1.GatewayClass, configs []stnrv1.GatewayConfig) (*stnrv1.GatewayConfig, error) {
+	r := newRenderer(&Input{GatewayConfigs: configs}, Options{}.withDefaults())
+	cs := r.resolveClass(class)
+	if cs.accepted() {
+		return cs.config, nil
+	}
+	var errs []error
+	for _, p := range cs.problems {
+		errs = append(errs, p)
+	}
+	return nil, errors.Join(errs...)
 }
