@@ -11,7 +11,7 @@ import (
 )
 
 // deploy/operator/deployment.yaml probes the endpoints the operator serves
-// by default and runs it with no privilege.
+// by default, names the auth service's port, and runs it with no privilege.
 func TestDeployOperatorDeployment(t *testing.T) {
 	b, err := os.ReadFile("../../deploy/operator/deployment.yaml")
 	if err != nil {
@@ -40,6 +40,20 @@ func TestDeployOperatorDeployment(t *testing.T) {
 	}
 	if strconv.Itoa(int(health)) != port {
 		t.Errorf("health port %d, want %s", health, port)
+	}
+	// The auth service's port is the default of --auth-addr, STUNner's 8088.
+	_, authPort, err := net.SplitHostPort(defaultAuthAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := int32(0)
+	for _, p := range c.Ports {
+		if p.Name == "auth" {
+			auth = p.ContainerPort
+		}
+	}
+	if strconv.Itoa(int(auth)) != authPort {
+		t.Errorf("auth port %d, want %s", auth, authPort)
 	}
 	for probe, path := range map[string]string{"liveness": "/healthz", "readiness": "/readyz"} {
 		p := c.LivenessProbe

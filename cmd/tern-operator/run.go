@@ -20,6 +20,7 @@ import (
 
 	"github.com/tern-gw/tern/dataplane/config"
 	"github.com/tern-gw/tern/internal/kubeclient"
+	"github.com/tern-gw/tern/operator/authservice"
 	"github.com/tern-gw/tern/operator/controller"
 	"github.com/tern-gw/tern/operator/render"
 )
@@ -30,12 +31,17 @@ Runs the controller: watches Gateway API and stunner.l7mp.io/v1 resources in
 the cluster of --kubeconfig (default $KUBECONFIG, ~/.kube/config, then the
 in-cluster service account) and renders, per Gateway of a managed
 GatewayClass, its dataplane ConfigMap, Deployment and Service, and writes
-status. Only the elected leader among replicas reconciles. SIGTERM or SIGINT
-stops it. Flags:
+status. Only the elected leader among replicas reconciles. Every replica
+serves STUNner's auth service API (GET /ice and GET /: TURN URIs and
+credentials for WebRTC clients) on --auth-addr. SIGTERM or SIGINT stops it.
+Flags:
 `
 
 // defaultHealthAddr serves /healthz and /readyz; deploy/operator probes it.
 const defaultHealthAddr = ":8081"
+
+// defaultAuthAddr serves the auth service on STUNner's port, which its clients expect.
+const defaultAuthAddr = ":8088"
 
 // serviceAccountNamespaceFile holds the pod's namespace when running in a cluster.
 const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -58,6 +64,9 @@ func operate(ctx context.Context, args []string, stderr io.Writer) int {
 	leaderID := fs.String("leader-election-id", "tern-operator.stunner.l7mp.io", "name of the leader election Lease")
 	metricsAddr := fs.String("metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; 0 disables it")
 	healthAddr := fs.String("health-probe-bind-address", defaultHealthAddr, "address of the /healthz and /readyz endpoints; 0 disables them")
+	authAddr := fs.String("auth-addr", defaultAuthAddr, "address of the auth service (GET /ice, GET /: TURN credentials); empty or 0 disables it")
+	authPublicAddr := fs.String("auth-public-addr", os.Getenv("STUNNER_PUBLIC_ADDR"),
+		"host the auth service puts into every TURN URI instead of the Gateways' addresses (default $STUNNER_PUBLIC_ADDR)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -74,6 +83,13 @@ func operate(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tern-operator: --log-level: %v\n", err)
 		return 2
 	}
+	if err := authservice.CheckPublicAddr(*authPublicAddr); err != nil {
+		fmt.Fprintf(stderr, "tern-operator: --auth-public-addr: %v\n", err)
+		return 2
+	}
+	if *authAddr == "0" {
+		*authAddr = ""
+	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
 	// controller-runtime and client-go log through logr and klog: send both to the same handler.
 	logger := logr.FromSlogHandler(log.Handler())
@@ -88,6 +104,8 @@ func operate(ctx context.Context, args []string, stderr io.Writer) int {
 		leaderID:       *leaderID,
 		metricsAddr:    *metricsAddr,
 		healthAddr:     *healthAddr,
+		authAddr:       *authAddr,
+		authPublicAddr: *authPublicAddr,
 	}, log); err != nil {
 		log.Error("tern-operator failed", "err", err)
 		return 1
@@ -101,6 +119,7 @@ type managerFlags struct {
 	leaderElect                bool
 	leaderNS, leaderID         string
 	metricsAddr, healthAddr    string
+	authAddr, authPublicAddr   string
 }
 
 // runManager builds the manager with the controller, health checks and metrics, and runs it
@@ -130,6 +149,18 @@ func runManager(ctx context.Context, f managerFlags, log *slog.Logger) error {
 	if _, err := controller.Setup(mgr, controller.Options{ControllerName: f.controllerName}); err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}
+	if f.authAddr != "" {
+		alog := log.With("component", "auth-service")
+		h := authservice.New(mgr.GetClient(), authservice.Options{
+			ControllerName: f.controllerName, PublicAddr: f.authPublicAddr, Log: alog})
+		srv, err := authservice.Listen(f.authAddr, h, alog)
+		if err != nil {
+			return fmt.Errorf("auth service: %w", err)
+		}
+		if err := mgr.Add(srv); err != nil {
+			return err
+		}
+	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
@@ -144,7 +175,7 @@ func runManager(ctx context.Context, f managerFlags, log *slog.Logger) error {
 		return err
 	}
 	log.Info("starting tern-operator", "controllerName", f.controllerName, "leaderElection", f.leaderElect,
-		"leaderElectionNamespace", f.leaderNS, "metrics", f.metricsAddr, "health", f.healthAddr)
+		"leaderElectionNamespace", f.leaderNS, "metrics", f.metricsAddr, "health", f.healthAddr, "auth", f.authAddr)
 	return mgr.Start(ctx)
 }
 

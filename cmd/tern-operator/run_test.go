@@ -44,6 +44,7 @@ func TestOperateUsage(t *testing.T) {
 		{"unknown flag", []string{"--no-such-flag"}, "flag provided but not defined"},
 		{"extra argument", []string{"extra"}, "usage: tern-operator [run]"},
 		{"bad log level", []string{"--log-level", "loud"}, "--log-level"},
+		{"bad auth public address", []string{"--auth-public-addr", "not an address"}, "--auth-public-addr"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -121,7 +122,7 @@ func TestOperate(t *testing.T) {
 		testenv.Apply(t, c, data)
 	}
 	kubeconfig := env.ImpersonatingKubeconfig(t, "system:serviceaccount:tern-system:tern-operator")
-	metricsAddr, healthAddr := freeAddr(t), freeAddr(t)
+	metricsAddr, healthAddr, authAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -129,7 +130,7 @@ func TestOperate(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- operate(ctx, []string{"--kubeconfig", kubeconfig, "--leader-election-namespace", "tern-system",
-			"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", healthAddr}, &stderr)
+			"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", healthAddr, "--auth-addr", authAddr}, &stderr)
 	}()
 	defer func() {
 		if t.Failed() {
@@ -189,6 +190,15 @@ func TestOperate(t *testing.T) {
 		return nil
 	})
 	testenv.Eventually(t, 30*time.Second, func() error { return httpOK("http://"+metricsAddr+"/metrics", "controller_runtime_reconcile_total") })
+	// The auth service answers from the cache under the shipped RBAC: the Gateway has no
+	// address (no load balancer here), so only a request that gives one gets credentials.
+	testenv.Eventually(t, 30*time.Second, func() error {
+		return httpStatus("http://"+authAddr+"/ice?service=turn&namespace=operate", http.StatusNotFound, "Gateway operate/gw: no public address yet")
+	})
+	testenv.Eventually(t, 30*time.Second, func() error {
+		return httpOK("http://"+authAddr+"/?service=turn&namespace=operate&public-addr=192.0.2.1",
+			`{"username":"user","password":"pass","ttl":86400,"uris":["turn:192.0.2.1:3478?transport=udp"]}`)
+	})
 	if strings.Contains(stderr.String(), "forbidden") {
 		t.Errorf("the operator was refused something under deploy/rbac:\n%s", stderr.String())
 	}
@@ -228,6 +238,20 @@ func httpOK(url, want string) error {
 	}
 	if !strings.Contains(string(body), want) {
 		return fmt.Errorf("%s: body lacks %q", url, want)
+	}
+	return nil
+}
+
+// httpStatus checks that url answers code with a body containing want.
+func httpStatus(url string, code int, want string) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != code || !strings.Contains(string(body), want) {
+		return fmt.Errorf("%s: %s: %s; want %d with %q", url, resp.Status, body, code, want)
 	}
 	return nil
 }

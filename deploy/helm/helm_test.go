@@ -285,6 +285,8 @@ var cases = []struct {
 		"gateway": map[string]any{"name": "stunner-gateway", "namespace": "stunner"},
 		"keda":    map[string]any{"enabled": true, "serverAddress": "http://mimir.monitoring.svc:8080/prometheus"},
 	}},
+	{"authServiceOff", map[string]any{"authService": map[string]any{"enabled": false}}},
+	{"authServicePublicAddr", map[string]any{"authService": map[string]any{"publicAddr": "turn.example.com"}}},
 	{"gatewayAPIOff", map[string]any{
 		"gatewayAPI": map[string]any{"crds": map[string]any{"enabled": false}},
 	}},
@@ -354,11 +356,11 @@ func TestToggleKinds(t *testing.T) {
 	want := map[string][]string{
 		"gatewayClass":   {"GatewayClass", "GatewayConfig"},
 		"networkPolicy":  {"NetworkPolicy"},
-		"serviceMonitor": {"Service", "ServiceMonitor"},
+		"serviceMonitor": {"ServiceMonitor"}, // and a Service: the defaults have one (stunner-auth)
 		"podMonitor":     {"PodMonitor"},
 		"hpa":            {"HorizontalPodAutoscaler"},
 		"keda":           {"ScaledObject"},
-		"allOn":          {"GatewayClass", "GatewayConfig", "NetworkPolicy", "PodMonitor", "ScaledObject", "Service", "ServiceMonitor"},
+		"allOn":          {"GatewayClass", "GatewayConfig", "NetworkPolicy", "PodMonitor", "ScaledObject", "ServiceMonitor"},
 	}
 	base := kindsOf(t, nil)
 	for _, c := range cases {
@@ -392,6 +394,50 @@ func kindsOf(t *testing.T, vals map[string]any) []string {
 	}
 	sort.Strings(kinds)
 	return kinds
+}
+
+// TestAuthServiceToggle: the auth service's Service and container port come
+// with authService.enabled (on by default, as in deploy/); off, the operator
+// is told not to serve it; publicAddr becomes --auth-public-addr.
+func TestAuthServiceToggle(t *testing.T) {
+	check := func(vals map[string]any, wantService bool, wantArgs []any) {
+		t.Helper()
+		r, err := render(vals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var service, port bool
+		var args []any
+		for _, o := range r.objects(t) {
+			md, _ := o["metadata"].(map[string]any)
+			switch {
+			case o["kind"] == "Service" && md["name"] == "stunner-auth":
+				spec := o["spec"].(map[string]any)
+				p := spec["ports"].([]any)[0].(map[string]any)
+				service = spec["type"] == "ClusterIP" && p["port"] == float64(8088) && p["targetPort"] == "auth"
+				if !service {
+					t.Errorf("Service stunner-auth: %v", spec)
+				}
+			case o["kind"] == "Deployment" && md["name"] == "tern-operator":
+				c := o["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+				args, _ = c["args"].([]any)
+				for _, p := range c["ports"].([]any) {
+					if p.(map[string]any)["name"] == "auth" && p.(map[string]any)["containerPort"] == float64(8088) {
+						port = true
+					}
+				}
+			}
+		}
+		if service != wantService || port != wantService {
+			t.Errorf("values %v: Service stunner-auth %t, container port auth %t; want %t", vals, service, port, wantService)
+		}
+		if !slices.Equal(args, wantArgs) {
+			t.Errorf("values %v: operator args %v, want %v", vals, args, wantArgs)
+		}
+	}
+	check(nil, true, nil)
+	check(map[string]any{"authService": map[string]any{"enabled": false}}, false, []any{"--auth-addr=0"})
+	check(map[string]any{"authService": map[string]any{"publicAddr": "198.51.100.7"}}, true, []any{"--auth-public-addr=198.51.100.7"})
 }
 
 // TestGatewayAPIToggle: the Gateway API CRDs come and go with the toggle;
@@ -447,6 +493,7 @@ func TestSchemaRejects(t *testing.T) {
 		{"Dataplane field the chart sets, in extraSpec", map[string]any{"dataplane": map[string]any{"extraSpec": map[string]any{"image": "x"}}}, "extraSpec"},
 		{"upper case namespace", map[string]any{"gateway": map[string]any{"namespace": "Stunner"}}, "namespace"},
 		{"number for a threshold string", map[string]any{"keda": map[string]any{"threshold": 100}}, "threshold"},
+		{"URL for the auth service's public address", map[string]any{"authService": map[string]any{"publicAddr": "https://turn.example.com"}}, "publicAddr"},
 	}
 	for _, b := range bad {
 		t.Run(b.name, func(t *testing.T) {

@@ -170,3 +170,12 @@ func clip(s string) string {
 	}
 	return s[:64] + "..."
 }
+
+// CheckPublicAddr returns an error unless s is empty, an IP address or a
+// DNS name: what Options.PublicAddr may hold.
+func CheckPublicAddr(s string) error {
+	if s != "" && (len(s) > maxName || !validHost(s)) {
+		return fmt.Errorf("want an IP address or a DNS name, got %q", clip(s))
+	}
+	return nil
+}
