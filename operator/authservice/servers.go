@@ -92,7 +92,7 @@ func (h *Handler) lookup(ctx context.Context, req request) (servers []server, sk
 			return nil, nil, fmt.Errorf("reading Gateway %s/%s: %w", req.namespace, req.gateway, err)
 		}
 		if managed[string(gw.Spec.GatewayClassName)] == nil {
-			return nil, nil, &notFoundError{fmt.Sprintf("Gateway %s/%s is of GatewayClass %q, which has not controllerName %s",
+			return nil, nil, &notFoundError{fmt.Sprintf("Gateway %s/%s is of GatewayClass %q, whose controllerName is not %s",
 				req.namespace, req.gateway, gw.Spec.GatewayClassName, h.opts.ControllerName)}
 		}
 		gws = []gwapiv1.Gateway{gw}
