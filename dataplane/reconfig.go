@@ -14,7 +14,8 @@ import (
 // rules STUNner documents for Gateway and GatewayConfig changes (see
 // docs/config-reference.md, "Live reconfiguration"):
 //   - auth, limits, routes and clusters change in place; permissions and
-//     channels to peers no longer allowed are dropped, allocations stay;
+//     channels to peers no longer allowed are dropped, allocations stay
+//     (credential files are read again, and watched: credentials.go);
 //   - a listener added or removed starts or stops only that listener;
 //   - a listener whose protocol, address, port or certificate paths
 //     changed is restarted alone (new certificate contents are reloaded by
@@ -60,7 +61,11 @@ func (s *Server) Reconfigure(next *config.Config) error {
 	if err := s.engine.Reconfigure(settings); err != nil {
 		return err
 	}
+	s.auth = settings.Auth
 	s.cfg = next
+	if s.secrets != nil {
+		s.secrets.setFiles(next.Auth.SecretFiles())
+	}
 	s.setLogLevel(next)
 	var errs []error
 	if prev.Admin.HealthAddress != next.Admin.HealthAddress || prev.Admin.MetricsAddress != next.Admin.MetricsAddress {
