@@ -75,6 +75,12 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 	}
 
 	if gc != nil && len(fatal) == 0 {
+		// Credentials go to a Secret, the ConfigMap names its file; a
+		// standalone ternd renders in its own memory and keeps them inline.
+		var creds *corev1.Secret
+		if !r.opts.Standalone {
+			auth, creds = credentialsSecret(gw, auth, r.opts.CredentialsDir)
+		}
 		cfg := r.buildConfig(gw, gc, auth, logLevel, dp, listeners, public, svcType)
 		data, err := MarshalConfig(cfg)
 		if err == nil {
@@ -93,6 +99,7 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 			res.Config = cfg
 			res.TLSSecrets = tlsSecrets(listeners)
 			res.ConfigMap = r.configMap(gw, data)
+			res.Secret = creds
 			res.Service = r.service(gw, svcAnn, listeners, svcType, mixed)
 			// Under disable-managed-dataplane the ServiceAccount and its
 			// Role are still rendered: the user's own pods can run as it
@@ -102,7 +109,7 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 				res.ServiceAccount, res.Role, res.RoleBinding = dataplaneAccess(gw, res.ConfigMap.Name)
 			}
 			if dp != nil && !res.UnmanagedDataplane {
-				res.Deployment = r.deployment(gw, dp, listeners, res.TLSSecrets)
+				res.Deployment = r.deployment(gw, dp, listeners, res.TLSSecrets, res.Secret)
 			}
 		}
 	}
