@@ -3,6 +3,7 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/tern-gw/tern/dataplane/allowlist"
 	"github.com/tern-gw/tern/dataplane/config"
@@ -34,7 +35,8 @@ func (s *Server) Reconfigure(next *config.Config) error {
 	if err != nil {
 		return fmt.Errorf("config rejected, running config kept: %w", err)
 	}
-	nextRelays, err := relay.ParseAddrs(next.Relay)
+	// Checked here, applied (and logged) below if the relay changed.
+	nextRelays, err := relay.ParseAddrs(bindAdvertised(next.Relay, slog.New(slog.DiscardHandler)))
 	if err != nil {
 		return fmt.Errorf("config rejected, running config kept: %w", err)
 	}
@@ -55,6 +57,7 @@ func (s *Server) Reconfigure(next *config.Config) error {
 			s.stopListener(lc.Name, why)
 		}
 		if relayChanged {
+			nextRelays, _ = relay.ParseAddrs(bindAdvertised(next.Relay, s.log))
 			s.relays.Reset(nextRelays)
 		}
 	}
