@@ -266,7 +266,9 @@ func (r *renderer) buildConfig(gw *gwapiv1.Gateway, gc *stnrv1.GatewayConfig, au
 		// node's address.
 		cfg.Relay.Address = config.PlaceholderPodIP
 		if dp != nil && dp.Spec.HostNetwork {
+			// Clients are given the node's ExternalIP where it has one.
 			cfg.Relay.Address = config.PlaceholderNodeIP
+			cfg.Relay.NodePublicAddresses = r.nodePublicAddresses()
 		}
 	}
 	if gc.Spec.MinPort != nil {
