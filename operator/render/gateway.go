@@ -258,7 +258,11 @@ func (r *renderer) buildConfig(gw *gwapiv1.Gateway, gc *stnrv1.GatewayConfig, au
 	}
 	for _, name := range sortedKeys(used) {
 		c := clusters[name]
-		cfg.Clusters = append(cfg.Clusters, config.Cluster{Name: c.name, Endpoints: c.endpoints, MinPort: c.minPort, MaxPort: c.maxPort})
+		cl := config.Cluster{Name: c.name, Endpoints: c.endpoints, MinPort: c.minPort, MaxPort: c.maxPort}
+		if c.strictDNS {
+			cl.Type = config.ClusterStrictDNS
+		}
+		cfg.Clusters = append(cfg.Clusters, cl)
 	}
 	if !r.opts.Standalone {
 		// Bound to the pod's address, which is what peers reach and what
