@@ -36,8 +36,7 @@ func (s *Server) Reconfigure(next *config.Config) error {
 		return fmt.Errorf("config rejected, running config kept: %w", err)
 	}
 	// Checked here, applied (and logged) below if the relay changed.
-	nextRelays, err := relay.ParseAddrs(bindAdvertised(next.Relay, slog.New(slog.DiscardHandler)))
-	if err != nil {
+	if _, err := relay.ParseAddrs(bindAdvertised(next.Relay, slog.New(slog.DiscardHandler))); err != nil {
 		return fmt.Errorf("config rejected, running config kept: %w", err)
 	}
 	s.mu.Lock()
@@ -57,7 +56,7 @@ func (s *Server) Reconfigure(next *config.Config) error {
 			s.stopListener(lc.Name, why)
 		}
 		if relayChanged {
-			nextRelays, _ = relay.ParseAddrs(bindAdvertised(next.Relay, s.log))
+			nextRelays, _ := relay.ParseAddrs(bindAdvertised(next.Relay, s.log)) // checked above
 			s.relays.Reset(nextRelays)
 		}
 	}
