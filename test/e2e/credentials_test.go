@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -147,8 +149,7 @@ func TestOperatorCredentialsFromSecret(t *testing.T) {
 	creds := &secretVolume{dir: t.TempDir()}
 	startOperator(t, creds.dir)
 
-	port, release := freePort(t, "udp4")
-	release()
+	port := listenerPort(t)
 	testenv.Apply(t, c, fmt.Appendf(nil, credentialsManifests, port))
 	cfgPath := mountRendered(t, c, "e2e-cred", "gw", creds)
 	if doc, _ := os.ReadFile(cfgPath); strings.Contains(string(doc), "first-e2e-Password") {
@@ -205,4 +206,24 @@ func TestOperatorCredentialsFromSecret(t *testing.T) {
 		t.Errorf("a password reached ternd's log:\n%s", out)
 	}
 	first.assertQuiet(t)
+}
+
+// listenerPort returns a UDP port, free on every address a moment ago, for a ternd that the
+// operator's rendering binds to 0.0.0.0 some seconds later. It is taken at random from
+// 10000-19999, below the relay ports (20000-29999) and the kernel's ephemeral ports
+// (32768-60999): a port the kernel just handed out, as freePort's, may be handed out again to
+// any socket on this shared machine before the operator has rendered.
+func listenerPort(t *testing.T) int {
+	t.Helper()
+	for range 100 {
+		port := 10000 + rand.IntN(10000)
+		c, err := net.ListenPacket("udp4", fmt.Sprintf("0.0.0.0:%d", port))
+		if err != nil {
+			continue
+		}
+		c.Close()
+		return port
+	}
+	t.Fatal("no free UDP port in 10000-19999")
+	return 0
 }

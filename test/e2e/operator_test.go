@@ -113,8 +113,7 @@ func TestOperatorConfigDelivery(t *testing.T) {
 	creds := &secretVolume{dir: t.TempDir()}
 	startOperator(t, creds.dir)
 
-	port, release := freePort(t, "udp4")
-	release()
+	port := listenerPort(t)
 	testenv.Apply(t, c, fmt.Appendf(nil, operatorManifests, port))
 
 	// The ConfigMap is what the pod mounts as its config file, the Secret its credentials.
