@@ -3,6 +3,7 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/tern-gw/tern/dataplane/allowlist"
 	"github.com/tern-gw/tern/dataplane/config"
@@ -14,7 +15,8 @@ import (
 // rules STUNner documents for Gateway and GatewayConfig changes (see
 // docs/config-reference.md, "Live reconfiguration"):
 //   - auth, limits, routes and clusters change in place; permissions and
-//     channels to peers no longer allowed are dropped, allocations stay;
+//     channels to peers no longer allowed are dropped, allocations stay
+//     (credential files are read again, and watched: credentials.go);
 //   - a listener added or removed starts or stops only that listener;
 //   - a listener whose protocol, address, port or certificate paths
 //     changed is restarted alone (new certificate contents are reloaded by
@@ -33,8 +35,8 @@ func (s *Server) Reconfigure(next *config.Config) error {
 	if err != nil {
 		return fmt.Errorf("config rejected, running config kept: %w", err)
 	}
-	nextRelays, err := relay.ParseAddrs(next.Relay)
-	if err != nil {
+	// Checked here, applied (and logged) below if the relay changed.
+	if _, err := relay.ParseAddrs(bindAdvertised(next.Relay, slog.New(slog.DiscardHandler))); err != nil {
 		return fmt.Errorf("config rejected, running config kept: %w", err)
 	}
 	s.mu.Lock()
@@ -54,13 +56,18 @@ func (s *Server) Reconfigure(next *config.Config) error {
 			s.stopListener(lc.Name, why)
 		}
 		if relayChanged {
+			nextRelays, _ := relay.ParseAddrs(bindAdvertised(next.Relay, s.log)) // checked above
 			s.relays.Reset(nextRelays)
 		}
 	}
 	if err := s.engine.Reconfigure(settings); err != nil {
 		return err
 	}
+	s.auth = settings.Auth
 	s.cfg = next
+	if s.secrets != nil {
+		s.secrets.setFiles(next.Auth.SecretFiles())
+	}
 	s.setLogLevel(next)
 	var errs []error
 	if prev.Admin.HealthAddress != next.Admin.HealthAddress || prev.Admin.MetricsAddress != next.Admin.MetricsAddress {

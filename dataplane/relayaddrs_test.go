@@ -115,3 +115,50 @@ func TestRelayAddressAdded(t *testing.T) {
 		t.Errorf("relayed transport addresses on %v, want both 127.0.0.1 and 127.0.0.2", seen)
 	}
 }
+
+// TestRelayBindsLocalPublicAddress: a relay publicAddress that is this
+// host's own (a node's ExternalIP on its interface, under hostNetwork) is
+// where relay sockets bind, so peers' packets to the advertised address
+// arrive; 127.0.0.2 stands in for it on loopback. An address that is not
+// the host's (1:1 NAT in front) leaves the socket on relay.address.
+func TestRelayBindsLocalPublicAddress(t *testing.T) {
+	cfg := testConfig(t, 29950, 29959)
+	cfg.Relay.PublicAddress = "127.0.0.2"
+	srv := startWith(t, cfg)
+	peer := startEchoPeer(t, "127.0.0.1")
+	relay, err := pionClient(t, cfg, "user", "pass").Allocate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer relay.Close()
+	if ip := relay.LocalAddr().(*net.UDPAddr).IP.String(); ip != "127.0.0.2" {
+		t.Fatalf("XOR-RELAYED-ADDRESS %s, want the public address 127.0.0.2", ip)
+	}
+	// The echo creates the permission; the peer's answer goes to where the
+	// relay's packet came from, which proves nothing about the advertised
+	// address. So the peer also sends to the advertised address itself.
+	if !echo(relay, peer.addr(), []byte("permission"), 2*time.Second) {
+		t.Fatal("no echo")
+	}
+	advertised := relay.LocalAddr().(*net.UDPAddr)
+	if _, err := peer.conn.WriteToUDP([]byte("to the advertised address"), advertised); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1500)
+	_ = relay.SetReadDeadline(time.Now().Add(2 * time.Second))
+	n, _, err := relay.ReadFrom(buf)
+	if err != nil || string(buf[:n]) != "to the advertised address" {
+		t.Fatalf("a peer's packet to the advertised address %v did not arrive (%q, %v): the relay socket is not bound there", advertised, buf[:n], err)
+	}
+
+	// Not the host's: advertised, and the socket stays on relay.address.
+	next := *cfg
+	next.Relay.PublicAddress = "192.0.2.1"
+	if got := bindAdvertised(next.Relay, srv.log); got.Address != "127.0.0.1" || got.PublicAddress != "192.0.2.1" {
+		t.Fatalf("bind %s advertising %s, want 127.0.0.1 advertising 192.0.2.1", got.Address, got.PublicAddress)
+	}
+	next.Relay.ExtraAddresses = []config.RelayAddress{{Address: "127.0.0.3", PublicAddress: "127.0.0.4"}}
+	if got := bindAdvertised(next.Relay, srv.log); got.ExtraAddresses[0].Address != "127.0.0.4" || next.Relay.ExtraAddresses[0].Address != "127.0.0.3" {
+		t.Fatalf("extra address binds %s (config left %s), want 127.0.0.4 (config unchanged)", got.ExtraAddresses[0].Address, next.Relay.ExtraAddresses[0].Address)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -79,6 +80,12 @@ type Server struct {
 	engine *turn.Engine
 	relays *relay.Pool
 	dns    *allowlist.Resolver // STRICT_DNS clusters' answers; see dns.go
+	// secrets re-reads credential files when they change; see
+	// credentials.go. Nil until Start.
+	secrets *secretWatch
+	// auth is the engine's authenticator in force, to tell whether
+	// re-read credential files changed it. Guarded by mu.
+	auth turn.Authenticator
 
 	mu  sync.Mutex // serializes Start, Reconfigure, Drain and Close
 	cfg *config.Config
@@ -127,7 +134,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.relays, err = relay.NewPool(cfg.Relay, relay.Options{Workers: opts.RelayThreads, Mode: udpio.Mode(opts.IOMode), GSO: opts.GSO})
+	s.relays, err = relay.NewPool(bindAdvertised(cfg.Relay, opts.Logger), relay.Options{Workers: opts.RelayThreads, Mode: udpio.Mode(opts.IOMode), GSO: opts.GSO})
 	if err != nil {
 		return nil, fmt.Errorf("relay workers: %w", err)
 	}
@@ -137,6 +144,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.relays.Start(s.engine)
+	s.auth = settings.Auth
 	s.setLogLevel(cfg)
 	s.dns = allowlist.NewResolver(opts.DNS, opts.DNSInterval, s.log, s.refreshAllowlists)
 	return s, nil
@@ -144,7 +152,9 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 
 // engineSettings maps the config's auth and limits to the engine's. The
 // config's NoLimit (-1) is the engine's 0 (off); defaults are already in
-// cfg (config.SetDefaults).
+// cfg (config.SetDefaults). It reads the credential files the config names
+// (auth.passwordFile, auth.sharedSecretFile) and fails when one cannot be
+// read.
 func engineSettings(cfg *config.Config) (turn.Settings, error) {
 	on := func(v int) int { return max(v, 0) }
 	st := turn.Settings{
@@ -159,11 +169,17 @@ func engineSettings(cfg *config.Config) (turn.Settings, error) {
 	if cfg.Limits.AuthFailureBurst > 0 && cfg.Limits.AuthFailureRate > 0 {
 		st.AuthFailureBurst, st.AuthFailureRate = cfg.Limits.AuthFailureBurst, float64(cfg.Limits.AuthFailureRate)
 	}
-	switch cfg.Auth.Type {
+	// Credentials in files (a mounted Secret) are read here, so that a
+	// file that cannot be read rejects the config like any invalid field.
+	auth, err := cfg.Auth.ReadSecretFiles(os.ReadFile)
+	if err != nil {
+		return st, err
+	}
+	switch auth.Type {
 	case config.AuthStatic:
-		st.Auth = turn.StaticAuth{Username: cfg.Auth.Username, Password: cfg.Auth.Password}
+		st.Auth = turn.StaticAuth{Username: auth.Username, Password: auth.Password}
 	case config.AuthEphemeral:
-		st.Auth = turn.EphemeralAuth{Secret: cfg.Auth.SharedSecret}
+		st.Auth = turn.EphemeralAuth{Secret: auth.SharedSecret}
 	default:
 		return st, fmt.Errorf("auth.type: unknown %q", cfg.Auth.Type)
 	}
@@ -200,6 +216,7 @@ func (s *Server) Start() error {
 	defer s.mu.Unlock()
 	s.bg.Add(1)
 	go s.background()
+	s.secrets = s.watchSecrets(s.cfg.Auth.SecretFiles())
 	var err error
 	if s.http, err = s.startAdmin(s.cfg.Admin); err != nil {
 		return err

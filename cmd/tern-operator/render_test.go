@@ -114,8 +114,11 @@ func TestRenderReferenceExamples(t *testing.T) {
 			t.Errorf("no objects for Gateway %s", gw)
 		}
 	}
-	if !strings.Contains(out.String(), "password: TERN-PLACEHOLDER") {
-		t.Errorf("the placeholder credentials are not visible in the config:\n%s", out.String())
+	// The placeholder credentials are in the rendered Secret (base64 of
+	// TERN-PLACEHOLDER), and the config names the file it is mounted as.
+	if !strings.Contains(out.String(), "kind: Secret\n") || !strings.Contains(out.String(), "password: VEVSTi1QTEFDRUhPTERFUg==\n") ||
+		!strings.Contains(out.String(), "passwordFile: /etc/tern/auth/password\n") || strings.Contains(out.String(), "password: TERN-PLACEHOLDER") {
+		t.Errorf("want the placeholder credentials in the Secret and not in the config:\n%s", out.String())
 	}
 
 	// Without placeholders the missing Secret is an error, as before.

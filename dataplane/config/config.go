@@ -68,6 +68,13 @@ type Auth struct {
 	// SharedSecret keys ephemeral (TURN REST API) credentials: username
 	// "<expiry-unix-seconds>:<user>", password base64(HMAC-SHA1(secret, username)).
 	SharedSecret string `json:"sharedSecret,omitempty"`
+	// PasswordFile and SharedSecretFile name files that hold the password
+	// or the shared secret, in place of Password and SharedSecret: a
+	// Kubernetes Secret mounted in the dataplane pod, so that no credential
+	// is stored in the ConfigMap. The dataplane reads them (see
+	// ReadSecretFiles) and re-reads them when they change.
+	PasswordFile     string `json:"passwordFile,omitempty"`
+	SharedSecretFile string `json:"sharedSecretFile,omitempty"`
 }
 
 // Listener is one TURN listener (a Gateway listener).
@@ -113,6 +120,14 @@ type Relay struct {
 	// PublicAddress, when set, is advertised in XOR-RELAYED-ADDRESS instead of Address
 	// (e.g. the node IP under hostNetwork behind 1:1 NAT).
 	PublicAddress string `json:"publicAddress,omitempty"`
+	// NodePublicAddresses maps Kubernetes node names to the address to
+	// advertise on that node: the node's ExternalIP, which the operator
+	// renders for hostNetwork dataplanes, whose relay sockets bind the
+	// node's InternalIP. Parse sets PublicAddress to the entry of the node
+	// named by the environment variable NODE_NAME, when there is one; other
+	// nodes keep PublicAddress as written. After Parse the map has no
+	// further effect (Equal ignores it).
+	NodePublicAddresses map[string]string `json:"nodePublicAddresses,omitempty"`
 	// MinPort and MaxPort bound the relay port range, inclusive. Default 20000-29999.
 	MinPort int `json:"minPort,omitempty"`
 	MaxPort int `json:"maxPort,omitempty"`

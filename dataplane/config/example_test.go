@@ -62,6 +62,6 @@ relay: {address: $(POD_IP)}
 	// static TURN-UDP 0.0.0.0 10.244.0.7 20000 29999 [10.0.0.0/24]
 	// parse config: relay.address: $(POD_IP) needs the environment variable POD_IP
 	// auth.username: required for static auth
-	// auth.password: required for static auth
+	// auth.password: required for static auth (or auth.passwordFile)
 	// listeners[0].port: must be 1-65535, got 70000
 }

@@ -10,9 +10,9 @@ import (
 
 // fuzzEnv is the environment FuzzParse parses in: a pod with an IPv4 pod
 // IP and an IPv6 node IP, so both placeholders can expand and both address
-// families reach Validate.
+// families reach Validate, on node-a, so relay.nodePublicAddresses applies.
 func fuzzEnv(k string) string {
-	return map[string]string{"POD_IP": "10.244.0.7", "NODE_IP": "2001:db8::7"}[k]
+	return map[string]string{"POD_IP": "10.244.0.7", "NODE_IP": "2001:db8::7", "NODE_NAME": "node-a"}[k]
 }
 
 // FuzzParse checks that Parse never panics, that what it accepts is valid,

@@ -15,6 +15,11 @@ const (
 	PlaceholderNodeIP = "$(NODE_IP)"
 )
 
+// EnvNodeName is the environment variable holding the name of the node
+// the dataplane runs on (spec.nodeName), which selects its entry of
+// relay.nodePublicAddresses.
+const EnvNodeName = "NODE_NAME"
+
 // placeholderEnv maps each placeholder to the environment variable holding
 // its value.
 var placeholderEnv = map[string]string{
@@ -27,8 +32,9 @@ var placeholderEnv = map[string]string{
 // value that is exactly a placeholder with the value getenv returns for its
 // variable; a nil getenv sets no variable. Only whole values in address
 // fields are replaced, so a password that happens to contain "$(" is never
-// touched. It returns an error naming the first field whose variable is
-// empty.
+// touched. Then relay.nodePublicAddresses is applied for the node getenv
+// names as NODE_NAME. It returns an error naming the first field whose
+// variable is empty.
 func (c *Config) expandPlaceholders(getenv func(string) string) error {
 	if getenv == nil {
 		getenv = func(string) string { return "" }
@@ -57,5 +63,22 @@ func (c *Config) expandPlaceholders(getenv func(string) string) error {
 	if err := expand("relay.address", &c.Relay.Address); err != nil {
 		return err
 	}
-	return expand("relay.publicAddress", &c.Relay.PublicAddress)
+	if err := expand("relay.publicAddress", &c.Relay.PublicAddress); err != nil {
+		return err
+	}
+	c.Relay.applyNodePublicAddress(getenv(EnvNodeName))
+	return nil
+}
+
+// applyNodePublicAddress sets PublicAddress to the entry of node in
+// NodePublicAddresses, if it has one. A node without an entry (it has no
+// ExternalIP) keeps PublicAddress, and so advertises Address when that is
+// empty; so does a process that does not know its node.
+func (r *Relay) applyNodePublicAddress(node string) {
+	if node == "" {
+		return
+	}
+	if a, ok := r.NodePublicAddresses[node]; ok {
+		r.PublicAddress = a
+	}
 }

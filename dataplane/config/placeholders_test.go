@@ -108,3 +108,40 @@ func TestParsePlaceholderBeforeDefaults(t *testing.T) {
 		t.Fatalf("listener address %q, relay address %q; want the node IP for both", c.Listeners[0].Address, c.Relay.Address)
 	}
 }
+
+// TestParseNodePublicAddresses: under hostNetwork the operator lists each
+// node's ExternalIP, and each ternd advertises its own node's.
+func TestParseNodePublicAddresses(t *testing.T) {
+	doc := `version: v1
+auth: {type: static, username: u, password: p}
+listeners: [{name: l, protocol: TURN-UDP, port: 3478}]
+relay:
+  address: $(NODE_IP)
+  nodePublicAddresses: {node-a: 203.0.113.1, node-b: 203.0.113.2}
+`
+	for _, tc := range []struct {
+		name, node, publicAddr string
+		extra                  string
+	}{
+		{"listed node", "node-b", "203.0.113.2", ""},
+		{"node without an ExternalIP", "node-c", "", ""},
+		{"unknown node", "", "", ""},
+		{"listed node over relay.publicAddress", "node-a", "203.0.113.1", "  publicAddress: 198.51.100.9\n"},
+		{"unlisted node keeps relay.publicAddress", "node-c", "198.51.100.9", "  publicAddress: 198.51.100.9\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{"NODE_IP": "192.168.1.10", "NODE_NAME": tc.node}
+			c, err := Parse([]byte(doc+tc.extra), func(k string) string { return env[k] })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Relay.Address != "192.168.1.10" || c.Relay.PublicAddress != tc.publicAddr {
+				t.Fatalf("relay address %q, public %q; want 192.168.1.10 and %q", c.Relay.Address, c.Relay.PublicAddress, tc.publicAddr)
+			}
+		})
+	}
+	if _, err := Parse([]byte(strings.Replace(doc, "203.0.113.2", "node-b.example", 1)), testEnv); err == nil ||
+		!strings.Contains(err.Error(), `relay.nodePublicAddresses["node-b"]: must be an IP address`) {
+		t.Fatalf("error %v, want one naming the bad entry", err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -74,13 +75,9 @@ func (c *Config) Validate() error {
 		if c.Auth.Username == "" {
 			bad("auth.username", "required for static auth")
 		}
-		if c.Auth.Password == "" {
-			bad("auth.password", "required for static auth")
-		}
+		checkSecret(bad, "password", c.Auth.Password, c.Auth.PasswordFile, "static")
 	case AuthEphemeral:
-		if c.Auth.SharedSecret == "" {
-			bad("auth.sharedSecret", "required for ephemeral auth")
-		}
+		checkSecret(bad, "sharedSecret", c.Auth.SharedSecret, c.Auth.SharedSecretFile, "ephemeral")
 	}
 
 	// clusters, before listeners so routes can be checked against them
@@ -169,6 +166,15 @@ func (c *Config) Validate() error {
 		}
 	}
 	checkPortRange(bad, "relay", c.Relay.MinPort, c.Relay.MaxPort, 1)
+	for _, node := range slices.Sorted(maps.Keys(c.Relay.NodePublicAddresses)) {
+		p := fmt.Sprintf("relay.nodePublicAddresses[%q]", node)
+		if node == "" {
+			bad(p, "must name a node")
+		}
+		if _, err := netip.ParseAddr(c.Relay.NodePublicAddresses[node]); err != nil {
+			bad(p, "must be an IP address, got %q", c.Relay.NodePublicAddresses[node])
+		}
+	}
 	seen := map[string]string{c.Relay.Address: "relay.address"}
 	for i, ra := range c.Relay.ExtraAddresses {
 		p := fmt.Sprintf("relay.extraAddresses[%d]", i)
@@ -217,6 +223,17 @@ func (c *Config) Validate() error {
 	}
 
 	return errors.Join(errs...)
+}
+
+// checkSecret reports a credential given neither inline (auth.<name>) nor
+// as a file (auth.<name>File), or given both.
+func checkSecret(bad func(string, string, ...any), name, inline, file, typ string) {
+	switch {
+	case inline == "" && file == "":
+		bad("auth."+name, "required for %s auth (or auth.%sFile)", typ, name)
+	case inline != "" && file != "":
+		bad("auth."+name+"File", "set either auth.%s or auth.%sFile, not both", name, name)
+	}
 }
 
 // checkPortRange reports prefix.minPort and prefix.maxPort outside lo-65535,

@@ -31,6 +31,11 @@ func TestValidateOK(t *testing.T) {
 		{"stunner log level", func(c *Config) { c.Admin.LogLevel = "all:DEBUG,turn:INFO" }},
 		{"max realm", func(c *Config) { c.Auth.Realm = strings.Repeat("é", maxRealmBytes/2) }},
 		{"relay single port", func(c *Config) { c.Relay.MinPort, c.Relay.MaxPort = 1, 1 }},
+		{"password file", func(c *Config) { c.Auth.Password, c.Auth.PasswordFile = "", "/etc/tern/auth/password" }},
+		{"shared secret file", func(c *Config) { c.Auth = Auth{Type: AuthEphemeral, Realm: "r", SharedSecretFile: "/s"} }},
+		{"node public addresses", func(c *Config) {
+			c.Relay.NodePublicAddresses = map[string]string{"node-a": "203.0.113.1", "node-b": "2001:db8::1"}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := validConfig()
@@ -66,8 +71,13 @@ func TestValidateRules(t *testing.T) {
 		{"realm control char", func(c *Config) { c.Auth.Realm = "a\nb" }, `auth.realm: must not contain control characters`},
 		{"realm invalid utf8", func(c *Config) { c.Auth.Realm = "a\xffb" }, `auth.realm: must be valid UTF-8`},
 		{"static username", func(c *Config) { c.Auth.Username = "" }, `auth.username: required for static auth`},
-		{"static password", func(c *Config) { c.Auth.Password = "" }, `auth.password: required for static auth`},
-		{"ephemeral secret", func(c *Config) { c.Auth.Type = AuthEphemeral }, `auth.sharedSecret: required for ephemeral auth`},
+		{"static password", func(c *Config) { c.Auth.Password = "" }, `auth.password: required for static auth (or auth.passwordFile)`},
+		{"static password twice", func(c *Config) { c.Auth.PasswordFile = "/p" }, `auth.passwordFile: set either auth.password or auth.passwordFile, not both`},
+		{"ephemeral secret", func(c *Config) { c.Auth.Type = AuthEphemeral }, `auth.sharedSecret: required for ephemeral auth (or auth.sharedSecretFile)`},
+		{"ephemeral secret twice", func(c *Config) {
+			c.Auth = Auth{Type: AuthEphemeral, Realm: "r", SharedSecret: "s", SharedSecretFile: "/s"}
+		},
+			`auth.sharedSecretFile: set either auth.sharedSecret or auth.sharedSecretFile, not both`},
 
 		{"no listeners", func(c *Config) { c.Listeners = nil }, `listeners: at least one listener is required`},
 		{"listener name", func(c *Config) { c.Listeners[0].Name = "" }, `listeners[0].name: must not be empty`},
@@ -107,6 +117,12 @@ func TestValidateRules(t *testing.T) {
 		{"relay address", func(c *Config) { c.Relay.Address = "" }, `relay.address: must be an IP address, got ""`},
 		{"relay public address", func(c *Config) { c.Relay.PublicAddress = "node" }, `relay.publicAddress: must be an IP address, got "node"`},
 		{"relay minPort", func(c *Config) { c.Relay.MinPort = 0 }, `relay.minPort: must be 1-65535, got 0`},
+		{"node public address", func(c *Config) {
+			c.Relay.NodePublicAddresses = map[string]string{"node-a": "203.0.113.1", "node-b": "b.example"}
+		},
+			`relay.nodePublicAddresses["node-b"]: must be an IP address, got "b.example"`},
+		{"node public address without node", func(c *Config) { c.Relay.NodePublicAddresses = map[string]string{"": "203.0.113.1"} },
+			`relay.nodePublicAddresses[""]: must name a node`},
 		{"relay maxPort", func(c *Config) { c.Relay.MaxPort = 65536 }, `relay.maxPort: must be 1-65535, got 65536`},
 		{"relay min > max", func(c *Config) { c.Relay.MinPort, c.Relay.MaxPort = 30000, 20000 },
 			`relay.minPort: must not exceed maxPort (20000), got 30000`},

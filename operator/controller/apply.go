@@ -66,6 +66,11 @@ func (r *Reconciler) applyOwned(ctx context.Context, obj client.Object, gw *gwap
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return err
+	case isSecret(cur) && !metav1.IsControlledBy(cur, gw):
+		// A Secret is never taken over: one of that name that the Gateway
+		// does not control is the user's, and may hold anything.
+		return fmt.Errorf("the Secret %s/%s exists and is not controlled by the Gateway; the operator will not overwrite it: rename or delete it",
+			cur.GetNamespace(), cur.GetName())
 	case cur.GetAnnotations()[HashAnnotation] == hash && metav1.IsControlledBy(cur, gw) && sameConfig(cur, obj):
 		return nil // applied before, and nothing the operator renders has changed since
 	default:
@@ -97,16 +102,25 @@ func checkApplicable(obj client.Object, gw *gwapiv1.Gateway) error {
 	return nil
 }
 
-// sameConfig reports whether cur holds the data of rendered when both are ConfigMaps (and is
-// true otherwise). The hash alone would not notice a hand edit of the dataplane config, which
-// the running dataplanes would pick up; the config is too important to leave edited.
+// sameConfig reports whether cur holds the data of rendered when both are ConfigMaps or both
+// Secrets (and is true otherwise). The hash alone would not notice a hand edit of the
+// dataplane config or its credentials, which the running dataplanes would pick up; they are
+// too important to leave edited.
 func sameConfig(cur, rendered client.Object) bool {
-	c, ok1 := cur.(*corev1.ConfigMap)
-	r, ok2 := rendered.(*corev1.ConfigMap)
-	if !ok1 || !ok2 {
-		return true
+	switch c := cur.(type) {
+	case *corev1.ConfigMap:
+		r, ok := rendered.(*corev1.ConfigMap)
+		return !ok || equality.Semantic.DeepEqual(c.Data, r.Data) && equality.Semantic.DeepEqual(c.BinaryData, r.BinaryData)
+	case *corev1.Secret:
+		r, ok := rendered.(*corev1.Secret)
+		return !ok || equality.Semantic.DeepEqual(c.Data, r.Data)
 	}
-	return equality.Semantic.DeepEqual(c.Data, r.Data) && equality.Semantic.DeepEqual(c.BinaryData, r.BinaryData)
+	return true
+}
+
+func isSecret(o client.Object) bool {
+	_, ok := o.(*corev1.Secret)
+	return ok
 }
 
 // contentHash returns a digest of an apply object, to tell whether it changed since the last

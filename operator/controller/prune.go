@@ -38,7 +38,7 @@ func (r *Reconciler) prune(ctx context.Context, in *render.Input, res *render.Re
 
 	var errs []error
 	sel := client.MatchingLabels(managedBy)
-	for _, l := range []client.ObjectList{&corev1.ConfigMapList{}, &corev1.ServiceList{}, &appsv1.DeploymentList{},
+	for _, l := range []client.ObjectList{&corev1.ConfigMapList{}, &corev1.SecretList{}, &corev1.ServiceList{}, &appsv1.DeploymentList{},
 		&corev1.ServiceAccountList{}, &rbacv1.RoleList{}, &rbacv1.RoleBindingList{}} {
 		if err := r.client.List(ctx, l, sel); err != nil {
 			errs = append(errs, fmt.Errorf("prune: list %T: %w", l, err))
@@ -76,6 +76,10 @@ func listObjects(l client.ObjectList) []client.Object {
 	var out []client.Object
 	switch l := l.(type) {
 	case *corev1.ConfigMapList:
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+	case *corev1.SecretList:
 		for i := range l.Items {
 			out = append(out, &l.Items[i])
 		}

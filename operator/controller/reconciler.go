@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -20,6 +22,10 @@ type Options struct {
 	// ControllerName selects the GatewayClasses to manage (spec.controllerName).
 	// Default render.DefaultControllerName, STUNner's.
 	ControllerName string
+	// CredentialsDir is where the dataplane pods mount their credentials
+	// Secret. Default render.CredentialsDir; tests that run ternd outside
+	// a pod point it at a directory of their own.
+	CredentialsDir string
 }
 
 func (o Options) withDefaults() Options {
@@ -55,7 +61,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("list inputs: %w", err)
 	}
-	res := render.Render(in, render.Options{ControllerName: r.opts.ControllerName})
+	res := render.Render(in, render.Options{ControllerName: r.opts.ControllerName, CredentialsDir: r.opts.CredentialsDir})
 	for _, p := range res.Problems {
 		r.log.V(1).Info("render problem", "object", p.Object.String(), "field", p.Field, "severity", p.Severity, "message", p.Message)
 	}
@@ -73,10 +79,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 			errs = append(errs, fmt.Errorf("rendered Gateway %s/%s is not in the input", g.Namespace, g.Name))
 			continue
 		}
+		secretFailed := false
 		for _, o := range g.Objects() {
 			obj := o.(client.Object) // the same method set
+			if _, ok := obj.(*appsv1.Deployment); ok && secretFailed {
+				// Its pods would start without their credentials, or mount a
+				// Secret that is not the Gateway's.
+				errs = append(errs, fmt.Errorf("gateway %s/%s: Deployment %s not applied: its credentials Secret was not", g.Namespace, g.Name, obj.GetName()))
+				continue
+			}
 			if err := r.applyOwned(ctx, obj, gw); err != nil {
 				errs = append(errs, fmt.Errorf("gateway %s/%s: apply %T %s: %w", g.Namespace, g.Name, obj, obj.GetName(), err))
+				_, isSecret := obj.(*corev1.Secret)
+				secretFailed = secretFailed || isSecret
 			}
 		}
 		if err := r.writeGatewayStatus(ctx, gw, &g.Status); err != nil {

@@ -87,7 +87,9 @@ func TestSeeds(t *testing.T) {
 		}
 
 		cfg := parseConfig(t, &cm)
-		if got, want := cfg.Auth, (config.Auth{Type: "static", Realm: "stunner.l7mp.io", Username: "user-1", Password: "pass-1"}); got != want {
+		if got, err := mountedAuth(c, "stunner", "udp-gateway", cfg); err != nil {
+			t.Error(err)
+		} else if want := (config.Auth{Type: "static", Realm: "stunner.l7mp.io", Username: "user-1", Password: "pass-1"}); got != want {
 			t.Errorf("auth = %+v, want %+v (from the authRef Secret)", got, want)
 		}
 		if len(cfg.Listeners) != 1 || cfg.Listeners[0].Port != 3478 || cfg.Listeners[0].Protocol != config.ProtoTURNUDP {
@@ -320,7 +322,10 @@ spec:
 			if err := get(c, "apps", "adopter-gateway", &cm); err != nil {
 				return err
 			}
-			a := parseConfig(t, &cm).Auth
+			a, err := mountedAuth(c, "apps", "adopter-gateway", parseConfig(t, &cm))
+			if err != nil {
+				return err
+			}
 			if a.Username != "stunner" || a.Password != "adopter-pass" || a.Realm != "stunner.<domain>" {
 				return fmt.Errorf("auth = %+v, want user stunner, the Secret's password and realm stunner.<domain>", a)
 			}

@@ -22,7 +22,7 @@ func TestDataplaneAccess(t *testing.T) {
 	for _, o := range g.Objects() {
 		kinds = append(kinds, o.GetObjectKind().GroupVersionKind().Kind)
 	}
-	if want := "[ServiceAccount Role RoleBinding ConfigMap Service Deployment]"; fmt.Sprint(kinds) != want {
+	if want := "[ServiceAccount Role RoleBinding Secret ConfigMap Service Deployment]"; fmt.Sprint(kinds) != want {
 		t.Errorf("Objects() kinds %v, want %s (the pods' account before the pods)", kinds, want)
 	}
 	if sa := g.Deployment.Spec.Template.Spec.ServiceAccountName; sa != g.ServiceAccount.Name {
@@ -71,6 +71,9 @@ func checkObjectsComplete(t *testing.T, gw *gwapiv1.Gateway, g *GatewayResult) {
 		if o.GetObjectKind().GroupVersionKind().Kind == "" {
 			t.Errorf("%s: no apiVersion/kind", what)
 		}
+	}
+	if d := g.Deployment; d != nil && g.Config != nil {
+		checkCredentialsMounted(t, g)
 	}
 	if d := g.Deployment; d != nil {
 		sa := g.ServiceAccount

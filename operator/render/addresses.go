@@ -134,3 +134,45 @@ func (r *renderer) publicPort(gw *gwapiv1.Gateway, ls *listenerState, typ corev1
 	}
 	return int(ls.l.Port)
 }
+
+// nodePublicAddresses maps each node that has an ExternalIP to it, for a
+// hostNetwork dataplane: its relay sockets are on the node's address
+// ($(NODE_IP), the downward API's status.hostIP, which is the node's first
+// InternalIP), and clients must be given the address the node is reached
+// at from outside, as STUNner does under hostNetwork. ternd picks its own
+// node's entry by NODE_NAME (config.Relay.NodePublicAddresses). The
+// ExternalIP taken is the first of the InternalIP's family, since the
+// relay socket can advertise no other; a node with no InternalIP (hostIP
+// is then its ExternalIP already), with no ExternalIP of that family, or
+// whose ExternalIP is its InternalIP, has no entry and advertises
+// $(NODE_IP). Nil when no node has one.
+func (r *renderer) nodePublicAddresses() map[string]string {
+	var out map[string]string
+	for i := range r.in.Nodes {
+		n := &r.in.Nodes[i]
+		var internal netip.Addr
+		for _, a := range n.Status.Addresses {
+			if ip, err := netip.ParseAddr(a.Address); err == nil && a.Type == corev1.NodeInternalIP {
+				internal = ip.Unmap()
+				break
+			}
+		}
+		if !internal.IsValid() {
+			continue
+		}
+		for _, a := range n.Status.Addresses {
+			ip, err := netip.ParseAddr(a.Address)
+			if err != nil || a.Type != corev1.NodeExternalIP || ip.Unmap().Is4() != internal.Is4() {
+				continue
+			}
+			if ip.Unmap() != internal {
+				if out == nil {
+					out = map[string]string{}
+				}
+				out[n.Name] = ip.Unmap().String()
+			}
+			break
+		}
+	}
+	return out
+}

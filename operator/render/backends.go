@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/tern-gw/tern/dataplane/config"
 	stnrv1 "github.com/tern-gw/tern/operator/api/v1"
 )
 
@@ -18,6 +20,16 @@ type clusterSpec struct {
 	name             string
 	endpoints        []string
 	minPort, maxPort int
+	// strictDNS: endpoints are host names (config.ClusterStrictDNS) that
+	// the dataplane resolves and re-resolves.
+	strictDNS bool
+}
+
+// clusterKey groups a route's peers into clusters: one per port range and
+// kind of endpoint, since a cluster is either addresses or host names.
+type clusterKey struct {
+	ports portRange
+	dns   bool
 }
 
 // portRange is a backend's allowed peer ports; 0/0 is all ports.
@@ -44,17 +56,22 @@ func backendPorts(b *backend) portRange {
 
 // resolve computes a route's clusters once: the peers of each backend
 // (EndpointSlice addresses and ClusterIPs of a Service, the prefixes of a
-// StaticService), one cluster per distinct port range. The cluster is named
-// after the route, with ":<range>" appended when the route has several
-// ranges. Backends that cannot be resolved give problems on the route and
-// are left out.
+// StaticService) and the host names of each (an ExternalName Service's
+// externalName, the addresses of FQDN EndpointSlices), one cluster per
+// distinct port range and kind. The cluster is named after the route, with
+// ":<range>" appended when the route has several ranges, and ":dns" on a
+// host-name cluster when the route has address clusters too. Host names
+// render to STRICT_DNS clusters, which ternd resolves and re-resolves, as
+// STUNner's STRICT_DNS clusters are. Backends that cannot be resolved give
+// problems on the route and are left out.
 func (r *renderer) resolve(rt *route) {
 	if rt.resolved {
 		return
 	}
 	rt.resolved = true
 	ref := rt.ref()
-	byRange := map[portRange]map[netip.Prefix]bool{}
+	peersBy := map[clusterKey]map[netip.Prefix]bool{}
+	hostsBy := map[clusterKey]map[string]bool{}
 	for i := range rt.backends {
 		b := &rt.backends[i]
 		pr := backendPorts(b)
@@ -65,10 +82,11 @@ func (r *renderer) resolve(rt *route) {
 			continue
 		}
 		var peers []netip.Prefix
+		var hosts []string
 		var found bool
 		switch {
 		case b.group == "" && b.kind == "Service":
-			peers, found = r.servicePeers(ref, b, &rt.refProbs)
+			peers, hosts, found = r.servicePeers(ref, b, &rt.refProbs)
 		case b.group == stnrv1.GroupName && b.kind == "StaticService":
 			peers, found = r.staticPeers(ref, b, &rt.refProbs)
 		default:
@@ -80,49 +98,75 @@ func (r *renderer) resolve(rt *route) {
 		if !found {
 			rt.setRefReason(string(gwapiv1.RouteReasonBackendNotFound))
 		}
-		set := byRange[pr]
-		if set == nil {
-			set = map[netip.Prefix]bool{}
-			byRange[pr] = set
+		// A backend with neither addresses nor names still gets its
+		// (empty) address cluster, as before host names existed.
+		if len(hosts) == 0 || len(peers) > 0 {
+			k := clusterKey{ports: pr}
+			if peersBy[k] == nil {
+				peersBy[k] = map[netip.Prefix]bool{}
+			}
+			for _, p := range peers {
+				peersBy[k][p] = true
+			}
 		}
-		for _, p := range peers {
-			set[p] = true
+		if len(hosts) > 0 {
+			k := clusterKey{ports: pr, dns: true}
+			if hostsBy[k] == nil {
+				hostsBy[k] = map[string]bool{}
+			}
+			for _, h := range hosts {
+				hostsBy[k][h] = true
+			}
 		}
 	}
-	ranges := make([]portRange, 0, len(byRange))
-	for pr := range byRange {
-		ranges = append(ranges, pr)
+	ranges := map[portRange]bool{}
+	var keys []clusterKey
+	for k := range peersBy {
+		keys, ranges[k.ports] = append(keys, k), true
 	}
-	sort.Slice(ranges, func(i, j int) bool {
-		if ranges[i].lo != ranges[j].lo {
-			return ranges[i].lo < ranges[j].lo
+	for k := range hostsBy {
+		keys, ranges[k.ports] = append(keys, k), true
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		if a.ports.lo != b.ports.lo {
+			return a.ports.lo < b.ports.lo
 		}
-		return ranges[i].hi < ranges[j].hi
+		if a.ports.hi != b.ports.hi {
+			return a.ports.hi < b.ports.hi
+		}
+		return !a.dns && b.dns
 	})
-	for _, pr := range ranges {
+	for _, k := range keys {
 		name := rt.clusterBase
 		if len(ranges) > 1 {
-			name += ":" + pr.String()
+			name += ":" + k.ports.String()
 		}
-		rt.clusters = append(rt.clusters, clusterSpec{name: name, endpoints: endpointStrings(byRange[pr]), minPort: pr.lo, maxPort: pr.hi})
+		if !k.dns {
+			rt.clusters = append(rt.clusters, clusterSpec{name: name, endpoints: endpointStrings(peersBy[k]), minPort: k.ports.lo, maxPort: k.ports.hi})
+			continue
+		}
+		if len(peersBy) > 0 {
+			name += ":dns"
+		}
+		rt.clusters = append(rt.clusters, clusterSpec{name: name, endpoints: sortedKeys(hostsBy[k]), minPort: k.ports.lo, maxPort: k.ports.hi, strictDNS: true})
 	}
 }
 
 // servicePeers returns the ClusterIPs of a Service and the addresses of its
 // EndpointSlices' endpoints that are serving (or, without that condition,
-// ready; an endpoint with neither condition set counts). Addresses no
-// Service should have (loopback, link-local, unspecified, multicast) are
-// dropped with a warning: only a StaticService may open those.
-func (r *renderer) servicePeers(ref ObjectRef, b *backend, ps *[]Problem) (peers []netip.Prefix, found bool) {
+// ready; an endpoint with neither condition set counts), and the host names
+// of an ExternalName Service (its externalName) and of FQDN EndpointSlices.
+// Addresses no Service should have (loopback, link-local, unspecified,
+// multicast) are dropped with a warning: only a StaticService may open
+// those. A host name's answers are checked by ternd against the same
+// protected ranges as every peer (docs/security.md).
+func (r *renderer) servicePeers(ref ObjectRef, b *backend, ps *[]Problem) (peers []netip.Prefix, hosts []string, found bool) {
 	key := nsName(b.namespace, b.name)
 	svc := r.services[key]
 	if svc == nil {
 		*ps = append(*ps, r.problems.errorf(ref, b.field, "Service %s not found", key))
-		return nil, false
-	}
-	if svc.Spec.Type == corev1.ServiceTypeExternalName {
-		*ps = append(*ps, r.problems.errorf(ref, b.field, "Service %s is of type ExternalName, which has no addresses; use a StaticService", key))
-		return nil, false
+		return nil, nil, false
 	}
 	var out []netip.Prefix
 	add := func(s string) {
@@ -137,6 +181,22 @@ func (r *renderer) servicePeers(ref ObjectRef, b *backend, ps *[]Problem) (peers
 		}
 		out = append(out, netip.PrefixFrom(a, a.BitLen()))
 	}
+	addHost := func(h, what string) {
+		if !config.ValidHostname(h) {
+			*ps = append(*ps, r.problems.warnf(ref, b.field, "Service %s: %s %q is not a host name; left out", key, what, h))
+			return
+		}
+		hosts = append(hosts, strings.ToLower(strings.TrimSuffix(h, ".")))
+	}
+	if svc.Spec.Type == corev1.ServiceTypeExternalName {
+		// An IP written as the externalName is an address, not a name.
+		if _, err := netip.ParseAddr(svc.Spec.ExternalName); err == nil {
+			add(svc.Spec.ExternalName)
+		} else {
+			addHost(svc.Spec.ExternalName, "externalName")
+		}
+		return out, hosts, true
+	}
 	ips := svc.Spec.ClusterIPs
 	if len(ips) == 0 && svc.Spec.ClusterIP != "" {
 		ips = []string{svc.Spec.ClusterIP}
@@ -149,7 +209,13 @@ func (r *renderer) servicePeers(ref ObjectRef, b *backend, ps *[]Problem) (peers
 	slices := r.slices[key]
 	sort.Slice(slices, func(i, j int) bool { return slices[i].Name < slices[j].Name })
 	for _, sl := range slices {
-		if sl.AddressType != discoveryv1.AddressTypeIPv4 && sl.AddressType != discoveryv1.AddressTypeIPv6 {
+		var each func(string)
+		switch sl.AddressType {
+		case discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6:
+			each = add
+		case discoveryv1.AddressTypeFQDN:
+			each = func(h string) { addHost(h, "FQDN endpoint") }
+		default:
 			continue
 		}
 		for _, ep := range sl.Endpoints {
@@ -157,11 +223,11 @@ func (r *renderer) servicePeers(ref ObjectRef, b *backend, ps *[]Problem) (peers
 				continue
 			}
 			for _, a := range ep.Addresses {
-				add(a)
+				each(a)
 			}
 		}
 	}
-	return out, true
+	return out, hosts, true
 }
 
 // endpointUsable: a terminating endpoint that still serves keeps its

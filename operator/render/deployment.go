@@ -23,11 +23,12 @@ const (
 // deployment renders the dataplane Deployment of gw from the Dataplane
 // template dp: one ternd container reading the ConfigMap at ConfigPath,
 // with the listener ports, probes on HealthPort unless disabled, the
-// metrics port when enabled, and the TLS Secrets mounted under TLSDir. Its
+// metrics port when enabled, the TLS Secrets mounted under TLSDir and the
+// credentials Secret creds (when not nil) at Options.CredentialsDir. Its
 // pods run as the ServiceAccount of dataplaneAccess, non-root with no
 // capabilities unless the Dataplane says otherwise (security.go), and with
 // the Dataplane's resources or defaultRequests.
-func (r *renderer) deployment(gw *gwapiv1.Gateway, dp *stnrv1.Dataplane, listeners []*listenerState, tlsSecrets []string) *appsv1.Deployment {
+func (r *renderer) deployment(gw *gwapiv1.Gateway, dp *stnrv1.Dataplane, listeners []*listenerState, tlsSecrets []string, creds *corev1.Secret) *appsv1.Deployment {
 	spec := &dp.Spec
 	meta := objectMeta(gw)
 
@@ -91,6 +92,15 @@ func (r *renderer) deployment(gw *gwapiv1.Gateway, dp *stnrv1.Dataplane, listene
 	}
 	if spec.TerminationGracePeriodSeconds != nil {
 		pod.TerminationGracePeriodSeconds = ptr(*spec.TerminationGracePeriodSeconds)
+	}
+	if creds != nil {
+		pod.Volumes = append(pod.Volumes, corev1.Volume{
+			Name:         "credentials",
+			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: creds.Name}},
+		})
+		pod.Containers[0].VolumeMounts = append(pod.Containers[0].VolumeMounts, corev1.VolumeMount{
+			Name: "credentials", MountPath: r.opts.CredentialsDir, ReadOnly: true,
+		})
 	}
 	for i, s := range tlsSecrets {
 		vol := fmt.Sprintf("tls-%d", i)

@@ -1,8 +1,8 @@
 // Package render turns a set of Gateway API and stunner.l7mp.io/v1 objects
 // into, per Gateway, the dataplane config ternd loads and the Kubernetes
-// objects that run it: a ConfigMap, a Deployment, a Service, and the
-// ServiceAccount, Role and RoleBinding that let the pods read the ConfigMap
-// through the API. The objects are complete, labels and owner reference
+// objects that run it: a ConfigMap, a Secret with the credentials, a
+// Deployment, a Service, and the ServiceAccount, Role and RoleBinding that
+// let the pods read the ConfigMap through the API. The objects are complete, labels and owner reference
 // included, so what `tern-operator render` prints is what the controller
 // applies. It also says what status the controller should write and which
 // problems it found.
@@ -33,6 +33,13 @@
 // $(NODE_IP), the node's own address, which is the pod's address too in
 // that case. Only whole field values are replaced, so passwords containing
 // "$(" are never touched.
+//
+// Credentials: the password or shared secret is never in the ConfigMap. It
+// goes to the Secret CredentialsSecretName (key CredentialsKeyPassword or
+// CredentialsKeySharedSecret), which the Deployment mounts at
+// CredentialsDir; the config's auth.passwordFile or auth.sharedSecretFile
+// names the file, and ternd reads it and re-reads it when kubelet updates
+// the volume. Standalone rendering keeps them inline (nothing is applied).
 //
 // TLS: a TURN-TLS or TURN-DTLS listener's certificateRef must name a Secret
 // in the Gateway's namespace (a pod can mount no other) with keys tls.crt

@@ -75,6 +75,12 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 	}
 
 	if gc != nil && len(fatal) == 0 {
+		// Credentials go to a Secret, the ConfigMap names its file; a
+		// standalone ternd renders in its own memory and keeps them inline.
+		var creds *corev1.Secret
+		if !r.opts.Standalone {
+			auth, creds = credentialsSecret(gw, auth, r.opts.CredentialsDir)
+		}
 		cfg := r.buildConfig(gw, gc, auth, logLevel, dp, listeners, public, svcType)
 		data, err := MarshalConfig(cfg)
 		if err == nil {
@@ -93,6 +99,7 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 			res.Config = cfg
 			res.TLSSecrets = tlsSecrets(listeners)
 			res.ConfigMap = r.configMap(gw, data)
+			res.Secret = creds
 			res.Service = r.service(gw, svcAnn, listeners, svcType, mixed)
 			// Under disable-managed-dataplane the ServiceAccount and its
 			// Role are still rendered: the user's own pods can run as it
@@ -102,7 +109,7 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 				res.ServiceAccount, res.Role, res.RoleBinding = dataplaneAccess(gw, res.ConfigMap.Name)
 			}
 			if dp != nil && !res.UnmanagedDataplane {
-				res.Deployment = r.deployment(gw, dp, listeners, res.TLSSecrets)
+				res.Deployment = r.deployment(gw, dp, listeners, res.TLSSecrets, res.Secret)
 			}
 		}
 	}
@@ -251,7 +258,11 @@ func (r *renderer) buildConfig(gw *gwapiv1.Gateway, gc *stnrv1.GatewayConfig, au
 	}
 	for _, name := range sortedKeys(used) {
 		c := clusters[name]
-		cfg.Clusters = append(cfg.Clusters, config.Cluster{Name: c.name, Endpoints: c.endpoints, MinPort: c.minPort, MaxPort: c.maxPort})
+		cl := config.Cluster{Name: c.name, Endpoints: c.endpoints, MinPort: c.minPort, MaxPort: c.maxPort}
+		if c.strictDNS {
+			cl.Type = config.ClusterStrictDNS
+		}
+		cfg.Clusters = append(cfg.Clusters, cl)
 	}
 	if !r.opts.Standalone {
 		// Bound to the pod's address, which is what peers reach and what
@@ -259,7 +270,9 @@ func (r *renderer) buildConfig(gw *gwapiv1.Gateway, gc *stnrv1.GatewayConfig, au
 		// node's address.
 		cfg.Relay.Address = config.PlaceholderPodIP
 		if dp != nil && dp.Spec.HostNetwork {
+			// Clients are given the node's ExternalIP where it has one.
 			cfg.Relay.Address = config.PlaceholderNodeIP
+			cfg.Relay.NodePublicAddresses = r.nodePublicAddresses()
 		}
 	}
 	if gc.Spec.MinPort != nil {

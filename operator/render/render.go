@@ -26,6 +26,9 @@ type Options struct {
 	// TLSDir is where the dataplane finds TLS Secrets, one directory per
 	// Secret. Default TLSDir.
 	TLSDir string
+	// CredentialsDir is where the Deployment mounts the credentials Secret
+	// and the config names its files. Default CredentialsDir.
+	CredentialsDir string
 }
 
 func (o Options) withDefaults() Options {
@@ -34,6 +37,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.TLSDir == "" {
 		o.TLSDir = TLSDir
+	}
+	if o.CredentialsDir == "" {
+		o.CredentialsDir = CredentialsDir
 	}
 	return o
 }

@@ -53,9 +53,15 @@ type GatewayResult struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	// Config is the dataplane config, as stored in ConfigMap. Address
-	// fields may hold config.PlaceholderPodIP or config.PlaceholderNodeIP.
-	Config     *config.Config     `json:"config,omitempty"`
-	ConfigMap  *corev1.ConfigMap  `json:"configMap,omitempty"`
+	// fields may hold config.PlaceholderPodIP or config.PlaceholderNodeIP,
+	// and credentials are files of Secret.
+	Config    *config.Config    `json:"config,omitempty"`
+	ConfigMap *corev1.ConfigMap `json:"configMap,omitempty"`
+	// Secret holds the password or shared secret that Config names as a
+	// file (auth.passwordFile, auth.sharedSecretFile), mounted by
+	// Deployment at CredentialsDir. Nil in standalone mode, where Config
+	// holds them inline.
+	Secret     *corev1.Secret     `json:"secret,omitempty"`
 	Deployment *appsv1.Deployment `json:"deployment,omitempty"`
 	Service    *corev1.Service    `json:"service,omitempty"`
 	// ServiceAccount, Role and RoleBinding let the Deployment's pods read
@@ -84,8 +90,9 @@ type Object interface {
 }
 
 // Objects returns every object to create or update for the Gateway, in the
-// order to apply them: ServiceAccount, Role, RoleBinding (the pods need
-// them at start), ConfigMap, Service, Deployment. Nil ones are left out.
+// order to apply them: ServiceAccount, Role, RoleBinding, Secret (the pods
+// need them at start), ConfigMap, Service, Deployment. Nil ones are left
+// out.
 func (g *GatewayResult) Objects() []Object {
 	var out []Object
 	if g.ServiceAccount != nil {
@@ -96,6 +103,9 @@ func (g *GatewayResult) Objects() []Object {
 	}
 	if g.RoleBinding != nil {
 		out = append(out, g.RoleBinding)
+	}
+	if g.Secret != nil {
+		out = append(out, g.Secret)
 	}
 	if g.ConfigMap != nil {
 		out = append(out, g.ConfigMap)

@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,15 +15,14 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/pion/stun/v3"
-	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/tern-gw/tern/internal/testenv"
 	"github.com/tern-gw/tern/operator/controller"
-	"github.com/tern-gw/tern/operator/render"
 )
 
 // propagationBound is the bound on config delivery: a media server added to a route
@@ -112,25 +110,17 @@ func TestOperatorConfigDelivery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	startOperator(t)
+	creds := &secretVolume{dir: t.TempDir()}
+	startOperator(t, creds.dir)
 
-	port, release := freePort(t, "udp4")
-	release()
+	port := listenerPort(t)
 	testenv.Apply(t, c, fmt.Appendf(nil, operatorManifests, port))
 
-	// The ConfigMap is what the pod mounts as its config file.
-	var cm corev1.ConfigMap
-	testenv.Eventually(t, 30*time.Second, func() error {
-		return c.Get(context.Background(), client.ObjectKey{Namespace: "e2e-op", Name: "gw"}, &cm)
-	})
-	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "tern.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cm.Data[render.ConfigKey]), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	// The ConfigMap is what the pod mounts as its config file, the Secret its credentials.
+	cfgPath := mountRendered(t, c, "e2e-op", "gw", creds)
 	kubeconfig := apiServer.ImpersonatingKubeconfig(t, "system:serviceaccount:e2e-op:gw")
 
-	s := startTerndFromConfigMap(t, cfgPath, kubeconfig, port)
+	s := startTerndFromConfigMap(t, cfgPath, kubeconfig, "e2e-op", port)
 	peerA := startEchoPeer(t, "127.0.0.2:0")
 	peerB := startEchoPeer(t, "127.0.0.3:0")
 
@@ -186,8 +176,9 @@ func TestOperatorConfigDelivery(t *testing.T) {
 }
 
 // startOperator runs tern-operator's controller in this process against the API server until
-// the test ends.
-func startOperator(t *testing.T) {
+// the test ends. Its Gateways' credentials are files in credentialsDir, where the tests
+// mirror the rendered Secrets (secretVolume) as kubelet mounts them in a pod.
+func startOperator(t *testing.T, credentialsDir string) {
 	t.Helper()
 	ctrl.SetLogger(logr.Discard())
 	scheme := controller.NewScheme()
@@ -196,11 +187,13 @@ func startOperator(t *testing.T) {
 		Cache:                  controller.CacheOptions(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
+		// Each test runs an operator of its own in this one process.
+		Controller: ctrlconfig.Controller{SkipNameValidation: ptrTo(true)},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := controller.Setup(mgr, controller.Options{}); err != nil {
+	if _, err := controller.Setup(mgr, controller.Options{CredentialsDir: credentialsDir}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -220,13 +213,13 @@ func startOperator(t *testing.T) {
 }
 
 // startTerndFromConfigMap starts ternd as the rendered Deployment does: -c with the mounted
-// config, TERN_CONFIGMAP naming the ConfigMap to watch, POD_IP for the $(POD_IP) relay
-// address. It waits until the listener answers a STUN Binding.
-func startTerndFromConfigMap(t *testing.T, cfgPath, kubeconfig string, port int) *server {
+// config, TERN_CONFIGMAP naming the ConfigMap gw in namespace to watch, POD_IP for the
+// $(POD_IP) relay address. It waits until the listener answers a STUN Binding.
+func startTerndFromConfigMap(t *testing.T, cfgPath, kubeconfig, namespace string, port int) *server {
 	t.Helper()
 	s := &server{addr: &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}}
 	cmd := exec.Command(terndBinary(t), "-c", cfgPath, "--kubeconfig", kubeconfig, "-l", "info")
-	cmd.Env = append(os.Environ(), "TERN_CONFIGMAP=e2e-op/gw", "POD_IP=127.0.0.1", "POD_NAMESPACE=e2e-op")
+	cmd.Env = append(os.Environ(), "TERN_CONFIGMAP="+namespace+"/gw", "POD_IP=127.0.0.1", "POD_NAMESPACE="+namespace)
 	s.start(t, cmd)
 	s.waitBinding(t)
 	return s
@@ -303,3 +296,5 @@ func (s *stream) stop() (sent, got int64, gap time.Duration) {
 	_ = s.conn.SetReadDeadline(time.Time{})
 	return s.sent.Load(), s.got.Load(), time.Duration(s.maxGap.Load())
 }
+
+func ptrTo[T any](v T) *T { return &v }

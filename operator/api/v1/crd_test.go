@@ -29,6 +29,7 @@ var env = testenv.New(testenv.Options{CRDPaths: []string{
 func TestMain(m *testing.M) {
 	code := m.Run()
 	env.Stop()
+	bare.Stop()
 	os.Exit(code)
 }
 
