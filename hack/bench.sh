@@ -35,7 +35,11 @@ CGO_ENABLED=0 go build -o bin/ternd ./cmd/ternd # static, as make build and the 
 go build -o bin/ternbench ./cmd/ternbench
 
 work="$(mktemp -d -t ternbench-XXXXXX)"
-common=(-launch all -ternd bin/ternd -work-dir "$work" -base-port "$base" $quick)
+# Throughput runs every server, ternd-nometrics (ternd with its metrics off) included, for the
+# metrics on/off comparison; the other measurements leave it out.
+common=(-ternd bin/ternd -work-dir "$work" -base-port "$base" $quick)
+all=(-launch all)
+four=(-launch ternd,coturn,pion,forwarder)
 if [[ -z "$quick" ]]; then
 	repeats=(-repeats 3)
 else
@@ -52,18 +56,18 @@ run() {
 
 echo "== throughput"
 if [[ -z "$quick" ]]; then
-	run throughput "${common[@]}" "${repeats[@]}" -clients 8,64 -rates 20k,50k,100k,150k -sizes 100 -duration 3s -o "$out/throughput.json"
+	run throughput "${all[@]}" "${common[@]}" "${repeats[@]}" -clients 8,64 -rates 20k,50k,100k,150k -sizes 100 -duration 3s -o "$out/throughput.json"
 else
-	run throughput "${common[@]}" -o "$out/throughput.json"
+	run throughput "${all[@]}" "${common[@]}" -o "$out/throughput.json"
 fi
 echo "== latency"
-run latency "${common[@]}" "${repeats[@]}" -rate 500 -o "$out/latency.json"
+run latency "${four[@]}" "${common[@]}" "${repeats[@]}" -rate 500 -o "$out/latency.json"
 echo "== allocs"
-run allocs "${common[@]}" "${repeats[@]}" -o "$out/allocs.json"
+run allocs "${four[@]}" "${common[@]}" "${repeats[@]}" -o "$out/allocs.json"
 echo "== memory"
 # K=60k needs RLIMIT_NOFILE above 60k for each server's relay sockets;
 # where the hard limit is lower, the result says how many were held and why.
-run memory "${common[@]}" -o "$out/memory.json"
+run memory "${four[@]}" "${common[@]}" -o "$out/memory.json"
 
 echo "== report"
 {

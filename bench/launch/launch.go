@@ -20,7 +20,9 @@ import (
 )
 
 // Names are the targets a Launcher can start, in the order results list them.
-var Names = []string{"ternd", "coturn", "pion", "forwarder"}
+// ternd-nometrics is ternd with its metrics off (no /metrics endpoint, and
+// --packet-counters=false), to show what counting costs on the relay path.
+var Names = []string{"ternd", "coturn", "pion", "forwarder", "ternd-nometrics"}
 
 // Launcher starts bench servers. Every server listens on 127.0.0.1 at
 // BasePort + 100·i (i its index in Names) and relays from an address of its
@@ -109,14 +111,19 @@ func (l *Launcher) Start(name string) (bench.Target, error) {
 	}
 	var args []string
 	switch name {
-	case "ternd":
-		cfg := filepath.Join(l.Dir, "ternd.yaml")
-		if err := os.WriteFile(cfg, []byte(l.terndConfig(t.Addr, relayIP(i))), 0o644); err != nil {
+	case "ternd", "ternd-nometrics":
+		metrics := name == "ternd"
+		cfg := filepath.Join(l.Dir, name+".yaml")
+		if err := os.WriteFile(cfg, []byte(l.terndConfig(t.Addr, relayIP(i), metrics)), 0o644); err != nil {
 			return t, err
 		}
 		args = []string{l.Ternd, "-c", cfg, "--udp-thread-num", fmt.Sprint(l.Threads),
 			"--socket-buffer", fmt.Sprint(l.SocketBuffer)}
 		t.Description = fmt.Sprintf("ternd, %d SO_REUSEPORT listener sockets, %d B socket buffers", l.Threads, l.SocketBuffer)
+		if !metrics {
+			args = append(args, "--packet-counters=false")
+			t.Description += ", metrics off (no metricsAddress, `--packet-counters=false`)"
+		}
 	case "coturn":
 		args = l.coturnArgs(t.Addr, relayIP(i))
 		t.Description = fmt.Sprintf("coturn (Debian) `%s`", strings.ReplaceAll(shellJoin(args[1:]), l.Dir, "$WORK"))

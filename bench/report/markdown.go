@@ -87,6 +87,21 @@ func Markdown(r *bench.Report, o Options) ([]byte, error) {
 	}
 	d["Throughput"] = tps
 
+	// Metrics on and off (issue 12): ternd beside itself without metrics.
+	type moRow struct{ Step, OnCPU, OffCPU, Ratio, OnDelivered, OffDelivered string }
+	var mos []moRow
+	for _, k := range keys {
+		on, okOn := cells[k][Subject]
+		off, okOff := cells[k][NoMetrics]
+		if !okOn || !okOff {
+			continue
+		}
+		mos = append(mos, moRow{Step: k.String(), OnCPU: num(on.CPU, 2), OffCPU: num(off.CPU, 2), Ratio: ratio(on.CPU, off.CPU),
+			OnDelivered: num(on.Delivered, 0), OffDelivered: num(off.Delivered, 0)})
+	}
+	d["MetricsOnOff"] = mos
+	d["MetricsGoal"] = metricsGoal(r)
+
 	names, lat := latency(r.Latency)
 	type latRow struct{ Target, P50, P90, P99, P999, Loss, VsCoturn50, VsCoturn99 string }
 	var lrs []latRow
