@@ -111,8 +111,6 @@ func goals(r *bench.Report) []Goal {
 	g.Tern, g.Peer, g.Ratio = num(a, 0), num(b, 0), ratio(a, b)
 	g.Status = judge(a, b, func(x, y float64) bool { return x >= 2*y })
 	gs = append(gs, g)
-
-	gs = append(gs, metricsGoal(r))
 	return gs
 }
 
@@ -121,7 +119,8 @@ func goals(r *bench.Report) []Goal {
 // within what one run on a shared machine resolves.
 const metricsCostBound = 1.05
 
-// metricsGoal compares ternd with and without its metrics (issue 12).
+// metricsGoal compares ternd with and without its metrics (issue 12) in
+// r, a throughput run of the two side by side.
 func metricsGoal(r *bench.Report) Goal {
 	g := Goal{Text: fmt.Sprintf("relay path with metrics on costs the same as off (CPU per relayed packet ≤ %.2f× ternd-nometrics's)", metricsCostBound)}
 	a, b, n := pooledCPU(r.Throughput, Subject, NoMetrics)
