@@ -30,9 +30,9 @@ deploy-version:
 run: build
 	bin/ternd -c deploy/examples/local.yaml
 
-# Installs the Debian packages the tests drive (coturn's tools), then runs every test.
-# Installs what the tests drive (coturn's tools, containerd and the cluster binaries, built once
-# into ~/.cache), runs every Go test, then builds the images and runs the real-node cluster e2e.
+# Installs what the tests drive (coturn's tools, containerd, Debian's vmagent, and the cluster
+# binaries and Grafana Mimir, built once into ~/.cache), runs every Go test, then builds the
+# images and runs the real-node cluster e2e.
 test:
 	hack/test-deps.sh
 	go test -count=1 -timeout=20m ./...

@@ -27,7 +27,10 @@ type Meta struct {
 	Kernel    string    `json:"kernel"`
 	CPUs      int       `json:"cpus"`
 	GoVersion string    `json:"go_version"`
-	Targets   []Target  `json:"targets"`
+	// LoadAvg is the machine's 1-, 5- and 15-minute load averages when the
+	// run started (/proc/loadavg): on a shared machine, how busy it was.
+	LoadAvg string   `json:"load_avg,omitempty"`
+	Targets []Target `json:"targets"`
 	// Quick marks a smoke run whose figures are not comparable.
 	Quick bool `json:"quick,omitempty"`
 }
@@ -35,7 +38,14 @@ type Meta struct {
 // NewMeta describes this machine and command line.
 func NewMeta(targets []Target, quick bool) Meta {
 	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	var load string
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(b)); len(f) >= 3 {
+			load = strings.Join(f[:3], " ")
+		}
+	}
 	return Meta{
+		LoadAvg:   load,
 		Start:     time.Now().UTC().Truncate(time.Second),
 		Command:   []string{strings.Join(append([]string{"ternbench"}, os.Args[1:]...), " ")},
 		Kernel:    strings.TrimSpace(string(kernel)),
@@ -56,7 +66,8 @@ func (r *Report) WriteJSON(path string) error {
 }
 
 // ReadReports reads and merges JSON reports: results are concatenated,
-// commands collected, targets united by name, and Start is the earliest.
+// commands collected, targets united by name, and Start (with its LoadAvg)
+// is the earliest.
 func ReadReports(paths ...string) (*Report, error) {
 	var out Report
 	seen := map[string]bool{}
@@ -70,7 +81,7 @@ func ReadReports(paths ...string) (*Report, error) {
 			return nil, fmt.Errorf("%s: %w", p, err)
 		}
 		if out.Meta.Start.IsZero() || (!r.Meta.Start.IsZero() && r.Meta.Start.Before(out.Meta.Start)) {
-			out.Meta.Start = r.Meta.Start
+			out.Meta.Start, out.Meta.LoadAvg = r.Meta.Start, r.Meta.LoadAvg
 		}
 		out.Meta.Kernel, out.Meta.CPUs, out.Meta.GoVersion = r.Meta.Kernel, r.Meta.CPUs, r.Meta.GoVersion
 		out.Meta.Quick = out.Meta.Quick || r.Meta.Quick

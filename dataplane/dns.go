@@ -24,7 +24,7 @@ func (s *Server) refreshAllowlists() {
 	}
 	s.listenersMu.Unlock()
 	for _, l := range ls {
-		al, err := allowlist.Build(l.Spec().Routes, cfg.Clusters, own, s.dns.Lookup)
+		al, err := allowlist.Build(l.Spec().Routes, cfg.Clusters, own, s.dns.Lookup, &s.clusterIDs)
 		if err != nil {
 			// Validation checked the routes, so this is a bug; keep the
 			// listener's current allowlist rather than open or shut it.

@@ -2,66 +2,244 @@ package dataplane
 
 import (
 	"io"
-
-	"github.com/VictoriaMetrics/metrics"
+	"slices"
+	"strconv"
 
 	"github.com/tern-gw/tern/dataplane/listener"
 	"github.com/tern-gw/tern/dataplane/stats"
 	"github.com/tern-gw/tern/turn"
 )
 
-// writeMetrics writes the dataplane's metrics in Prometheus text format,
-// under the names STUNner's dashboards and adopters query (docs/stunner-compat.md).
-func (s *Server) writeMetrics(w io.Writer) {
-	metrics.WriteGaugeUint64(w, "stunner_allocations_active", uint64(s.engine.Allocations()))
-	var total stats.Sum
-	s.listenersMu.Lock()
-	for _, l := range s.listeners {
-		var ls stats.Sum
-		l.FoldStats(&ls)
-		name := `{name="` + l.Spec().Name + `",direction=`
-		metrics.WriteCounterUint64(w, "stunner_listener_packets_total"+name+`"rx"}`, ls.Rx)
-		metrics.WriteCounterUint64(w, "stunner_listener_packets_total"+name+`"tx"}`, ls.Tx)
-		metrics.WriteCounterUint64(w, "stunner_listener_bytes_total"+name+`"rx"}`, ls.RxBytes)
-		metrics.WriteCounterUint64(w, "stunner_listener_bytes_total"+name+`"tx"}`, ls.TxBytes)
-		if cs, ok := l.ConnStats(); ok {
-			writeConnMetrics(w, l.Spec().Name, cs)
-		}
-		total.RxBytes += ls.RxBytes
-		total.TxBytes += ls.TxBytes
-		for i := range ls.Drops {
-			total.Drops[i] += ls.Drops[i]
-		}
-		total.PeerTx += ls.PeerTx
-		total.PeerTxBytes += ls.PeerTxBytes
-	}
-	s.listenersMu.Unlock()
-	var rs stats.Sum
-	s.relays.FoldStats(&rs)
-	for i := range rs.Drops {
-		total.Drops[i] += rs.Drops[i]
-	}
-	metrics.WriteCounterUint64(w, "stunner_bytes_received_total", total.RxBytes+rs.PeerRxBytes)
-	metrics.WriteCounterUint64(w, "stunner_bytes_sent_total", total.TxBytes+total.PeerTxBytes)
-	metrics.WriteCounterUint64(w, `tern_peer_packets_total{direction="rx"}`, rs.PeerRx)
-	metrics.WriteCounterUint64(w, `tern_peer_packets_total{direction="tx"}`, total.PeerTx)
-	metrics.WriteCounterUint64(w, `tern_peer_bytes_total{direction="rx"}`, rs.PeerRxBytes)
-	metrics.WriteCounterUint64(w, `tern_peer_bytes_total{direction="tx"}`, total.PeerTxBytes)
-	for i := 1; i < turn.NumDropReasons; i++ {
-		metrics.WriteCounterUint64(w, `tern_dropped_packets_total{reason="`+turn.DropReason(i).String()+`"}`, total.Drops[i])
-	}
-	for i := range turn.NumRefusals {
-		r := turn.Refusal(i)
-		metrics.WriteCounterUint64(w, `tern_refused_requests_total{reason="`+r.String()+`"}`, s.engine.Refused(r))
-	}
+// listenerCounts are a listener's counters folded at one scrape: packets
+// and bytes, and connections.
+type listenerCounts struct {
+	sum   stats.Sum
+	conns listener.ConnStats
+	// hasConns is false for TURN-UDP listeners, whose ConnStats are sockets.
+	hasConns bool
 }
 
-// writeConnMetrics writes a TCP, TLS or DTLS listener's connection counts.
-func writeConnMetrics(w io.Writer, lname string, cs listener.ConnStats) {
-	name := `{name="` + lname + `"`
-	metrics.WriteGaugeUint64(w, "tern_listener_connections"+name+`}`, uint64(cs.Active))
-	metrics.WriteCounterUint64(w, "tern_listener_connections_refused_total"+name+`,reason="per_ip"}`, cs.RefusedPerIP)
-	metrics.WriteCounterUint64(w, "tern_listener_connections_refused_total"+name+`,reason="total"}`, cs.RefusedTotal)
-	metrics.WriteCounterUint64(w, "tern_listener_connections_closed_total"+name+`,reason="shed"}`, cs.Shed)
-	metrics.WriteCounterUint64(w, "tern_listener_connections_closed_total"+name+`,reason="idle"}`, cs.Idle)
+// add adds o's counters to c. Active, a gauge, is not carried over from
+// stopped listeners.
+func (c *listenerCounts) add(o *listenerCounts) {
+	c.sum.Add(&o.sum)
+	c.conns.Accepted += o.conns.Accepted
+	c.conns.RefusedPerIP += o.conns.RefusedPerIP
+	c.conns.RefusedTotal += o.conns.RefusedTotal
+	c.conns.Shed += o.conns.Shed
+	c.conns.Idle += o.conns.Idle
 }
+
+func foldListener(l listener.Listener) *listenerCounts {
+	c := &listenerCounts{}
+	l.FoldStats(&c.sum)
+	c.conns, c.hasConns = l.ConnStats()
+	return c
+}
+
+// retireLocked keeps the final counters of a stopped listener, so that its
+// name's counters (and the totals) carry on from them when a listener of
+// that name starts again: counters never go backwards across a reload. The
+// caller holds listenersMu.
+func (s *Server) retireLocked(name string, l listener.Listener) {
+	c := foldListener(l)
+	if r := s.retired[name]; r != nil {
+		r.add(c)
+		return
+	}
+	c.conns.Active = 0
+	s.retired[name] = c
+}
+
+// writeMetrics writes the dataplane's metrics in Prometheus text format,
+// each family with its HELP and TYPE, under the names STUNner's dashboards
+// and adopters query (docs/metrics.md).
+func (s *Server) writeMetrics(w io.Writer) {
+	type named struct {
+		name   string
+		counts *listenerCounts
+	}
+	var (
+		running []named
+		total   listenerCounts // every listener, running or stopped
+	)
+	s.listenersMu.Lock()
+	for name, l := range s.listeners {
+		c := foldListener(l)
+		if r := s.retired[name]; r != nil {
+			c.add(r)
+		}
+		running = append(running, named{name, c})
+		total.add(c)
+	}
+	for name, r := range s.retired {
+		if _, ok := s.listeners[name]; !ok {
+			total.add(r)
+		}
+	}
+	s.listenersMu.Unlock()
+	slices.SortFunc(running, func(a, b named) int {
+		if a.name < b.name {
+			return -1
+		}
+		if a.name > b.name {
+			return 1
+		}
+		return 0
+	})
+	var relays stats.Sum
+	s.relays.FoldStats(&relays)
+	all := total.sum
+	all.Add(&relays)
+
+	p := &promWriter{w: w}
+	p.family("stunner_allocations_active", "gauge", "Number of active allocations.")
+	p.sample("stunner_allocations_active", "", uint64(s.engine.Allocations()))
+
+	p.family("stunner_listener_packets_total", "counter", "Number of datagrams (stream listeners: TURN messages) received from (rx) and sent to (tx) clients at a listener.")
+	for _, l := range running {
+		p.sample("stunner_listener_packets_total", nameDir(l.name, "rx"), l.counts.sum.Rx)
+		p.sample("stunner_listener_packets_total", nameDir(l.name, "tx"), l.counts.sum.Tx)
+	}
+	p.family("stunner_listener_bytes_total", "counter", "Number of bytes received from (rx) and sent to (tx) clients at a listener.")
+	for _, l := range running {
+		p.sample("stunner_listener_bytes_total", nameDir(l.name, "rx"), l.counts.sum.RxBytes)
+		p.sample("stunner_listener_bytes_total", nameDir(l.name, "tx"), l.counts.sum.TxBytes)
+	}
+	p.family("stunner_listener_connections", "gauge", "Number of open client connections at a listener (TURN-UDP: its sockets, as stunnerd counts them).")
+	for _, l := range running {
+		p.sample("stunner_listener_connections", label("name", l.name), uint64(l.counts.conns.Active))
+	}
+	p.family("stunner_listener_connections_total", "counter", "Number of client connections accepted at a listener (TURN-UDP: sockets opened).")
+	for _, l := range running {
+		p.sample("stunner_listener_connections_total", label("name", l.name), l.counts.conns.Accepted)
+	}
+
+	p.family("stunner_cluster_packets_total", "counter", "Number of datagrams received from (rx) and sent to (tx) the peers of a cluster.")
+	clusters := s.clusterNames()
+	for _, name := range clusters {
+		c := all.Cluster(s.clusterIDs.ID(name))
+		p.sample("stunner_cluster_packets_total", nameDir(name, "rx"), c.Rx)
+		p.sample("stunner_cluster_packets_total", nameDir(name, "tx"), c.Tx)
+	}
+	p.family("stunner_cluster_bytes_total", "counter", "Number of bytes received from (rx) and sent to (tx) the peers of a cluster.")
+	for _, name := range clusters {
+		c := all.Cluster(s.clusterIDs.ID(name))
+		p.sample("stunner_cluster_bytes_total", nameDir(name, "rx"), c.RxBytes)
+		p.sample("stunner_cluster_bytes_total", nameDir(name, "tx"), c.TxBytes)
+	}
+
+	p.family("stunner_bytes_received_total", "counter", "Bytes received from clients on every listener and from peers on relay sockets.")
+	p.sample("stunner_bytes_received_total", "", all.RxBytes+all.PeerRxBytes)
+	p.family("stunner_bytes_sent_total", "counter", "Bytes sent to clients on every listener and to peers from relay sockets.")
+	p.sample("stunner_bytes_sent_total", "", all.TxBytes+all.PeerTxBytes)
+	p.family("stunner_connections_total", "counter", "Client connections accepted on every listener (TURN-UDP: sockets opened), the sum of stunner_listener_connections_total.")
+	p.sample("stunner_connections_total", "", total.conns.Accepted)
+
+	p.family("tern_peer_packets_total", "counter", "Datagrams received from (rx) and sent to (tx) peers on relay sockets.")
+	p.sample("tern_peer_packets_total", label("direction", "rx"), all.PeerRx)
+	p.sample("tern_peer_packets_total", label("direction", "tx"), all.PeerTx)
+	p.family("tern_peer_bytes_total", "counter", "Bytes received from (rx) and sent to (tx) peers on relay sockets.")
+	p.sample("tern_peer_bytes_total", label("direction", "rx"), all.PeerRxBytes)
+	p.sample("tern_peer_bytes_total", label("direction", "tx"), all.PeerTxBytes)
+
+	p.family("tern_listener_connections", "gauge", "Open connections (DTLS: associations) of a TURN-TCP, TURN-TLS or TURN-DTLS listener.")
+	for _, l := range running {
+		if l.counts.hasConns {
+			p.sample("tern_listener_connections", label("name", l.name), uint64(l.counts.conns.Active))
+		}
+	}
+	p.family("tern_listener_connections_refused_total", "counter", "Connections closed as soon as they were accepted: over limits.connectionsPerIP (per_ip) or at limits.maxConnections with none to shed (total).")
+	for _, l := range running {
+		if l.counts.hasConns {
+			p.sample("tern_listener_connections_refused_total", label("name", l.name)+`,reason="per_ip"`, l.counts.conns.RefusedPerIP)
+			p.sample("tern_listener_connections_refused_total", label("name", l.name)+`,reason="total"`, l.counts.conns.RefusedTotal)
+		}
+	}
+	p.family("tern_listener_connections_closed_total", "counter", "Connections closed by ternd for a limit: to make room at limits.maxConnections (shed) or silent past the idle limit (idle).")
+	for _, l := range running {
+		if l.counts.hasConns {
+			p.sample("tern_listener_connections_closed_total", label("name", l.name)+`,reason="shed"`, l.counts.conns.Shed)
+			p.sample("tern_listener_connections_closed_total", label("name", l.name)+`,reason="idle"`, l.counts.conns.Idle)
+		}
+	}
+
+	p.family("tern_dropped_packets_total", "counter", "Packets dropped, by reason.")
+	for i := 1; i < turn.NumDropReasons; i++ {
+		p.sample("tern_dropped_packets_total", label("reason", turn.DropReason(i).String()), all.Drops[i])
+	}
+	p.family("tern_refused_requests_total", "counter", "Requests refused or dropped for policy, by reason.")
+	for i := range turn.NumRefusals {
+		r := turn.Refusal(i)
+		p.sample("tern_refused_requests_total", label("reason", r.String()), s.engine.Refused(r))
+	}
+	p.family("tern_auth_failures_total", "counter", "Requests with MESSAGE-INTEGRITY that failed authentication (answered 401 or 438).")
+	p.sample("tern_auth_failures_total", "", s.engine.Refused(turn.RefusedAuth))
+	p.family("tern_quota_refusals_total", "counter", "Allocate requests refused over a quota: limits.allocationsPerUser (user, 486), limits.allocationsPerIP (ip, 486), limits.maxAllocations (total, 508).")
+	p.sample("tern_quota_refusals_total", label("quota", "user"), s.engine.Refused(turn.RefusedQuotaUser))
+	p.sample("tern_quota_refusals_total", label("quota", "ip"), s.engine.Refused(turn.RefusedQuotaIP))
+	p.sample("tern_quota_refusals_total", label("quota", "total"), s.engine.Refused(turn.RefusedQuotaTotal))
+	p.family("tern_allocation_errors_total", "counter", "Allocate requests answered with an error, by code (other: a code not listed); the 401 that starts every allocation is not counted.")
+	for _, code := range turn.AllocationErrorCodes {
+		p.sample("tern_allocation_errors_total", label("code", strconv.Itoa(code)), s.engine.AllocationErrors(code))
+	}
+	p.sample("tern_allocation_errors_total", label("code", "other"), s.engine.AllocationErrors(0))
+	p.flush()
+}
+
+// nameDir is the labels of STUNner's listener and cluster counters.
+func nameDir(name, dir string) string { return label("name", name) + `,direction="` + dir + `"` }
+
+// label renders name="value" with the value escaped as the Prometheus text
+// format requires (backslash, double quote, newline).
+func label(name, value string) string {
+	b := make([]byte, 0, len(name)+len(value)+3)
+	b = append(b, name...)
+	b = append(b, '=', '"')
+	for i := 0; i < len(value); i++ {
+		switch c := value[i]; c {
+		case '\\':
+			b = append(b, `\\`...)
+		case '"':
+			b = append(b, `\"`...)
+		case '\n':
+			b = append(b, `\n`...)
+		default:
+			b = append(b, c)
+		}
+	}
+	return string(append(b, '"'))
+}
+
+// promWriter writes the Prometheus text format (version 0.0.4) into a
+// buffer: one HELP and TYPE per family, then its samples.
+type promWriter struct {
+	w io.Writer
+	b []byte
+}
+
+func (p *promWriter) family(name, typ, help string) {
+	p.b = append(p.b, "# HELP "...)
+	p.b = append(p.b, name...)
+	p.b = append(p.b, ' ')
+	p.b = append(p.b, help...)
+	p.b = append(p.b, "\n# TYPE "...)
+	p.b = append(p.b, name...)
+	p.b = append(p.b, ' ')
+	p.b = append(p.b, typ...)
+	p.b = append(p.b, '\n')
+}
+
+func (p *promWriter) sample(name, labels string, v uint64) {
+	p.b = append(p.b, name...)
+	if labels != "" {
+		p.b = append(p.b, '{')
+		p.b = append(p.b, labels...)
+		p.b = append(p.b, '}')
+	}
+	p.b = append(p.b, ' ')
+	p.b = strconv.AppendUint(p.b, v, 10)
+	p.b = append(p.b, '\n')
+}
+
+func (p *promWriter) flush() { _, _ = p.w.Write(p.b) }

@@ -68,6 +68,7 @@ func (s *Server) Reconfigure(next *config.Config) error {
 	if s.secrets != nil {
 		s.secrets.setFiles(next.Auth.SecretFiles())
 	}
+	s.setClusters(next)
 	s.setLogLevel(next)
 	var errs []error
 	if prev.Admin.HealthAddress != next.Admin.HealthAddress || prev.Admin.MetricsAddress != next.Admin.MetricsAddress {
@@ -103,7 +104,7 @@ func (s *Server) Reconfigure(next *config.Config) error {
 			s.stopListener(lc.Name, "protocol, address, port or certificate paths changed")
 			start = append(start, lc)
 		default:
-			al, err := allowlist.Build(lc.Routes, next.Clusters, s.ownAddrs(next), s.dns.Lookup)
+			al, err := allowlist.Build(lc.Routes, next.Clusters, s.ownAddrs(next), s.dns.Lookup, &s.clusterIDs)
 			if err != nil {
 				errs = append(errs, err)
 				continue

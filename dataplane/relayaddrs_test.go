@@ -18,7 +18,7 @@ import (
 // relay pool for a relay directly.
 type streamClient struct{}
 
-func (streamClient) PeerAllowed(netip.AddrPort) bool                     { return true }
+func (streamClient) PeerCluster(netip.AddrPort) (uint32, bool)           { return 0, true }
 func (streamClient) BatchSocket(int) (fd int, st *stats.Worker, ok bool) { return -1, nil, false }
 func (streamClient) WriteToClient([]byte)                                {}
 

@@ -64,6 +64,11 @@ type Options struct {
 	// DNSInterval is how often STRICT_DNS host names are re-resolved;
 	// default allowlist.DefaultResolveInterval (5 s).
 	DNSInterval time.Duration
+	// NoCounters leaves the per-worker packet and byte counters of the
+	// relay path alone (ternd --packet-counters=false): /metrics then
+	// reports 0 for the listener, cluster, peer and byte counters. It is
+	// there to measure what counting costs (BENCHMARKS.md).
+	NoCounters bool
 }
 
 // I/O modes of Options.IOMode.
@@ -90,8 +95,15 @@ type Server struct {
 	mu  sync.Mutex // serializes Start, Reconfigure, Drain and Close
 	cfg *config.Config
 
-	listenersMu sync.Mutex // guards listeners, which /metrics reads
+	listenersMu sync.Mutex // guards listeners and retired, which /metrics reads
 	listeners   map[string]listener.Listener
+	// retired are the counters of stopped listeners by name, which a
+	// listener of the same name carries on from (metrics.go).
+	retired map[string]*listenerCounts
+	// clusterIDs numbers clusters for the per-cluster counters, and
+	// clusters are the names of the config in force, for /metrics.
+	clusterIDs allowlist.ClusterIDs
+	clusters   atomic.Pointer[[]string]
 
 	http     *admin.Endpoints
 	ready    atomic.Bool
@@ -128,13 +140,14 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		opts.Logger = slog.Default()
 	}
 	s := &Server{opts: opts, log: opts.Logger, clock: newCoarseClock(), cfg: cfg,
-		listeners: map[string]listener.Listener{}, stop: make(chan struct{})}
+		listeners: map[string]listener.Listener{}, retired: map[string]*listenerCounts{}, stop: make(chan struct{})}
+	s.setClusters(cfg)
 	settings, err := engineSettings(cfg)
 	settings.LegacyChannelNumbers = settings.LegacyChannelNumbers || opts.LegacyChannelNumbers
 	if err != nil {
 		return nil, err
 	}
-	s.relays, err = relay.NewPool(bindAdvertised(cfg.Relay, opts.Logger), relay.Options{Workers: opts.RelayThreads, Mode: udpio.Mode(opts.IOMode), GSO: opts.GSO})
+	s.relays, err = relay.NewPool(bindAdvertised(cfg.Relay, opts.Logger), relay.Options{Workers: opts.RelayThreads, Mode: udpio.Mode(opts.IOMode), GSO: opts.GSO, NoCounters: opts.NoCounters})
 	if err != nil {
 		return nil, fmt.Errorf("relay workers: %w", err)
 	}
@@ -185,6 +198,18 @@ func engineSettings(cfg *config.Config) (turn.Settings, error) {
 	}
 	return st, nil
 }
+
+// setClusters publishes cfg's cluster names for /metrics.
+func (s *Server) setClusters(cfg *config.Config) {
+	names := make([]string, len(cfg.Clusters))
+	for i, c := range cfg.Clusters {
+		names[i] = c.Name
+	}
+	s.clusters.Store(&names)
+}
+
+// clusterNames returns the names of the clusters of the config in force.
+func (s *Server) clusterNames() []string { return *s.clusters.Load() }
 
 func (s *Server) setLogLevel(cfg *config.Config) {
 	if s.opts.LogLevel == nil {
@@ -247,7 +272,7 @@ func (s *Server) startListeners(cfg *config.Config, lcs []config.Listener) error
 }
 
 func (s *Server) startListener(cfg *config.Config, lc config.Listener) error {
-	al, err := allowlist.Build(lc.Routes, cfg.Clusters, s.ownAddrs(cfg), s.dns.Lookup)
+	al, err := allowlist.Build(lc.Routes, cfg.Clusters, s.ownAddrs(cfg), s.dns.Lookup, &s.clusterIDs)
 	if err != nil {
 		return fmt.Errorf("listener %q: %w", lc.Name, err)
 	}
@@ -285,6 +310,7 @@ func (s *Server) listenerEnv(cfg *config.Config) listener.Env {
 		GSO:          s.opts.GSO,
 		RelayWorkers: s.relays.Workers(),
 		Conns:        connLimits(cfg),
+		NoCounters:   s.opts.NoCounters,
 	}
 }
 
@@ -293,16 +319,22 @@ func (s *Server) startAdmin(a config.Admin) (*admin.Endpoints, error) {
 	return admin.Start(a, admin.Handlers{Ready: s.Ready, Metrics: s.writeMetrics}, s.log)
 }
 
-// stopListener stops the named listener and deletes its allocations.
+// stopListener stops the named listener and deletes its allocations. The
+// listener stays in s.listeners, and so in /metrics, until it has stopped;
+// then its final counters move to s.retired in one step, so that no scrape
+// sees them missing.
 func (s *Server) stopListener(name, why string) {
 	s.listenersMu.Lock()
 	l := s.listeners[name]
-	delete(s.listeners, name)
 	s.listenersMu.Unlock()
 	if l == nil {
 		return
 	}
 	l.Close()
+	s.listenersMu.Lock()
+	delete(s.listeners, name)
+	s.retireLocked(name, l)
+	s.listenersMu.Unlock()
 	s.log.Info("listener stopped", "name", name, "reason", why)
 }
 

@@ -2,7 +2,7 @@
 # Runs Tern's benchmarks side by side with coturn, pion/turn and the raw
 # forwarder, and regenerates BENCHMARKS.md and the plots in bench/results/.
 #
-#   hack/bench.sh            full run (~10-15 minutes on a 2-core machine)
+#   hack/bench.sh            full run (~15-20 minutes on a 2-core machine)
 #   hack/bench.sh --quick    one-minute smoke: every target works, figures not comparable
 #
 # Everything runs on 127.0.0.0/8. ternbench starts the servers itself
@@ -36,6 +36,8 @@ go build -o bin/ternbench ./cmd/ternbench
 
 work="$(mktemp -d -t ternbench-XXXXXX)"
 common=(-launch all -ternd bin/ternd -work-dir "$work" -base-port "$base" $quick)
+# ternd beside itself with metrics off (issue 12), in a throughput run of their own.
+onoff=(-launch ternd,ternd-nometrics -ternd bin/ternd -work-dir "$work" -base-port "$base" $quick)
 if [[ -z "$quick" ]]; then
 	repeats=(-repeats 3)
 else
@@ -56,6 +58,12 @@ if [[ -z "$quick" ]]; then
 else
 	run throughput "${common[@]}" -o "$out/throughput.json"
 fi
+echo "== metrics on/off"
+if [[ -z "$quick" ]]; then
+	run throughput "${onoff[@]}" -repeats 5 -clients 8,64 -rates 20k,50k,100k,150k -sizes 100 -duration 3s -o "$out/metrics.json"
+else
+	run throughput "${onoff[@]}" -o "$out/metrics.json"
+fi
 echo "== latency"
 run latency "${common[@]}" "${repeats[@]}" -rate 500 -o "$out/latency.json"
 echo "== allocs"
@@ -71,13 +79,13 @@ echo "== report"
 	echo "# which runs, with WORK a temporary directory:"
 	echo "CGO_ENABLED=0 go build -o bin/ternd ./cmd/ternd && go build -o bin/ternbench ./cmd/ternbench"
 	cat "$cmds"
-	echo "bin/ternbench report -o BENCHMARKS.md -plots $out $out/throughput.json $out/latency.json $out/allocs.json $out/memory.json"
+	echo "bin/ternbench report -o BENCHMARKS.md -plots $out -metrics $out/metrics.json $out/throughput.json $out/latency.json $out/allocs.json $out/memory.json"
 } >"$out/reproduce.txt"
 profile=()
 if [[ -f bench/PROFILE.md ]]; then
 	profile=(-profile bench/PROFILE.md)
 fi
-bin/ternbench report -o BENCHMARKS.md -plots "$out" -commands "$out/reproduce.txt" "${profile[@]}" \
+bin/ternbench report -o BENCHMARKS.md -plots "$out" -commands "$out/reproduce.txt" "${profile[@]}" -metrics "$out/metrics.json" \
 	"$out/throughput.json" "$out/latency.json" "$out/allocs.json" "$out/memory.json" >/dev/null
 rm -f "$cmds"
 echo "wrote BENCHMARKS.md and $out/"

@@ -3,7 +3,8 @@
 # coturn, for turnutils_uclient and turnutils_peer (test/e2e) and turnserver (a peer server
 # for comparisons); containerd, runc, the CNI plugins and iptables for the real-node cluster of
 # test/cluster (hack/cluster.sh runs them in namespaces of its own). Before that it builds, or
-# finds cached, the Kubernetes binaries: hack/envtest.sh's and hack/cluster-bins.sh's. `make
+# finds cached, the Kubernetes binaries (hack/envtest.sh's and hack/cluster-bins.sh's) and
+# Grafana Mimir with Debian's vmagent for the metrics test of test/e2e (hack/mimir.sh). `make
 # test` runs it first.
 #
 # Idempotent: when every binary is already on PATH it does nothing, not even apt-get update.
@@ -16,6 +17,7 @@
 set -euo pipefail
 "$(dirname "$0")/envtest.sh" >/dev/null # kube-apiserver + etcd for envtest, into the cache the tests read (internal/testenv)
 "$(dirname "$0")/cluster-bins.sh" >/dev/null # kubelet, controller-manager, scheduler, pause image for hack/cluster.sh
+"$(dirname "$0")/mimir.sh" >/dev/null # Grafana Mimir (built, cached) and vmagent (apt) for test/e2e's TestMimirKEDA
 
 # binary:package pairs
 deps=(turnutils_uclient:coturn turnutils_peer:coturn turnserver:coturn

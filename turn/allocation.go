@@ -54,11 +54,17 @@ func (f FiveTuple) String() string {
 // listener or a TCP/TLS/DTLS connection. The dataplane owns it; the engine
 // keeps it in the allocation so that HandlePeer's caller knows where to send.
 type Transport interface {
-	// PeerAllowed reports whether clients of this transport's listener may
-	// reach peer: the allowlist of the listener's routes. It is called on
-	// CreatePermission, ChannelBind and every Send indication, so it must not
-	// allocate or block.
-	PeerAllowed(peer netip.AddrPort) bool
+	// PeerCluster reports whether clients of this transport's listener may
+	// reach peer (the allowlist of the listener's routes) and, when they
+	// may, a cluster number of the transport's choosing: the dataplane
+	// passes the ID of the cluster that admits the peer, 0 for none. The
+	// engine keeps the number with the permission or channel it installs
+	// and hands it back with every packet relayed to or from the peer
+	// (Result.Cluster, HandlePeer), so that traffic is counted per cluster
+	// without a lookup per packet. It is called on CreatePermission (with
+	// port 0: any port of the IP), ChannelBind, every Send indication and
+	// Revalidate, so it must not allocate or block.
+	PeerCluster(peer netip.AddrPort) (cluster uint32, ok bool)
 }
 
 // Relay is a relayed transport address: a UDP socket the dataplane opened
@@ -80,6 +86,9 @@ type permission struct {
 	peer    netip.Addr
 	key     peerKey      // peer with port 0
 	expires atomic.Int64 // unix ns
+	// cluster is Transport.PeerCluster's number for the IP, updated when
+	// the permission is refreshed or revalidated.
+	cluster atomic.Uint32
 }
 
 func (p *permission) peerKey() peerKey { return p.key }
@@ -89,6 +98,8 @@ type channel struct {
 	peer    netip.AddrPort
 	key     peerKey
 	expires atomic.Int64 // unix ns
+	// cluster is Transport.PeerCluster's number for peer.
+	cluster atomic.Uint32
 	// perm is the permission of the peer's IP when the channel was last
 	// bound or refreshed, so that relaying on the channel checks it with
 	// two loads instead of a lookup. A removed permission has expires 0,
@@ -142,8 +153,16 @@ func (a *Allocation) Deleted() bool { return a.deleted.Load() }
 
 // hasPermission reports whether a live permission exists for the peer's IP.
 func (a *Allocation) hasPermission(peer netip.Addr, now int64) bool {
+	return a.permission(peer, now) != nil
+}
+
+// permission returns the live permission for the peer's IP, or nil.
+func (a *Allocation) permission(peer netip.Addr, now int64) *permission {
 	p := a.perms.get(keyOfAddr(peer, 0))
-	return p != nil && p.expires.Load() > now
+	if p != nil && p.expires.Load() > now {
+		return p
+	}
+	return nil
 }
 
 // channelByNumber returns the live channel with number n, or nil.
@@ -200,18 +219,31 @@ func (a *Allocation) permissionRoom(peers ...netip.Addr) bool {
 }
 
 // addPermission installs or refreshes the permission for peer until
-// expires and returns it. The caller holds a.mu and has checked
-// permissionRoom.
-func (a *Allocation) addPermission(peer netip.Addr, expires int64) *permission {
+// expires, counted under cluster, and returns it. The caller holds a.mu and
+// has checked permissionRoom.
+func (a *Allocation) addPermission(peer netip.Addr, expires int64, cluster uint32) *permission {
 	k := keyOfAddr(peer, 0)
 	if p := a.perms.get(k); p != nil {
 		p.expires.Store(expires)
+		p.cluster.Store(cluster)
 		return p
 	}
 	p := &permission{peer: peer, key: k}
 	p.expires.Store(expires)
+	p.cluster.Store(cluster)
 	a.perms.insert(p)
 	return p
+}
+
+// permissionFor installs the permission for a channel's peer IP with the
+// channel's cluster, or refreshes one that exists, keeping its cluster (a
+// CreatePermission set it for the IP as a whole). The caller holds a.mu.
+func (a *Allocation) permissionFor(peer netip.Addr, expires int64, cluster uint32) *permission {
+	if p := a.perms.get(keyOfAddr(peer, 0)); p != nil {
+		p.expires.Store(expires)
+		return p
+	}
+	return a.addPermission(peer, expires, cluster)
 }
 
 // bindResult is the outcome of bindChannel.
@@ -226,8 +258,9 @@ const (
 // bindChannel binds number to peer and installs the peer's permission, or
 // refreshes both, following RFC 8656 §11.2: a number bound to another
 // peer, or a peer bound to another number, is a conflict while that
-// binding lives; an expired one is replaced. The caller holds a.mu.
-func (a *Allocation) bindChannel(number uint16, peer netip.AddrPort, now, expires, permExpires int64) bindResult {
+// binding lives; an expired one is replaced. Packets on the channel are
+// counted under cluster. The caller holds a.mu.
+func (a *Allocation) bindChannel(number uint16, peer netip.AddrPort, now, expires, permExpires int64, cluster uint32) bindResult {
 	nums := a.nums.Load()
 	if nums == nil {
 		nums = new(chanNumbers)
@@ -244,7 +277,8 @@ func (a *Allocation) bindChannel(number uint16, peer netip.AddrPort, now, expire
 			return full
 		}
 		old.expires.Store(expires)
-		old.perm.Store(a.addPermission(peer.Addr(), permExpires))
+		old.cluster.Store(cluster)
+		old.perm.Store(a.permissionFor(peer.Addr(), permExpires, cluster))
 		return bound
 	}
 	other := a.byPeer.get(k)
@@ -262,7 +296,8 @@ func (a *Allocation) bindChannel(number uint16, peer netip.AddrPort, now, expire
 	}
 	c := &channel{number: number, peer: peer, key: k}
 	c.expires.Store(expires)
-	c.perm.Store(a.addPermission(peer.Addr(), permExpires))
+	c.cluster.Store(cluster)
+	c.perm.Store(a.permissionFor(peer.Addr(), permExpires, cluster))
 	a.byPeer.insert(c)
 	nums.slot(number, true).Store(c)
 	return bound
@@ -307,12 +342,20 @@ func (a *Allocation) prune(now int64) {
 }
 
 // revoke drops permissions and channels whose peer the transport no longer
-// allows (after a route change). The caller holds a.mu.
-func (a *Allocation) revoke(allowed func(netip.AddrPort) bool) {
-	a.dropChannels(func(c *channel) bool { return !allowed(c.peer) })
+// allows (after a route change), and files those that stay under the
+// cluster that now admits them. The caller holds a.mu.
+func (a *Allocation) revoke(allowed func(netip.AddrPort) (uint32, bool)) {
+	a.dropChannels(func(c *channel) bool {
+		cluster, ok := allowed(c.peer)
+		if ok {
+			c.cluster.Store(cluster)
+		}
+		return !ok
+	})
 	// A permission is per IP; port 0 asks "any port of this IP".
 	a.perms.removeIf(func(p *permission) bool {
-		if allowed(netip.AddrPortFrom(p.peer, 0)) {
+		if cluster, ok := allowed(netip.AddrPortFrom(p.peer, 0)); ok {
+			p.cluster.Store(cluster)
 			return false
 		}
 		p.expires.Store(0) // for channel.perm's readers

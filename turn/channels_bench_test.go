@@ -98,7 +98,7 @@ func BenchmarkRelayLateChannel(b *testing.B) {
 			buf := make([]byte, PeerHeadroom+1500+PeerTailroom)
 			b.ReportAllocs()
 			for b.Loop() {
-				msg, ok := f.e.HandlePeer(a, peer, buf, PeerHeadroom, 100)
+				msg, _, ok := f.e.HandlePeer(a, peer, buf, PeerHeadroom, 100)
 				if !ok || msg[0] != byte(last>>8) || msg[1] != byte(last) {
 					b.Fatal("not framed on the late channel")
 				}

@@ -130,6 +130,8 @@ type Engine struct {
 	draining atomic.Bool
 	refusals refusalLog
 	throttle throttle
+	// allocErrors counts Allocate error responses by code.
+	allocErrors allocErrors
 
 	// Quota slots: live allocations, allocations being made, and ports
 	// reserved by EVEN-PORT, per user, per client address (quotaAddr) and
@@ -280,10 +282,13 @@ type Result struct {
 	Alloc   *Allocation
 	Peer    netip.AddrPort
 	Payload []byte
+	// Cluster is the transport's cluster number for Peer (Kind Forward;
+	// see Transport.PeerCluster).
+	Cluster uint32
 }
 
 func (r *Result) drop(why DropReason) {
-	r.Kind, r.Drop, r.Reply, r.Alloc, r.Payload = Drop, why, nil, nil, nil
+	r.Kind, r.Drop, r.Reply, r.Alloc, r.Payload, r.Cluster = Drop, why, nil, nil, nil, 0
 }
 
 // HandleClient processes one packet pkt received from client ft on
@@ -338,7 +343,7 @@ func (e *Engine) channelData(ft FiveTuple, pkt []byte, r *Result) {
 		r.drop(DropNoPermission)
 		return
 	}
-	r.Kind, r.Drop, r.Reply = Forward, DropNone, nil
+	r.Kind, r.Drop, r.Reply, r.Cluster = Forward, DropNone, nil, c.cluster.Load()
 	r.Alloc, r.Peer, r.Payload = a, c.peer, pkt[channelDataHdr:channelDataHdr+n]
 }
 
@@ -402,11 +407,12 @@ func (e *Engine) sendIndication(tr Transport, ft FiveTuple, pkt []byte, r *Resul
 		r.drop(DropNoPermission)
 		return
 	}
-	if !tr.PeerAllowed(peer) {
+	cluster, ok := tr.PeerCluster(peer)
+	if !ok {
 		r.drop(DropForbidden)
 		return
 	}
-	r.Kind, r.Drop, r.Reply = Forward, DropNone, nil
+	r.Kind, r.Drop, r.Reply, r.Cluster = Forward, DropNone, nil, cluster
 	r.Alloc, r.Peer, r.Payload = a, peer, data
 }
 
@@ -415,20 +421,30 @@ func (e *Engine) sendIndication(tr Transport, ft FiveTuple, pkt []byte, r *Resul
 // bound to peer, else as a Data indication. The payload is buf[off:off+n];
 // off must be at least PeerHeadroom and buf must have PeerTailroom bytes
 // after the payload, so that the message is built in place. It returns the
-// message to send to a.FiveTuple.Client over a.Transport, or false when the
-// datagram must be dropped (no permission for the peer's IP, or the
-// allocation is gone).
-func (e *Engine) HandlePeer(a *Allocation, peer netip.AddrPort, buf []byte, off, n int) ([]byte, bool) {
+// message to send to a.FiveTuple.Client over a.Transport and the
+// transport's cluster number for the peer (see Transport.PeerCluster: the
+// channel's, else the permission's), or false when the datagram must be
+// dropped (no permission for the peer's IP, or the allocation is gone).
+func (e *Engine) HandlePeer(a *Allocation, peer netip.AddrPort, buf []byte, off, n int) (msg []byte, cluster uint32, ok bool) {
 	if off < PeerHeadroom || off+n+PeerTailroom > len(buf) || n > 0xFFFF-PeerHeadroom {
-		return nil, false
+		return nil, 0, false
 	}
 	if a.deleted.Load() {
-		return nil, false
+		return nil, 0, false
 	}
 	now := e.now()
 	c := a.channelByPeer(peer, now)
-	if c != nil && !a.permitted(c, now) || c == nil && !a.hasPermission(peer.Addr(), now) {
-		return nil, false
+	if c != nil {
+		if !a.permitted(c, now) {
+			return nil, 0, false
+		}
+		cluster = c.cluster.Load()
+	} else {
+		p := a.permission(peer.Addr(), now)
+		if p == nil {
+			return nil, 0, false
+		}
+		cluster = p.cluster.Load()
 	}
 	end := off + n
 	if c != nil {
@@ -441,7 +457,7 @@ func (e *Engine) HandlePeer(a *Allocation, peer netip.AddrPort, buf []byte, off,
 				end++
 			}
 		}
-		return buf[start:end], true
+		return buf[start:end], cluster, true
 	}
 	alen := xorAddrLen(peer)
 	start := off - (stunHeaderSize + attrHeaderSize + alen + attrHeaderSize)
@@ -462,7 +478,7 @@ func (e *Engine) HandlePeer(a *Allocation, peer netip.AddrPort, buf []byte, off,
 		buf[end] = 0
 		end++
 	}
-	return buf[start:end], true
+	return buf[start:end], cluster, true
 }
 
 // logs reports whether the engine's logger writes records of level l. The

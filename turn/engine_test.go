@@ -486,13 +486,13 @@ func TestChannelDataBothWays(t *testing.T) {
 
 	buf := make([]byte, PeerHeadroom+1500+PeerTailroom)
 	n := copy(buf[PeerHeadroom:], "hello, client")
-	msg, ok := f.e.HandlePeer(a, peerAddr, buf, PeerHeadroom, n)
+	msg, _, ok := f.e.HandlePeer(a, peerAddr, buf, PeerHeadroom, n)
 	if !ok || binary.BigEndian.Uint16(msg) != 0x4001 || string(msg[4:]) != "hello, client" {
 		t.Fatalf("peer -> client ChannelData = %x ok=%v", msg, ok)
 	}
 	// Permissions last 300 s; without a refresh, data stops both ways.
 	f.clock.Advance(PermissionLifetime + time.Second)
-	if _, ok := f.e.HandlePeer(a, peerAddr, buf, PeerHeadroom, n); ok {
+	if _, _, ok := f.e.HandlePeer(a, peerAddr, buf, PeerHeadroom, n); ok {
 		t.Error("peer data relayed after the permission expired")
 	}
 	f.e.HandleClient(testListener{}, clientTuple, channelData(0x4001, payload), &r)
@@ -507,7 +507,7 @@ func TestStreamChannelDataIsPadded(t *testing.T) {
 	c.do(stun.MethodChannelBind, channelNumber(0x4001), peerAttr(peerAddr))
 	buf := make([]byte, PeerHeadroom+1500+PeerTailroom)
 	n := copy(buf[PeerHeadroom:], "12345")
-	msg, ok := f.e.HandlePeer(a, peerAddr, buf, PeerHeadroom, n)
+	msg, _, ok := f.e.HandlePeer(a, peerAddr, buf, PeerHeadroom, n)
 	if !ok || len(msg) != 12 || binary.BigEndian.Uint16(msg[2:]) != 5 {
 		t.Fatalf("stream ChannelData = %x (len %d), want 4+5+3 bytes with length 5", msg, len(msg))
 	}
@@ -537,7 +537,7 @@ func TestSendAndDataIndications(t *testing.T) {
 
 		buf := make([]byte, PeerHeadroom+64+PeerTailroom)
 		n := copy(buf[PeerHeadroom:], "xyz12")
-		msg, ok := f.e.HandlePeer(a, peer, buf, PeerHeadroom, n)
+		msg, _, ok := f.e.HandlePeer(a, peer, buf, PeerHeadroom, n)
 		if !ok {
 			t.Fatal("peer data dropped")
 		}
@@ -557,7 +557,7 @@ func TestSendAndDataIndications(t *testing.T) {
 		if len(msg)%4 != 0 {
 			t.Errorf("Data indication length %d is not padded", len(msg))
 		}
-		if _, ok := f.e.HandlePeer(a, netip.MustParseAddrPort("198.51.100.99:1"), buf, PeerHeadroom, n); ok {
+		if _, _, ok := f.e.HandlePeer(a, netip.MustParseAddrPort("198.51.100.99:1"), buf, PeerHeadroom, n); ok {
 			t.Error("data from a peer without permission relayed")
 		}
 	}
@@ -575,7 +575,7 @@ func TestDataIndicationIPv6(t *testing.T) {
 	a := f.e.Lookup(clientTuple)
 	buf := make([]byte, PeerHeadroom+8+PeerTailroom)
 	n := copy(buf[PeerHeadroom:], "v6")
-	msg, ok := f.e.HandlePeer(a, peer, buf, PeerHeadroom, n)
+	msg, _, ok := f.e.HandlePeer(a, peer, buf, PeerHeadroom, n)
 	if !ok {
 		t.Fatal("dropped")
 	}
@@ -597,7 +597,7 @@ func TestRevalidateDropsRevokedPeers(t *testing.T) {
 
 type denyAll struct{}
 
-func (denyAll) PeerAllowed(netip.AddrPort) bool { return false }
+func (denyAll) PeerCluster(netip.AddrPort) (uint32, bool) { return 0, false }
 
 func TestMalformedIsDroppedAndCounted(t *testing.T) {
 	f, c, _ := allocated(t)

@@ -164,7 +164,7 @@ func FuzzHandlePeer(f *testing.F) {
 		}
 		buf := make([]byte, PeerHeadroom+len(payload)+PeerTailroom)
 		copy(buf[PeerHeadroom:], payload)
-		msg, ok := e.HandlePeer(a, netip.AddrPortFrom(addr, port), buf, PeerHeadroom, len(payload))
+		msg, _, ok := e.HandlePeer(a, netip.AddrPortFrom(addr, port), buf, PeerHeadroom, len(payload))
 		if !ok {
 			return
 		}

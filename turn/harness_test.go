@@ -72,16 +72,21 @@ func (t *testRelays) Allocate(_ *Allocation, req RelayRequest) (Relay, uint64, e
 	return r, token, nil
 }
 
-// testListener allows peers in 198.51.100.0/24, and only ports 5000-5999
-// of 198.51.100.200.
+// testListener allows peers in 198.51.100.0/24 (cluster 1) and
+// 2001:db8:1::/48 (cluster 2), and only ports 5000-5999 of 198.51.100.200
+// (cluster 3).
 type testListener struct{}
 
-func (testListener) PeerAllowed(p netip.AddrPort) bool {
-	if p.Addr() == netip.MustParseAddr("198.51.100.200") {
-		return p.Port() == 0 || (p.Port() >= 5000 && p.Port() <= 5999)
+func (testListener) PeerCluster(p netip.AddrPort) (uint32, bool) {
+	switch {
+	case p.Addr() == netip.MustParseAddr("198.51.100.200"):
+		return 3, p.Port() == 0 || (p.Port() >= 5000 && p.Port() <= 5999)
+	case netip.MustParsePrefix("198.51.100.0/24").Contains(p.Addr()):
+		return 1, true
+	case netip.MustParsePrefix("2001:db8:1::/48").Contains(p.Addr()):
+		return 2, true
 	}
-	return netip.MustParsePrefix("198.51.100.0/24").Contains(p.Addr()) ||
-		netip.MustParsePrefix("2001:db8:1::/48").Contains(p.Addr())
+	return 0, false
 }
 
 var (

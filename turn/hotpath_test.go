@@ -67,7 +67,7 @@ func BenchmarkChannelDataPeerToClient(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(100)
 	for b.Loop() {
-		if _, ok := e.HandlePeer(a, peerAddr, buf, PeerHeadroom, 100); !ok {
+		if _, _, ok := e.HandlePeer(a, peerAddr, buf, PeerHeadroom, 100); !ok {
 			b.Fatal("dropped")
 		}
 	}

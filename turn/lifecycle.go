@@ -152,7 +152,7 @@ func (e *Engine) Sweep() int {
 func (e *Engine) Revalidate() {
 	e.allocs.each(func(a *Allocation) {
 		a.mu.Lock()
-		a.revoke(a.Transport.PeerAllowed)
+		a.revoke(a.Transport.PeerCluster)
 		a.mu.Unlock()
 	})
 }

@@ -62,7 +62,7 @@ func TestFullChannelRange(t *testing.T) {
 		if r.Kind != Forward || r.Peer != peer(i) {
 			t.Fatalf("ChannelData on %#x: kind %d drop %v peer %v", num, r.Kind, r.Drop, r.Peer)
 		}
-		msg, ok := f.e.HandlePeer(a, peer(i), buf, PeerHeadroom, 1)
+		msg, _, ok := f.e.HandlePeer(a, peer(i), buf, PeerHeadroom, 1)
 		if !ok || uint16(msg[0])<<8|uint16(msg[1]) != num {
 			t.Fatalf("from %v: ok %v, framed on %x, want %#x", peer(i), ok, msg[:2], num)
 		}
@@ -152,7 +152,7 @@ func TestRelayWhileBinding(t *testing.T) {
 				t.Errorf("relay on 0x4000 failed while binding: drop %v", r.Drop)
 				return
 			}
-			if _, ok := f.e.HandlePeer(a, peerAddr, buf, PeerHeadroom, 1); !ok {
+			if _, _, ok := f.e.HandlePeer(a, peerAddr, buf, PeerHeadroom, 1); !ok {
 				t.Error("peer data dropped while binding")
 				return
 			}

@@ -145,6 +145,7 @@ func (q *req) success(attrs ...stun.Setter) []byte {
 }
 
 func (q *req) fail(code stun.ErrorCode, extra []stun.Setter) []byte {
+	q.countAllocError(code)
 	if code != stun.CodeUnauthorized && q.e.logs(slog.LevelDebug) {
 		q.e.log.Debug("request refused", "client", q.ft.String(), "method", q.m.Type.Method.String(), "code", int(code))
 	}
@@ -469,13 +470,15 @@ func (q *req) createPermission(a *Allocation) []byte {
 	if !ok {
 		return q.fail(stun.CodeBadRequest, nil)
 	}
-	for _, p := range peers {
+	clusters := make([]uint32, len(peers))
+	for i, p := range peers {
 		if !sameFamily(a, p) {
 			return q.fail(stun.CodePeerAddrFamilyMismatch, nil)
 		}
 		// A permission is per IP (RFC 8656 §9): port 0 asks whether any
 		// port of the IP is allowed.
-		if !q.tr.PeerAllowed(netip.AddrPortFrom(p.Addr().Unmap(), 0)) {
+		var ok bool
+		if clusters[i], ok = q.tr.PeerCluster(netip.AddrPortFrom(p.Addr().Unmap(), 0)); !ok {
 			q.e.refused(RefusedPermission, q.ft)
 			if q.e.logs(slog.LevelDebug) {
 				q.e.log.Debug("permission refused: peer not allowed", "client", q.ft.String(), "peer", p.Addr().String())
@@ -491,8 +494,8 @@ func (q *req) createPermission(a *Allocation) []byte {
 	a.mu.Lock()
 	room := a.permissionRoom(ips...)
 	if room {
-		for _, ip := range ips {
-			a.addPermission(ip, exp)
+		for i, ip := range ips {
+			a.addPermission(ip, exp, clusters[i])
 		}
 	}
 	a.mu.Unlock()
@@ -522,7 +525,8 @@ func (q *req) channelBind(a *Allocation) []byte {
 	if !sameFamily(a, peer) {
 		return q.fail(stun.CodePeerAddrFamilyMismatch, nil)
 	}
-	if !q.tr.PeerAllowed(peer) {
+	cluster, allowed := q.tr.PeerCluster(peer)
+	if !allowed {
 		q.e.refused(RefusedChannel, q.ft)
 		if q.e.logs(slog.LevelDebug) {
 			q.e.log.Debug("channel bind refused: peer not allowed", "client", q.ft.String(), "peer", peer.String())
@@ -530,7 +534,7 @@ func (q *req) channelBind(a *Allocation) []byte {
 		return q.fail(stun.CodeForbidden, nil)
 	}
 	a.mu.Lock()
-	res := a.bindChannel(num, peer, q.now.UnixNano(), q.now.Add(ChannelLifetime).UnixNano(), q.now.Add(PermissionLifetime).UnixNano())
+	res := a.bindChannel(num, peer, q.now.UnixNano(), q.now.Add(ChannelLifetime).UnixNano(), q.now.Add(PermissionLifetime).UnixNano(), cluster)
 	a.mu.Unlock()
 	switch res {
 	case conflict:

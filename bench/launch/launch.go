@@ -19,12 +19,18 @@ import (
 	"github.com/tern-gw/tern/bench/turnclient"
 )
 
-// Names are the targets a Launcher can start, in the order results list them.
+// Names are the servers compared ("-launch all"), in the order results list them.
 var Names = []string{"ternd", "coturn", "pion", "forwarder"}
 
+// Extra are the other targets a Launcher can start: ternd-nometrics is
+// ternd with its metrics off (no /metrics endpoint, --packet-counters=false),
+// measured beside ternd to show what counting costs on the relay path.
+var Extra = []string{"ternd-nometrics"}
+
 // Launcher starts bench servers. Every server listens on 127.0.0.1 at
-// BasePort + 100·i (i its index in Names) and relays from an address of its
-// own (127.0.0.2, .3, .4, .5), so their wide relay port ranges never meet.
+// BasePort + 100·i (i its index in Names, then Extra) and relays from an
+// address of its own (127.0.0.2, .3, ...), so their wide relay port ranges
+// never meet.
 type Launcher struct {
 	// Dir receives configs and logs.
 	Dir string
@@ -92,9 +98,10 @@ func relayIP(i int) netip.Addr { return netip.AddrFrom4([4]byte{127, 0, 0, byte(
 // as a target with its PID.
 func (l *Launcher) Start(name string) (bench.Target, error) {
 	l.defaults()
-	i := slices.Index(Names, name)
+	all := append(slices.Clone(Names), Extra...)
+	i := slices.Index(all, name)
 	if i < 0 {
-		return bench.Target{}, fmt.Errorf("launch: unknown server %q (want one of %v)", name, Names)
+		return bench.Target{}, fmt.Errorf("launch: unknown server %q (want one of %v)", name, all)
 	}
 	if err := os.MkdirAll(l.Dir, 0o755); err != nil {
 		return bench.Target{}, err
@@ -109,14 +116,19 @@ func (l *Launcher) Start(name string) (bench.Target, error) {
 	}
 	var args []string
 	switch name {
-	case "ternd":
-		cfg := filepath.Join(l.Dir, "ternd.yaml")
-		if err := os.WriteFile(cfg, []byte(l.terndConfig(t.Addr, relayIP(i))), 0o644); err != nil {
+	case "ternd", "ternd-nometrics":
+		metrics := name == "ternd"
+		cfg := filepath.Join(l.Dir, name+".yaml")
+		if err := os.WriteFile(cfg, []byte(l.terndConfig(t.Addr, relayIP(i), metrics)), 0o644); err != nil {
 			return t, err
 		}
 		args = []string{l.Ternd, "-c", cfg, "--udp-thread-num", fmt.Sprint(l.Threads),
 			"--socket-buffer", fmt.Sprint(l.SocketBuffer)}
 		t.Description = fmt.Sprintf("ternd, %d SO_REUSEPORT listener sockets, %d B socket buffers", l.Threads, l.SocketBuffer)
+		if !metrics {
+			args = append(args, "--packet-counters=false")
+			t.Description += ", metrics off (no metricsAddress, `--packet-counters=false`)"
+		}
 	case "coturn":
 		args = l.coturnArgs(t.Addr, relayIP(i))
 		t.Description = fmt.Sprintf("coturn (Debian) `%s`", strings.ReplaceAll(shellJoin(args[1:]), l.Dir, "$WORK"))

@@ -10,12 +10,17 @@ import (
 // terndConfig is a dataplane config (dataplane/config) equivalent to the
 // coturn and pion setups: one TURN-UDP listener, static credentials, loopback
 // peers allowed, the wide relay range on the server's own relay address.
-func (l *Launcher) terndConfig(listen netip.AddrPort, relay netip.Addr) string {
+// Without metrics it serves no /metrics endpoint.
+func (l *Launcher) terndConfig(listen netip.AddrPort, relay netip.Addr, metrics bool) string {
+	metricsAddr := ""
+	if metrics {
+		metricsAddr = fmt.Sprintf("127.0.0.1:%d", listen.Port()+1)
+	}
 	return fmt.Sprintf(`version: v1
 admin:
   name: ternbench
   logLevel: warn
-  metricsAddress: 127.0.0.1:%d
+  metricsAddress: "%s"
   healthAddress: 127.0.0.1:%d
 auth:
   type: static
@@ -39,7 +44,7 @@ limits:
   # The load generator's thousands of clients share one address, and the
   # peers have no per-IP quota.
   allocationsPerIP: -1
-`, listen.Port()+1, listen.Port()+2, Realm, User, Pass, listen.Addr(), listen.Port(), relay, l.MinPort, l.MaxPort)
+`, metricsAddr, listen.Port()+2, Realm, User, Pass, listen.Addr(), listen.Port(), relay, l.MinPort, l.MaxPort)
 }
 
 // coturnArgs is coturn's command line: no config file, UDP only, the same

@@ -13,19 +13,25 @@ import (
 
 // TestTerndConfigValid checks the generated config against ternd's own
 // loader, so a schema change there fails here rather than mid-benchmark.
+// The metrics-off variant serves no /metrics.
 func TestTerndConfigValid(t *testing.T) {
 	l := &Launcher{}
 	l.defaults()
-	p := filepath.Join(t.TempDir(), "ternd.yaml")
-	if err := os.WriteFile(p, []byte(l.terndConfig(l.addr(0), relayIP(0))), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(p, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.Relay.MinPort != 4000 || cfg.Relay.MaxPort != 65535 || cfg.Listeners[0].Port != 23478 {
-		t.Fatalf("config %+v", cfg)
+	for _, metrics := range []bool{true, false} {
+		p := filepath.Join(t.TempDir(), "ternd.yaml")
+		if err := os.WriteFile(p, []byte(l.terndConfig(l.addr(0), relayIP(0), metrics)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := config.Load(p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Relay.MinPort != 4000 || cfg.Relay.MaxPort != 65535 || cfg.Listeners[0].Port != 23478 {
+			t.Fatalf("config %+v", cfg)
+		}
+		if got := cfg.Admin.MetricsAddress != ""; got != metrics {
+			t.Errorf("metrics %v: metricsAddress %q", metrics, cfg.Admin.MetricsAddress)
+		}
 	}
 }
 

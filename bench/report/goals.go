@@ -114,6 +114,23 @@ func goals(r *bench.Report) []Goal {
 	return gs
 }
 
+// metricsCostBound is how much more CPU per relayed packet ternd may spend
+// with its metrics on than off and still count as "the same" (issue 12):
+// within what one run on a shared machine resolves.
+const metricsCostBound = 1.05
+
+// metricsGoal compares ternd with and without its metrics (issue 12) in
+// r, a throughput run of the two side by side.
+func metricsGoal(r *bench.Report) Goal {
+	g := Goal{Text: fmt.Sprintf("relay path with metrics on costs the same as off (CPU per relayed packet ≤ %.2f× ternd-nometrics's)", metricsCostBound)}
+	a, b, n := pooledCPU(r.Throughput, Subject, NoMetrics)
+	g.Tern, g.Peer = num(a, 2)+" µs", num(b, 2)+" µs"
+	g.Ratio = ratio(a, b)
+	g.Note = fmt.Sprintf("pooled over %d step×repeat pairs", n)
+	g.Status = judge(a, b, func(x, y float64) bool { return x <= metricsCostBound*y })
+	return g
+}
+
 func judge(a, b float64, ok func(a, b float64) bool) string {
 	if math.IsNaN(a) || math.IsNaN(b) {
 		return notMeasured

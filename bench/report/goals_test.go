@@ -76,3 +76,22 @@ func TestGoalsFromResults(t *testing.T) {
 		}
 	}
 }
+
+func TestMetricsGoal(t *testing.T) {
+	for _, tc := range []struct {
+		off  time.Duration // ternd-nometrics' CPU for 100000 packets; ternd's is 500 ms
+		want string
+	}{
+		{490 * time.Millisecond, met},    // on ÷ off 1.02
+		{450 * time.Millisecond, missed}, // 1.11
+		{0, notMeasured},                 // not run
+	} {
+		r := &bench.Report{Throughput: []bench.ThroughputResult{tp(Subject, 20000, 0, 20000, 0, 500*time.Millisecond, 100000)}}
+		if tc.off > 0 {
+			r.Throughput = append(r.Throughput, tp(NoMetrics, 20000, 0, 20000, 0, tc.off, 100000))
+		}
+		if g := metricsGoal(r); g.Status != tc.want {
+			t.Errorf("off %v: %s (%s vs %s), want %s", tc.off, g.Status, g.Tern, g.Peer, tc.want)
+		}
+	}
+}

@@ -27,6 +27,10 @@ type Options struct {
 	Commands string
 	// Profile is the hand-written explanation of missed goals (profiles).
 	Profile string
+	// Metrics, when set, is a throughput run of ternd beside
+	// ternd-nometrics (issue 12: metrics on and off), reported in a section
+	// of its own and in the goals.
+	Metrics *bench.Report
 }
 
 const defaultCommands = "make bench            # or: hack/bench.sh\nhack/bench.sh --quick  # a one-minute smoke\n"
@@ -40,7 +44,7 @@ func Markdown(r *bench.Report, o Options) ([]byte, error) {
 	d := map[string]any{
 		"Quick": r.Meta.Quick, "Start": r.Meta.Start.Format("2006-01-02 15:04 UTC"), "Kernel": r.Meta.Kernel,
 		"CPUs": r.Meta.CPUs, "GoVersion": r.Meta.GoVersion, "Targets": r.Meta.Targets,
-		"Goals": goals(r), "PlotDir": o.PlotDir,
+		"Goals": goals(r), "PlotDir": o.PlotDir, "Load": r.Meta.LoadAvg,
 	}
 	cmds := o.Commands
 	if cmds == "" {
@@ -86,6 +90,34 @@ func Markdown(r *bench.Report, o Options) ([]byte, error) {
 		}
 	}
 	d["Throughput"] = tps
+
+	// Metrics on and off (issue 12): ternd beside itself without metrics,
+	// from a run of their own.
+	if m := o.Metrics; m != nil {
+		type moRow struct{ Step, OnCPU, OffCPU, Ratio, OnDelivered, OffDelivered string }
+		var mos []moRow
+		mkeys, mcells := throughput(m.Throughput)
+		for _, k := range mkeys {
+			on, okOn := mcells[k][Subject]
+			off, okOff := mcells[k][NoMetrics]
+			if !okOn || !okOff {
+				continue
+			}
+			mos = append(mos, moRow{Step: k.String(), OnCPU: num(on.CPU, 2), OffCPU: num(off.CPU, 2), Ratio: ratio(on.CPU, off.CPU),
+				OnDelivered: num(on.Delivered, 0), OffDelivered: num(off.Delivered, 0)})
+		}
+		g := metricsGoal(m)
+		d["Goals"] = append(d["Goals"].([]Goal), g)
+		d["MetricsOnOff"] = mos
+		d["MetricsGoal"] = g
+		d["MetricsStart"] = m.Meta.Start.Format("2006-01-02 15:04 UTC")
+		d["MetricsLoad"] = m.Meta.LoadAvg
+		repeats := 0
+		for _, r := range m.Throughput {
+			repeats = max(repeats, r.Repeat+1)
+		}
+		d["MetricsRepeats"] = repeats
+	}
 
 	names, lat := latency(r.Latency)
 	type latRow struct{ Target, P50, P90, P99, P999, Loss, VsCoturn50, VsCoturn99 string }

@@ -18,6 +18,9 @@ const (
 	Coturn    = "coturn"
 	Pion      = "pion"
 	Forwarder = "forwarder"
+	// NoMetrics is ternd with metrics off: no /metrics endpoint and
+	// --packet-counters=false.
+	NoMetrics = "ternd-nometrics"
 )
 
 // tpKey identifies a throughput step independent of the target.

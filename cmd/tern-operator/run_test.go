@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -199,6 +203,9 @@ func TestOperate(t *testing.T) {
 		return httpOK("http://"+authAddr+"/?service=turn&namespace=operate&public-addr=192.0.2.1",
 			`{"username":"user","password":"pass","ttl":86400,"uris":["turn:192.0.2.1:3478?transport=udp"]}`)
 	})
+	// The operator's own metrics (docs/metrics.md): reconcile counts by result, errors and
+	// durations of its controller.
+	testenv.Eventually(t, 30*time.Second, func() error { return reconcileMetrics("http://" + metricsAddr + "/metrics") })
 	if strings.Contains(stderr.String(), "forbidden") {
 		t.Errorf("the operator was refused something under deploy/rbac:\n%s", stderr.String())
 	}
@@ -226,6 +233,60 @@ func freeAddr(t *testing.T) string {
 }
 
 // httpOK checks that url answers 200 with a body containing want.
+// reconcileMetrics checks that url serves the controller's reconcile count (successes > 0),
+// error count and duration histogram (observations > 0), as Prometheus parses them.
+func reconcileMetrics(url string) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return err
+	}
+	ours := func(m *dto.Metric, extra ...string) bool {
+		want := map[string]string{"controller": "tern-operator"}
+		for i := 0; i+1 < len(extra); i += 2 {
+			want[extra[i]] = extra[i+1]
+		}
+		n := 0
+		for _, l := range m.GetLabel() {
+			if v, ok := want[l.GetName()]; ok && v == l.GetValue() {
+				n++
+			}
+		}
+		return n == len(want)
+	}
+	find := func(name string, typ dto.MetricType, extra ...string) (*dto.Metric, error) {
+		f := fams[name]
+		if f == nil || f.GetType() != typ {
+			return nil, fmt.Errorf("%s: %v, want a %v", name, f.GetType(), typ)
+		}
+		for _, m := range f.GetMetric() {
+			if ours(m, extra...) {
+				return m, nil
+			}
+		}
+		return nil, fmt.Errorf("%s has no series of controller tern-operator %v", name, extra)
+	}
+	if m, err := find("controller_runtime_reconcile_total", dto.MetricType_COUNTER, "result", "success"); err != nil {
+		return err
+	} else if m.GetCounter().GetValue() == 0 {
+		return errors.New("controller_runtime_reconcile_total{result=success} is 0")
+	}
+	if _, err := find("controller_runtime_reconcile_errors_total", dto.MetricType_COUNTER); err != nil {
+		return err
+	}
+	if m, err := find("controller_runtime_reconcile_time_seconds", dto.MetricType_HISTOGRAM); err != nil {
+		return err
+	} else if m.GetHistogram().GetSampleCount() == 0 {
+		return errors.New("controller_runtime_reconcile_time_seconds has no observations")
+	}
+	return nil
+}
+
 func httpOK(url, want string) error {
 	resp, err := http.Get(url)
 	if err != nil {

@@ -40,7 +40,7 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 func (c *common) register(fs *flag.FlagSet) {
 	fs.Var(&c.targets, "t", "target NAME=ADDR[,kind=turn|raw][,pid=PID][,user=U][,pass=P]; repeatable")
-	fs.StringVar(&c.launch, "launch", "", "servers to start and stop: comma list of "+strings.Join(launch.Names, ",")+", or all")
+	fs.StringVar(&c.launch, "launch", "", "servers to start and stop: comma list of "+strings.Join(append(launch.Names, launch.Extra...), ",")+", or all (= "+strings.Join(launch.Names, ",")+")")
 	fs.StringVar(&c.ternd, "ternd", "bin/ternd", "ternd binary for -launch")
 	fs.StringVar(&c.workDir, "work-dir", "", "configs and server logs of -launch (default a temporary directory)")
 	fs.IntVar(&c.threads, "threads", 2, "listener sockets / relay threads of launched servers")

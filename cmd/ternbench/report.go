@@ -16,6 +16,7 @@ func runReport(args []string) error {
 	rel := fs.String("plots-rel", "", "how the markdown links the plot directory (default: -plots)")
 	commands := fs.String("commands", "", "file whose text is shown as the commands to reproduce")
 	profile := fs.String("profile", "", "markdown file explaining missed goals with profiles (e.g. bench/PROFILE.md)")
+	metrics := fs.String("metrics", "", "throughput results of ternd beside ternd-nometrics, for the metrics on/off section")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -42,6 +43,12 @@ func runReport(args []string) error {
 		}
 		prof = string(b)
 	}
+	var mr *bench.Report
+	if *metrics != "" {
+		if mr, err = bench.ReadReports(*metrics); err != nil {
+			return err
+		}
+	}
 	link := *rel
 	if link == "" {
 		link = *plots
@@ -50,7 +57,7 @@ func runReport(args []string) error {
 	if err != nil {
 		return err
 	}
-	md, err := report.Markdown(r, report.Options{PlotDir: link, Plots: files, Commands: cmds, Profile: prof})
+	md, err := report.Markdown(r, report.Options{PlotDir: link, Plots: files, Commands: cmds, Profile: prof, Metrics: mr})
 	if err != nil {
 		return err
 	}

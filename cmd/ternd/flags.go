@@ -26,6 +26,7 @@ type flags struct {
 	cfgPath, gwPath, gwName, cmRef, cmKey, kubecfg string
 	level, logFormat, id, pprofAt, ioMode          string
 	watch, verbose, showVer, gso, legacyChannels   bool
+	packetCounters                                 bool
 	threads, relays, bufs                          int
 	grace                                          time.Duration
 
@@ -80,6 +81,7 @@ func newFlags() *flags {
 	fs.IntVar(&f.relays, "relay-thread-num", 0, "epoll workers serving relay sockets; 0 means the number of CPUs")
 	fs.IntVar(&f.bufs, "socket-buffer", 4<<20, "SO_RCVBUF/SO_SNDBUF of listener sockets, bytes")
 	fs.BoolVar(&f.legacyChannels, "legacy-channel-numbers", false, "accept RFC 5766's channel numbers 0x4000-0x7FFF (as limits.legacyChannelNumbers), for old clients such as coturn's turnutils_uclient; RFC 8656 allows 0x4000-0x4FFF")
+	fs.BoolVar(&f.packetCounters, "packet-counters", true, "count packets and bytes per listener, cluster and peer direction for /metrics (per-worker counters); false leaves those series at 0, to measure what counting costs")
 	fs.BoolVar(&f.gso, "gso", true, "send runs of same-size datagrams to one destination as one UDP GSO message (Linux 4.18+; off where unsupported)")
 	fs.StringVar(&f.ioMode, "io", dataplane.IOThreads, "how workers wait for packets: threads (blocking system calls, one thread per worker) or poller (Go netpoller)")
 	fs.DurationVar(&f.grace, "grace-period", time.Hour, "on SIGTERM, how long existing allocations may keep relaying before ternd exits (a second signal exits at once)")

@@ -26,8 +26,9 @@ type Handlers struct {
 	// Ready reports whether the dataplane takes new allocations: /ready
 	// answers 200 when it does and 503 otherwise.
 	Ready func() bool
-	// Metrics writes the dataplane's metrics in Prometheus text format;
-	// /metrics adds the process metrics after them.
+	// Metrics writes the dataplane's metrics in Prometheus text format,
+	// with HELP and TYPE lines; /metrics adds the Go runtime and process
+	// metrics (go_*, process_*, with theirs) after them.
 	Metrics func(io.Writer)
 }
 
@@ -62,10 +63,14 @@ func Start(a config.Admin, h Handlers, log *slog.Logger) (*Endpoints, error) {
 		})
 	}
 	if addr := a.MetricsAddress; addr != "" {
+		// TYPE lines let Prometheus, vmagent and Mimir tell counters from
+		// gauges; the library writes them only when asked.
+		metrics.ExposeMetadata(true)
 		get(addr).HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 			h.Metrics(w)
 			metrics.WriteProcessMetrics(w)
+			metrics.WriteFDMetrics(w)
 		})
 	}
 	for addr, m := range mux {

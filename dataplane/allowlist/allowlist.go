@@ -16,6 +16,7 @@ type rule struct {
 	minPort   uint16
 	maxPort   uint16 // 0: all ports
 	sensitive bool   // the prefix lies inside a protected range: it names it explicitly
+	cluster   uint32 // ClusterIDs' number of the cluster the rule comes from
 }
 
 // List is a listener's compiled peer allowlist: the union of the clusters
@@ -44,17 +45,19 @@ var defaultProtected = []netip.Prefix{
 // New compiles the allowlist of routes (cluster names) against clusters.
 // own are the dataplane's own addresses (listeners, relay), which are
 // protected like loopback. It returns an error naming an unknown route or a
-// bad endpoint. STRICT_DNS clusters allow nothing here: see Build.
+// bad endpoint. STRICT_DNS clusters allow nothing here, and every peer is
+// in cluster 0: see Build.
 func New(routes []string, clusters []config.Cluster, own []netip.Addr) (*List, error) {
-	return Build(routes, clusters, own, nil)
+	return Build(routes, clusters, own, nil, nil)
 }
 
 // Build is New with the addresses of STRICT_DNS clusters' host names taken
-// from lookup (Resolver.Lookup); a nil lookup resolves nothing. A resolved
-// address never opens a protected range: DNS answers are not an explicit
-// choice of the config, and a name that resolves to loopback or to the
-// metadata address must not reach it.
-func Build(routes []string, clusters []config.Cluster, own []netip.Addr, lookup func(host string) []netip.Addr) (*List, error) {
+// from lookup (Resolver.Lookup), and each cluster numbered by ids (Cluster
+// reports the number). A nil lookup resolves nothing; a nil ids numbers
+// every cluster 0. A resolved address never opens a protected range: DNS
+// answers are not an explicit choice of the config, and a name that
+// resolves to loopback or to the metadata address must not reach it.
+func Build(routes []string, clusters []config.Cluster, own []netip.Addr, lookup func(host string) []netip.Addr, ids *ClusterIDs) (*List, error) {
 	p := &List{protected: append([]netip.Prefix(nil), defaultProtected...)}
 	for _, a := range own {
 		if a.IsValid() && !a.IsUnspecified() {
@@ -70,6 +73,7 @@ func Build(routes []string, clusters []config.Cluster, own []netip.Addr, lookup 
 		if !ok {
 			return nil, fmt.Errorf("route %q names no cluster", name)
 		}
+		id := ids.ID(name)
 		if c.IsStrictDNS() {
 			if lookup == nil {
 				continue
@@ -78,7 +82,7 @@ func Build(routes []string, clusters []config.Cluster, own []netip.Addr, lookup 
 				for _, a := range lookup(host) {
 					a = a.Unmap()
 					// sensitive stays false: see above.
-					p.rules = append(p.rules, rule{prefix: netip.PrefixFrom(a, a.BitLen()), minPort: uint16(c.MinPort), maxPort: uint16(c.MaxPort)})
+					p.rules = append(p.rules, rule{prefix: netip.PrefixFrom(a, a.BitLen()), minPort: uint16(c.MinPort), maxPort: uint16(c.MaxPort), cluster: id})
 				}
 			}
 			continue
@@ -88,7 +92,7 @@ func Build(routes []string, clusters []config.Cluster, own []netip.Addr, lookup 
 			return nil, fmt.Errorf("cluster %q: %w", name, err)
 		}
 		for _, pf := range prefixes {
-			r := rule{prefix: pf, minPort: uint16(c.MinPort), maxPort: uint16(c.MaxPort)}
+			r := rule{prefix: pf, minPort: uint16(c.MinPort), maxPort: uint16(c.MaxPort), cluster: id}
 			for _, pr := range p.protected {
 				if pr.Bits() <= pf.Bits() && pr.Contains(pf.Addr()) {
 					r.sensitive = true
@@ -104,6 +108,14 @@ func Build(routes []string, clusters []config.Cluster, own []netip.Addr, lookup 
 // Allowed reports whether peer may be reached. Port 0 asks whether any port
 // of the peer's IP is allowed (permissions are per IP, RFC 8656 §9).
 func (p *List) Allowed(peer netip.AddrPort) bool {
+	_, ok := p.Cluster(peer)
+	return ok
+}
+
+// Cluster reports whether peer may be reached, as Allowed, and the number
+// (Build's ids) of the cluster that admits it: the first of the routes, in
+// their order, whose endpoints hold the peer. It does not allocate.
+func (p *List) Cluster(peer netip.AddrPort) (uint32, bool) {
 	ip := peer.Addr().Unmap()
 	protected := false
 	for _, pr := range p.protected {
@@ -124,8 +136,8 @@ func (p *List) Allowed(peer netip.AddrPort) bool {
 		}
 		port := peer.Port()
 		if r.maxPort == 0 || port == 0 || (port >= r.minPort && port <= r.maxPort) {
-			return true
+			return r.cluster, true
 		}
 	}
-	return false
+	return 0, false
 }

@@ -54,3 +54,56 @@ func TestPolicy(t *testing.T) {
 		t.Error("unknown route accepted")
 	}
 }
+
+// TestCluster: a peer is filed under the first route whose cluster admits
+// it, by the number ClusterIDs gave that cluster's name, and a name keeps
+// its number when the allowlist is rebuilt without it and with it again.
+func TestCluster(t *testing.T) {
+	clusters := []config.Cluster{
+		{Name: "media", Endpoints: []string{"10.0.0.0/24"}, MinPort: 10000, MaxPort: 10010},
+		{Name: "world", Endpoints: []string{"0.0.0.0/0"}},
+		{Name: "local", Endpoints: []string{"127.0.0.1"}},
+	}
+	var ids ClusterIDs
+	l, err := Build([]string{"media", "world", "local"}, clusters, nil, nil, &ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	media, world, local := ids.ID("media"), ids.ID("world"), ids.ID("local")
+	if media == 0 || world == 0 || local == 0 || media == world || world == local || media == local {
+		t.Fatalf("numbers media=%d world=%d local=%d: want distinct and non-zero", media, world, local)
+	}
+	cases := []struct {
+		peer string
+		want uint32
+		ok   bool
+	}{
+		{"10.0.0.7:10005", media, true},
+		{"10.0.0.7:0", media, true},
+		{"10.0.0.7:9", world, true}, // outside media's ports, inside world's prefix
+		{"8.8.8.8:53", world, true},
+		{"127.0.0.1:9", local, true}, // loopback: only the cluster that names it
+		{"[2001:db8::1]:9", 0, false},
+	}
+	for _, tc := range cases {
+		got, ok := l.Cluster(netip.MustParseAddrPort(tc.peer))
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("Cluster(%s) = %d, %v; want %d, %v", tc.peer, got, ok, tc.want, tc.ok)
+		}
+	}
+	if _, err := Build([]string{"world"}, clusters[1:2], nil, nil, &ids); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Build([]string{"local", "media"}, clusters, nil, nil, &ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := again.Cluster(netip.MustParseAddrPort("10.0.0.7:10001")); got != media {
+		t.Errorf("media after a rebuild: %d, want %d", got, media)
+	}
+	if l, _ := New([]string{"media"}, clusters, nil); l != nil {
+		if got, ok := l.Cluster(netip.MustParseAddrPort("10.0.0.7:10001")); got != 0 || !ok {
+			t.Errorf("New numbers clusters: %d, %v; want 0, true", got, ok)
+		}
+	}
+}

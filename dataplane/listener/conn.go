@@ -40,7 +40,6 @@ type connListener struct {
 	allowlist atomic.Pointer[allowlist.List]
 	limits    atomic.Pointer[ConnLimits]
 	cert, key []byte
-	stats     stats.Worker // shared by the listener's connections
 
 	mu    sync.Mutex
 	conns map[*clientConn]struct{} // every connection whose goroutine runs
@@ -54,7 +53,10 @@ type connListener struct {
 	wg     sync.WaitGroup
 	closed atomic.Bool
 
-	refusedPerIP, refusedTotal, shedCount, idleCount atomic.Uint64
+	// gone holds the counters of closed connections (clientConn.stats).
+	gone stats.Sum // guarded by mu
+
+	refusedPerIP, refusedTotal, shedCount, idleCount, accepted atomic.Uint64
 }
 
 func (l *connListener) init(env Env, lc config.Listener, proto turn.Proto, al *allowlist.List) {
@@ -70,14 +72,24 @@ func (l *connListener) SetSpec(lc config.Listener)      { l.cfg.Store(&lc) }
 func (l *connListener) SetAllowlist(al *allowlist.List) { l.allowlist.Store(al) }
 func (l *connListener) SetConnLimits(lim ConnLimits)    { l.limits.Store(&lim) }
 func (l *connListener) KeyPair() (cert, key []byte)     { return l.cert, l.key }
-func (l *connListener) FoldStats(sum *stats.Sum)        { l.stats.AddTo(sum) }
+
+// FoldStats adds the counters of the listener's open and closed
+// connections to sum.
+func (l *connListener) FoldStats(sum *stats.Sum) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	sum.Add(&l.gone)
+	for c := range l.conns {
+		c.stats.AddTo(sum)
+	}
+}
 
 func (l *connListener) ConnStats() (ConnStats, bool) {
 	l.mu.Lock()
 	n := len(l.conns)
 	l.mu.Unlock()
-	return ConnStats{Active: n, RefusedPerIP: l.refusedPerIP.Load(), RefusedTotal: l.refusedTotal.Load(),
-		Shed: l.shedCount.Load(), Idle: l.idleCount.Load()}, true
+	return ConnStats{Active: n, Accepted: l.accepted.Load(), RefusedPerIP: l.refusedPerIP.Load(),
+		RefusedTotal: l.refusedTotal.Load(), Shed: l.shedCount.Load(), Idle: l.idleCount.Load()}, true
 }
 
 // admission is what admit decided about a new connection.
@@ -121,6 +133,7 @@ func (l *connListener) admit(c *clientConn, countIP bool) admission {
 	l.shed.pushBack(c)
 	l.wg.Add(1)
 	l.mu.Unlock()
+	l.accepted.Add(1)
 	if victim != nil {
 		l.shedCount.Add(1)
 		abort(victim.c)
@@ -194,10 +207,13 @@ func (l *connListener) setAllocated(c *clientConn, allocated bool) {
 	}
 }
 
+// remove forgets a connection whose goroutines have ended, keeping its
+// counters in l.gone.
 func (l *connListener) remove(c *clientConn) {
 	l.mu.Lock()
 	l.releaseLocked(c)
 	delete(l.conns, c)
+	c.stats.AddTo(&l.gone)
 	l.mu.Unlock()
 	l.wg.Done()
 }
@@ -289,6 +305,9 @@ type clientConn struct {
 	// allocated is whether the engine held an allocation on ft when the
 	// reader last looked; only the reader uses it.
 	allocated bool
+	// stats are the connection's own counters, written by its reader and
+	// writer, so that connections share no counter.
+	stats stats.Worker
 
 	// Guarded by l.mu.
 	prev, next *clientConn // neighbours on l.shed
@@ -321,8 +340,10 @@ func addrPortOf(a net.Addr) netip.AddrPort {
 	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 }
 
-// PeerAllowed implements turn.Transport with the listener's allowlist.
-func (c *clientConn) PeerAllowed(p netip.AddrPort) bool { return c.l.allowlist.Load().Allowed(p) }
+// PeerCluster implements turn.Transport with the listener's allowlist.
+func (c *clientConn) PeerCluster(p netip.AddrPort) (uint32, bool) {
+	return c.l.allowlist.Load().Cluster(p)
+}
 
 // BatchSocket implements relay.Client: a connection takes WriteToClient.
 func (c *clientConn) BatchSocket(int) (int, *stats.Worker, bool) { return -1, nil, false }
@@ -341,7 +362,7 @@ func (c *clientConn) WriteToClient(msg []byte) {
 	case *q <- bp:
 	default:
 		bufPool.Put(bp)
-		c.l.stats.Drops[turn.DropUnexpected].Add(1)
+		c.stats.Drops[turn.DropUnexpected].Add(1)
 	}
 }
 
@@ -372,8 +393,10 @@ func (c *clientConn) writer(q chan *[]byte) {
 				c.c.Close() // a stalled or gone client: the reader ends too
 				return
 			}
-			c.l.stats.Tx.Add(1)
-			c.l.stats.TxBytes.Add(uint64(n))
+			if !c.l.env.NoCounters {
+				c.stats.Tx.Add(1)
+				c.stats.TxBytes.Add(uint64(n))
+			}
 		}
 	}
 }
@@ -381,9 +404,11 @@ func (c *clientConn) writer(q chan *[]byte) {
 // handle runs the engine on one message from the client. It reports false
 // when a reply could not be written (the connection is then closed).
 func (c *clientConn) handle(msg []byte, res *turn.Result) bool {
-	st := &c.l.stats
-	st.Rx.Add(1)
-	st.RxBytes.Add(uint64(len(msg)))
+	st, count := &c.stats, !c.l.env.NoCounters
+	if count {
+		st.Rx.Add(1)
+		st.RxBytes.Add(uint64(len(msg)))
+	}
 	c.l.env.Engine.HandleClient(c, c.ft, msg, res)
 	switch res.Kind {
 	case turn.Reply:
@@ -396,10 +421,12 @@ func (c *clientConn) handle(msg []byte, res *turn.Result) bool {
 		if _, err := c.w.Write(res.Reply); err != nil {
 			return false
 		}
-		st.Tx.Add(1)
-		st.TxBytes.Add(uint64(len(res.Reply)))
+		if count {
+			st.Tx.Add(1)
+			st.TxBytes.Add(uint64(len(res.Reply)))
+		}
 	case turn.Forward:
-		sendForward(st, res)
+		sendForward(st, res, count)
 	default:
 		st.Drops[res.Drop].Add(1)
 	}

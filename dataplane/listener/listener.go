@@ -41,6 +41,11 @@ type Env struct {
 	// Conns are the limits of TCP, TLS and DTLS connections when the
 	// listener starts; SetConnLimits changes them.
 	Conns ConnLimits
+	// NoCounters leaves the packet and byte counters of the relay path
+	// alone (ternd --packet-counters=false): a UDP worker then adds nothing
+	// per batch, and FoldStats reports what requests and drops alone
+	// counted. It exists to measure what counting costs.
+	NoCounters bool
 }
 
 // ConnLimits bound a TCP, TLS or DTLS listener's connections.
@@ -63,10 +68,15 @@ type ConnLimits struct {
 	Max int
 }
 
-// ConnStats are a TCP, TLS or DTLS listener's connection counts.
+// ConnStats are a listener's connection counts. A TURN-UDP listener has
+// no connections; it reports its sockets, as stunnerd does (each of its
+// listener sockets is a "connection" in STUNner's metrics).
 type ConnStats struct {
-	// Active is the number of open connections.
+	// Active is the number of open connections (UDP: sockets).
 	Active int
+	// Accepted counts the connections admitted since the listener started
+	// (UDP: sockets opened).
+	Accepted uint64
 	// RefusedPerIP and RefusedTotal count connections closed at accept:
 	// over ConnLimits.PerIP, and at ConnLimits.Max with none to shed.
 	RefusedPerIP, RefusedTotal uint64
@@ -96,8 +106,8 @@ type Listener interface {
 	// listener (a no-op for UDP): open connections stay, and the idle
 	// timeouts apply from each connection's next message.
 	SetConnLimits(ConnLimits)
-	// ConnStats returns the connection counts of a TCP, TLS or DTLS
-	// listener, and false for UDP, which has no connections.
+	// ConnStats returns the listener's connection counts, and whether it
+	// has connections (false for UDP, which reports its sockets).
 	ConnStats() (ConnStats, bool)
 }
 
@@ -119,10 +129,15 @@ func Start(env Env, lc config.Listener, al *allowlist.List) (Listener, error) {
 
 // sendForward sends a Forward result's payload from the allocation's relay
 // socket to the peer, one datagram (the connection listeners' path; UDP
-// listeners on Linux batch theirs), and counts it in st when it left.
-func sendForward(st *stats.Worker, res *turn.Result) {
-	if udpio.SendTo(res.Alloc.Relay().Socket(), res.Payload, res.Peer) == nil {
+// listeners on Linux batch theirs), and counts it in st, and under the
+// peer's cluster, when it left and count is set.
+func sendForward(st *stats.Worker, res *turn.Result, count bool) {
+	if udpio.SendTo(res.Alloc.Relay().Socket(), res.Payload, res.Peer) == nil && count {
+		n := uint64(len(res.Payload))
 		st.PeerTx.Add(1)
-		st.PeerTxBytes.Add(uint64(len(res.Payload)))
+		st.PeerTxBytes.Add(n)
+		c := st.Cluster(res.Cluster)
+		c.Tx.Add(1)
+		c.TxBytes.Add(n)
 	}
 }

@@ -126,7 +126,7 @@ func (l *streamListener) serveConn(c *clientConn) {
 				l.env.Log.Debug("closing connection", "client", c.ft.String(), "error", err)
 			}
 			if errors.Is(err, errBadFrame) {
-				l.stats.Drops[turn.DropMalformed].Add(1)
+				c.stats.Drops[turn.DropMalformed].Add(1)
 			}
 			return
 		}

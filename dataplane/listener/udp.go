@@ -27,8 +27,10 @@ type udpListener struct {
 	closed     atomic.Bool
 }
 
-// PeerAllowed implements turn.Transport with the listener's current allowlist.
-func (l *udpListener) PeerAllowed(peer netip.AddrPort) bool { return l.allowlist.Load().Allowed(peer) }
+// PeerCluster implements turn.Transport with the listener's current allowlist.
+func (l *udpListener) PeerCluster(peer netip.AddrPort) (uint32, bool) {
+	return l.allowlist.Load().Cluster(peer)
+}
 
 // BatchSocket implements relay.Client: relay worker w sends on socket
 // w mod N, so the workers spread over the listener's sockets.
@@ -46,7 +48,9 @@ func (l *udpListener) SetAllowlist(al *allowlist.List) { l.allowlist.Store(al) }
 func (l *udpListener) LocalAddr() string               { return l.addr.String() }
 func (l *udpListener) KeyPair() (cert, key []byte)     { return nil, nil }
 func (l *udpListener) SetConnLimits(ConnLimits)        {}
-func (l *udpListener) ConnStats() (ConnStats, bool)    { return ConnStats{}, false }
+func (l *udpListener) ConnStats() (ConnStats, bool) {
+	return ConnStats{Active: len(l.socks), Accepted: uint64(len(l.socks))}, false
+}
 
 func (l *udpListener) FoldStats(sum *stats.Sum) {
 	for _, s := range l.socks {

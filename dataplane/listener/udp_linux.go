@@ -118,7 +118,9 @@ func (s *udpSocket) serve() {
 	}
 }
 
-// process runs the engine on the n datagrams of rb and flushes sb.
+// process runs the engine on the n datagrams of rb and flushes sb. It
+// counts in the worker's own counters, once per batch (per run of
+// same-cluster packets for the cluster counters).
 func (s *udpSocket) process(rb, sb *udpio.Batch, n int) {
 	var (
 		l                                    = s.l
@@ -127,6 +129,7 @@ func (s *udpSocket) process(rb, sb *udpio.Batch, n int) {
 		res                                  turn.Result
 		rxBytes, txBytes, peerTx, peerTxByte uint64
 		replies                              uint64
+		run                                  stats.ClusterRun
 	)
 	for i := 0; i < n; i++ {
 		size := rb.Size(i)
@@ -147,16 +150,25 @@ func (s *udpSocket) process(rb, sb *udpio.Batch, n int) {
 			sb.Add(res.Alloc.Relay().Socket(), res.Payload, res.Peer)
 			peerTx++
 			peerTxByte += uint64(len(res.Payload))
+			run.Tx(st, res.Cluster, len(res.Payload))
 		default:
 			st.Drops[res.Drop].Add(1)
 		}
 	}
-	st.Rx.Add(uint64(n))
-	st.RxBytes.Add(rxBytes)
 	if sb.Queued() > 0 {
 		sb.Flush()
+	}
+	if l.env.NoCounters {
+		return
+	}
+	st.Rx.Add(uint64(n))
+	st.RxBytes.Add(rxBytes)
+	if peerTx > 0 {
 		st.PeerTx.Add(peerTx)
 		st.PeerTxBytes.Add(peerTxByte)
+		run.FlushTx(st)
+	}
+	if replies > 0 {
 		st.Tx.Add(replies)
 		st.TxBytes.Add(txBytes)
 	}

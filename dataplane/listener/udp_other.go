@@ -68,7 +68,7 @@ func (s *udpSocket) serve() {
 				st.TxBytes.Add(uint64(len(res.Reply)))
 			}
 		case turn.Forward:
-			sendForward(st, &res)
+			sendForward(st, &res, !s.l.env.NoCounters)
 		default:
 			st.Drops[res.Drop].Add(1)
 		}

@@ -36,6 +36,9 @@ type Options struct {
 	// GSO sends runs of same-size datagrams to one client as one
 	// UDP_SEGMENT message where the kernel supports it.
 	GSO bool
+	// NoCounters leaves the packet and byte counters alone (see
+	// listener.Env.NoCounters).
+	NoCounters bool
 }
 
 // Client is where a relay worker delivers what peers send to an

@@ -308,10 +308,13 @@ func (w *worker) control() bool {
 
 // drain reads r's socket until it would block, frames each datagram for
 // the client and sends the batch on the client's listener socket (UDP
-// clients) or hands each message to the client's connection.
+// clients) or hands each message to the client's connection. It counts in
+// the worker's own counters once per batch (per run of same-cluster
+// datagrams for the cluster counters).
 func (w *worker) drain(r *Relay, rb, sb *udpio.Batch) {
 	eng := w.io.pool.engine
 	st := &w.stats
+	count := !w.io.pool.opts.NoCounters
 	a := r.alloc
 	client := a.FiveTuple.Client
 	for {
@@ -319,7 +322,10 @@ func (w *worker) drain(r *Relay, rb, sb *udpio.Batch) {
 		if err != nil || n == 0 {
 			return
 		}
-		var rxBytes, txBytes uint64
+		var (
+			rxBytes, txBytes uint64
+			run              stats.ClusterRun
+		)
 		for i := 0; i < n; i++ {
 			size := rb.Size(i)
 			rxBytes += uint64(size)
@@ -327,11 +333,12 @@ func (w *worker) drain(r *Relay, rb, sb *udpio.Batch) {
 				st.Drops[turn.DropMalformed].Add(1)
 				continue
 			}
-			msg, ok := eng.HandlePeer(a, rb.From(i), rb.Buf(i), turn.PeerHeadroom, size)
+			msg, cluster, ok := eng.HandlePeer(a, rb.From(i), rb.Buf(i), turn.PeerHeadroom, size)
 			if !ok {
 				st.Drops[turn.DropNoPermission].Add(1)
 				continue
 			}
+			run.Rx(st, cluster, size)
 			if !r.batch {
 				r.client.WriteToClient(msg)
 				continue
@@ -339,12 +346,18 @@ func (w *worker) drain(r *Relay, rb, sb *udpio.Batch) {
 			sb.Add(r.outFD, msg, client)
 			txBytes += uint64(len(msg))
 		}
-		st.PeerRx.Add(uint64(n))
-		st.PeerRxBytes.Add(rxBytes)
+		var sent int
 		if sb.Queued() > 0 {
-			sent, _ := sb.Flush()
-			r.outStats.Tx.Add(uint64(sent))
-			r.outStats.TxBytes.Add(txBytes)
+			sent, _ = sb.Flush()
+		}
+		if count {
+			st.PeerRx.Add(uint64(n))
+			st.PeerRxBytes.Add(rxBytes)
+			run.FlushRx(st)
+			if sent > 0 {
+				r.outStats.Tx.Add(uint64(sent))
+				r.outStats.TxBytes.Add(txBytes)
+			}
 		}
 		if n < rb.Cap() {
 			return

@@ -14,7 +14,7 @@ import (
 // streamClient is a Client of a connection transport, for pool tests.
 type streamClient struct{}
 
-func (streamClient) PeerAllowed(netip.AddrPort) bool                     { return true }
+func (streamClient) PeerCluster(netip.AddrPort) (uint32, bool)           { return 0, true }
 func (streamClient) BatchSocket(int) (fd int, st *stats.Worker, ok bool) { return -1, nil, false }
 func (streamClient) WriteToClient([]byte)                                {}
 
@@ -94,7 +94,7 @@ func TestTransportMustTakeRelayedData(t *testing.T) {
 
 type allowAll struct{}
 
-func (allowAll) PeerAllowed(netip.AddrPort) bool { return true }
+func (allowAll) PeerCluster(netip.AddrPort) (uint32, bool) { return 0, true }
 
 // TestDescriptorTableGrows: relays filed past the end of a worker's table
 // are found again, and cleared entries are gone.

@@ -78,23 +78,31 @@ func (io *relayIO) serve(r *Relay) {
 			}
 			continue
 		}
-		st.PeerRx.Add(1)
-		st.PeerRxBytes.Add(uint64(n))
+		count := !io.pool.opts.NoCounters
+		if count {
+			st.PeerRx.Add(1)
+			st.PeerRxBytes.Add(uint64(n))
+		}
 		if n > maxPeerPayload {
 			st.Drops[turn.DropMalformed].Add(1)
 			continue
 		}
 		from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
-		msg, ok := eng.HandlePeer(r.alloc, from, buf, turn.PeerHeadroom, n)
+		msg, cluster, ok := eng.HandlePeer(r.alloc, from, buf, turn.PeerHeadroom, n)
 		if !ok {
 			st.Drops[turn.DropNoPermission].Add(1)
 			continue
+		}
+		if count {
+			c := st.Cluster(cluster)
+			c.Rx.Add(1)
+			c.RxBytes.Add(uint64(n))
 		}
 		if !r.batch {
 			r.client.WriteToClient(msg)
 			continue
 		}
-		if udpio.SendTo(r.outFD, msg, client) == nil {
+		if udpio.SendTo(r.outFD, msg, client) == nil && count {
 			r.outStats.Tx.Add(1)
 			r.outStats.TxBytes.Add(uint64(len(msg)))
 		}

@@ -283,7 +283,7 @@ var cases = []struct {
 	}},
 	{"keda", map[string]any{
 		"gateway": map[string]any{"name": "stunner-gateway", "namespace": "stunner"},
-		"keda":    map[string]any{"enabled": true, "serverAddress": "http://mimir.monitoring.svc:8080/prometheus"},
+		"keda":    map[string]any{"enabled": true, "serverAddress": "http://mimir.monitoring.svc:8080/prometheus", "tenant": "tern"},
 	}},
 	{"authServiceOff", map[string]any{"authService": map[string]any{"enabled": false}}},
 	{"authServicePublicAddr", map[string]any{"authService": map[string]any{"publicAddr": "turn.example.com"}}},

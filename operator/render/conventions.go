@@ -17,6 +17,9 @@ const (
 	HealthPort = 8086
 	// MetricsPort serves /metrics when the Dataplane enables it.
 	MetricsPort = 8080
+	// MetricsPortName names the container port of MetricsPort: STUNner's
+	// name, which the PodMonitor of its monitoring guide selects.
+	MetricsPortName = "metrics-port"
 
 	// ContainerName is the name of the dataplane container.
 	ContainerName = "ternd"

@@ -66,7 +66,7 @@ func (r *renderer) deployment(gw *gwapiv1.Gateway, dp *stnrv1.Dataplane, listene
 		c.ReadinessProbe = httpProbe("/ready")
 	}
 	if spec.EnableMetricsEndpoint {
-		c.Ports = append(c.Ports, corev1.ContainerPort{Name: "metrics", ContainerPort: MetricsPort, Protocol: corev1.ProtocolTCP})
+		c.Ports = append(c.Ports, corev1.ContainerPort{Name: MetricsPortName, ContainerPort: MetricsPort, Protocol: corev1.ProtocolTCP})
 	}
 
 	pod := corev1.PodSpec{
