@@ -15,7 +15,7 @@
 # binaries, so the service this script installed is disabled and stopped again.
 set -euo pipefail
 "$(dirname "$0")/envtest.sh" >/dev/null # kube-apiserver + etcd for envtest, into the cache the tests read (internal/testenv)
-"$(dirname "$0")/cluster-bins.sh" >/dev/null # kubelet, controller-manager, scheduler, pause image for hack/cluster.sh
+"$(dirname "$0")/cluster-bins.sh" >/dev/null # kubelet, controller-manager, scheduler, kube-proxy, pause image for hack/cluster.sh
 
 # binary:package pairs
 deps=(turnutils_uclient:coturn turnutils_peer:coturn turnserver:coturn
