@@ -94,7 +94,7 @@ func TestNodeReady(t *testing.T) {
 
 // TestPauseDeployments rolls out the pause image on the pod network and on the node's
 // network, and checks that a pod reaches the API server through the kubernetes Service (what
-// the operator's in-cluster config uses).
+// the operator's in-cluster config uses), that is through kube-proxy's rules.
 func TestPauseDeployments(t *testing.T) {
 	dir := cluster(t)
 	manifest := filepath.Join(repoRoot(t), "test", "cluster", "testdata", "pause.yaml")
