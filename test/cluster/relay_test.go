@@ -4,7 +4,6 @@ package cluster
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -14,9 +13,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tern-gw/tern/internal/testenv"
 )
@@ -171,8 +167,9 @@ func checkRelay(t *testing.T, uclient, echoIP string, servers ...string) {
 	}
 }
 
-// checkScaledPod scales the media servers to two and wants the new pod reachable within 1 s
-// of its EndpointSlice listing it (or of its echo starting, when that came later).
+// checkScaledPod scales the media servers to two and wants the new pod reachable soon after
+// its EndpointSlice lists it (or its echo starts, when that came later): well under a second
+// on a quiet machine (BENCHMARKS.md), asserted only within propagationBound.
 func checkScaledPod(t *testing.T, dir, server string, echo pod) {
 	t.Helper()
 	a, err := allocate(server)
@@ -196,9 +193,7 @@ func checkScaledPod(t *testing.T, dir, server string, echo pod) {
 	go func() {
 		deadline := time.Now().Add(60 * time.Second)
 		for time.Now().Before(deadline) {
-			out, _ := tryRun(nil, "kubectl", "-n", "media-plane", "get", "endpointslices", "-l", "kubernetes.io/service-name=media-server-pool",
-				"-o", `jsonpath={range .items[*].endpoints[?(@.conditions.ready==true)]}{.addresses[0]} {end}`)
-			if containsField(out, added.ip) {
+			if readyEndpoint("media-plane", "media-server-pool", added.ip) {
 				listed <- time.Now()
 				return
 			}
@@ -227,8 +222,8 @@ func checkScaledPod(t *testing.T, dir, server string, echo pod) {
 	lag := reached.Sub(base)
 	t.Logf("new media-server pod %s reachable through ternd %v after it was listed ready and echoing (listed %v, echo up %v)",
 		added.ip, lag.Round(time.Millisecond), tListed.Format("15:04:05.000"), peerUp.Format("15:04:05.000"))
-	if lag > time.Second {
-		t.Errorf("new media-server pod reachable %v after its EndpointSlice change, want within 1s", lag)
+	if lag > propagationBound {
+		t.Errorf("new media-server pod reachable %v after its EndpointSlice change, want within %v", lag, propagationBound)
 	}
 }
 
@@ -305,98 +300,6 @@ func checkGatewayDeletion(t *testing.T, server, echoIP string) {
 	if out := kubectl(t, "-n", gatewayNamespace, "get", "all", "-l", gatewaySelector, "-o", "name"); strings.TrimSpace(out) != "" {
 		t.Errorf("left after deleting the Gateway: %s", out)
 	}
-}
-
-type pod struct{ namespace, name, ip string }
-
-func (p pod) String() string { return p.namespace + "/" + p.name + "@" + p.ip }
-
-// podEnd is when a pod was first seen terminating (with a deletion timestamp) and when it was
-// first found gone; zero when not seen.
-type podEnd struct{ terminating, gone time.Time }
-
-// watchPodEnd polls the API server for p every 100 ms until it is gone, and then delivers
-// when it began terminating and when it went (the channel is closed without a value when p
-// is still there after 5 minutes).
-func watchPodEnd(t *testing.T, p pod) <-chan podEnd {
-	t.Helper()
-	pods := clientset(t).CoreV1().Pods(p.namespace)
-	ch := make(chan podEnd, 1)
-	go func() {
-		defer close(ch)
-		var end podEnd
-		deadline := time.Now().Add(5 * time.Minute)
-		for time.Now().Before(deadline) {
-			got, err := pods.Get(context.Background(), p.name, metav1.GetOptions{})
-			switch {
-			case apierrors.IsNotFound(err):
-				end.gone = time.Now()
-				if end.terminating.IsZero() {
-					end.terminating = end.gone
-				}
-				ch <- end
-				return
-			case err == nil && got.DeletionTimestamp != nil && end.terminating.IsZero():
-				end.terminating = time.Now()
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}()
-	return ch
-}
-
-// podTerminating reports whether p has a deletion timestamp.
-func podTerminating(p pod) bool {
-	out, err := tryRun(nil, "kubectl", "-n", p.namespace, "get", "pod", p.name, "-o", "jsonpath={.metadata.deletionTimestamp}")
-	return err == nil && strings.TrimSpace(out) != ""
-}
-
-// runningPods lists the Running, not deleted pods matching selector, failing t when there are
-// none.
-func runningPods(t *testing.T, namespace, selector string) []pod {
-	t.Helper()
-	pods := runningPodsNow(namespace, selector)
-	if len(pods) == 0 {
-		t.Fatalf("no running pod %s in %s:\n%s", selector, namespace, kubectl(t, "-n", namespace, "get", "pods", "-o", "wide"))
-	}
-	return pods
-}
-
-func runningPodsNow(namespace, selector string) []pod {
-	out, _ := tryRun(nil, "kubectl", "-n", namespace, "get", "pods", "-l", selector, "--field-selector=status.phase=Running",
-		"-o", `jsonpath={range .items[?(@.status.podIP)]}{.metadata.name} {.status.podIP} {.metadata.deletionTimestamp}{"\n"}{end}`)
-	var pods []pod
-	for _, line := range strings.Split(out, "\n") {
-		if f := strings.Fields(line); len(f) == 2 {
-			pods = append(pods, pod{namespace, f[0], f[1]})
-		}
-	}
-	return pods
-}
-
-// readyPods lists the Ready, not deleted pods matching selector.
-func readyPods(namespace, selector string) ([]pod, error) {
-	out, err := tryRun(nil, "kubectl", "-n", namespace, "get", "pods", "-l", selector,
-		"-o", `jsonpath={range .items[*]}{.metadata.name} {.status.podIP} {.status.conditions[?(@.type=="Ready")].status} {.metadata.deletionTimestamp}{"\n"}{end}`)
-	if err != nil {
-		return nil, err
-	}
-	var pods []pod
-	for _, line := range strings.Split(out, "\n") {
-		if f := strings.Fields(line); len(f) == 3 && f[2] == "True" {
-			pods = append(pods, pod{namespace, f[0], f[1]})
-		}
-	}
-	return pods, nil
-}
-
-func containsField(s, field string) bool {
-	for _, f := range strings.Fields(s) {
-		if f == field {
-			return true
-		}
-	}
-	return false
 }
 
 // startPeer runs coturn's turnutils_peer (a UDP echo) on p's address, port 9001, inside p's
