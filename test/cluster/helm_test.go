@@ -24,7 +24,7 @@ const (
 	// dataplaneGrace is the default Dataplane's terminationGracePeriodSeconds in the tests:
 	// how long a ternd pod with allocations left may drain after SIGTERM before the kubelet
 	// kills it (the chart's default is STUNner's 3600).
-	dataplaneGrace = 10 * time.Second
+	dataplaneGrace = 5 * time.Second
 )
 
 // helmConfig is Helm's action configuration against the cluster of KUBECONFIG, the release
