@@ -388,15 +388,18 @@ up() {
 	start kube-scheduler "$bins/kube-scheduler" --kubeconfig "$work/scheduler.kubeconfig" \
 		--authentication-kubeconfig "$work/scheduler.kubeconfig" --authorization-kubeconfig "$work/scheduler.kubeconfig" \
 		--bind-address 127.0.0.1 --leader-elect=false
-	local host_rules
-	host_rules=$(host_kube_rules)
-	start kube-proxy "$bins/kube-proxy" --config "$work/kube-proxy.yaml" --v 2
 
 	wait_for 30 containerd "containerd" ctr_ version
 	import_images
 
 	start kubelet "$bins/kubelet" --config "$work/kubelet/config.yaml" --kubeconfig "$work/kubelet.kubeconfig" \
 		--root-dir "$work/kubelet" --node-ip "$node_ip" --hostname-override "$node" --v 2
+	# kube-proxy reads the node's addresses at start and exits when they change later (as a
+	# DaemonSet would restart it): it starts once the kubelet has registered the node.
+	wait_for 60 kubelet "node $node registered" kubectl_ get node "$node"
+	local host_rules
+	host_rules=$(host_kube_rules)
+	start kube-proxy "$bins/kube-proxy" --config "$work/kube-proxy.yaml" --v 2
 	wait_for 120 kubelet "Ready node $node" node_ready
 	wait_for 30 kube-proxy "kube-proxy's rules in the cluster's network namespace" kube_proxy_synced
 	[[ "$(host_kube_rules)" == "$host_rules" ]] || fail kube-proxy "kube-proxy changed the HOST's iptables (KUBE- rules); take the cluster down"
