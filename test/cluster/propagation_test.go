@@ -79,6 +79,7 @@ func measurePropagation(t *testing.T, server string, peer pod, n int) (adds, rem
 			err := echoVia(a.relay, peer.ip, 300*time.Millisecond) // refused at once until allowed
 			if err == nil {
 				adds = append(adds, time.Since(start))
+				logSlow(t, "add", i, start)
 				break
 			}
 			if time.Since(start) > propagationBound {
@@ -92,6 +93,7 @@ func measurePropagation(t *testing.T, server string, peer pod, n int) (adds, rem
 			err := a.client.CreatePermission(&net.UDPAddr{IP: net.ParseIP(peer.ip), Port: echoPort})
 			if err != nil && strings.Contains(err.Error(), "403") {
 				removals = append(removals, time.Since(start))
+				logSlow(t, "removal", i, start)
 				break
 			}
 			if time.Since(start) > propagationBound {
@@ -103,6 +105,15 @@ func measurePropagation(t *testing.T, server string, peer pod, n int) (adds, rem
 		a.Close()
 	}
 	return adds, removals
+}
+
+// logSlow logs a propagation that took over a second, with the wall-clock time of its write,
+// to find it in the operator's and ternd's logs.
+func logSlow(t *testing.T, what string, i int, start time.Time) {
+	t.Helper()
+	if d := time.Since(start); d > time.Second {
+		t.Logf("slow %s %d: %v, EndpointSlice written at %s", what, i, d.Round(time.Millisecond), start.UTC().Format("15:04:05.000"))
+	}
 }
 
 // percentile is the nearest-rank p-th percentile (0 < p <= 100) of ds.
