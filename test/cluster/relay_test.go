@@ -112,6 +112,7 @@ func TestTURNRelay(t *testing.T) {
 	// Service's endpoint with it.
 	nodeServer := net.JoinHostPort(nodeIP, strconv.Itoa(turnPort))
 	step("HostNetwork", func(t *testing.T) {
+		firstEnd := watchPodEnd(t, first)
 		helmUpgrade(t, chartValues(installOperator(t), true))
 		testenv.Eventually(t, 120*time.Second, func() error {
 			pods, err := readyPods(gatewayNamespace, gatewaySelector)
@@ -121,6 +122,19 @@ func TestTURNRelay(t *testing.T) {
 			return nil
 		})
 		checkRelay(t, uclient, echo.ip, append([]string{nodeServer}, serviceServers(t)...)...)
+		// The first pod has no allocations left when the rollout deletes it: the new relay
+		// address ($(NODE_IP)) reached it through the shared ConfigMap and restarted its
+		// listeners (docs/operations.md). So ternd exits at SIGTERM, well before the grace period.
+		select {
+		case end, ok := <-firstEnd:
+			if !ok {
+				t.Fatalf("first ternd pod %s still there 5 minutes after the switch to hostNetwork", first.name)
+			}
+			t.Logf("first ternd pod %s, no allocations left, gone %.1fs after it began terminating (grace period %v)",
+				first.name, end.gone.Sub(end.terminating).Seconds(), dataplaneGrace)
+		case <-time.After(dataplaneGrace + 30*time.Second):
+			t.Fatalf("first ternd pod %s still there %v after the relay checks on hostNetwork", first.name, dataplaneGrace+30*time.Second)
+		}
 	})
 
 	step("GatewayDeleted", func(t *testing.T) {
