@@ -2,8 +2,8 @@
 # hack/cluster-bins.sh — make the binaries of a real single-node cluster (hack/cluster.sh)
 # available and print the directory that holds them:
 #
-#   kube-controller-manager, kube-scheduler, kubelet  built here, into
-#                                                     ${XDG_CACHE_HOME:-$HOME/.cache}/tern/cluster/<k8s version>/
+#   kube-controller-manager, kube-scheduler,          built here, into
+#   kube-proxy, kubelet                               ${XDG_CACHE_HOME:-$HOME/.cache}/tern/cluster/<k8s version>/
 #   kube-apiserver, etcd, kubectl                      hack/envtest.sh's, linked from its cache
 #   pause.tar                                          the sandbox ("pause") image, a docker archive
 #                                                      built from hack/pauseimage: nothing is pulled
@@ -37,7 +37,7 @@ dir=$cache_root/$k8s_version
 log() { printf 'cluster-bins: %s\n' "$*" >&2; }
 
 is_bin() { [[ -f "$1" && -x "$1" ]]; }
-built=(kube-controller-manager kube-scheduler kubelet)
+built=(kube-controller-manager kube-scheduler kube-proxy kubelet)
 linked=(kube-apiserver etcd kubectl)
 have_all() {
 	local b
@@ -137,11 +137,14 @@ kube_gomod=$(sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p' <<<"$kube_json")
 kube_src=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<<"$kube_json")
 [[ -f "$kube_gomod" && -d "$kube_src" ]] || { log "cannot find k8s.io/kubernetes@v$k8s_version in the module cache"; exit 1; }
 
-if ! is_bin "$dir/kube-controller-manager" || ! is_bin "$dir/kube-scheduler"; then
-	new_module "$work/mod-cp" tern-cluster-cp kube-controller-manager kube-scheduler
-	log "resolving modules for kube-controller-manager and kube-scheduler"
+cp_bins=(kube-controller-manager kube-scheduler kube-proxy)
+cp_missing=()
+for b in "${cp_bins[@]}"; do is_bin "$dir/$b" || cp_missing+=("$b"); done
+if ((${#cp_missing[@]})); then
+	new_module "$work/mod-cp" tern-cluster-cp "${cp_bins[@]}"
+	log "resolving modules for ${cp_bins[*]}"
 	go_nice mod tidy >&2
-	for b in kube-controller-manager kube-scheduler; do
+	for b in "${cp_missing[@]}"; do
 		is_bin "$dir/$b" && continue
 		log "building $b (minutes cold)"
 		go_nice build -trimpath -ldflags "$ldflags" -o "$out/$b" "k8s.io/kubernetes/cmd/$b" >&2

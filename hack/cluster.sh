@@ -7,14 +7,18 @@
 #                            KUBECONFIG set, the binaries' directory first on PATH)
 #   hack/cluster.sh down     stop everything and remove every trace
 #
-# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, containerd and the kubelet
-# (hack/cluster-bins.sh's binaries, Debian's containerd, runc and containernetworking-plugins)
-# run as root in a network namespace of their own (tern-cluster) and in a mount namespace of
-# their own, so that nothing they do reaches the host:
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy, containerd and the
+# kubelet (hack/cluster-bins.sh's binaries, Debian's containerd, runc and containernetworking-plugins)
+# run as root in a network namespace of their own and in a mount namespace of their own (both
+# bound to files in <work dir>/ns, not named in /run/netns), so that nothing they do reaches
+# the host:
 #   - the network namespace holds the node's address (10.244.0.1/24 on bridge tern0), the pods'
 #     bridge (cni0, 10.88.0.0/16), their iptables rules and their ip_forward; the host's
 #     network settings are never touched, and the API server (127.0.0.1:6443 and
 #     10.244.0.1:6443) is reachable only from inside: use `hack/cluster.sh exec`;
+#   - kube-proxy (iptables mode) writes its Service rules with the iptables of that network
+#     namespace, and is configured to leave every conntrack setting alone (nf_conntrack_max and
+#     the hash size are machine-wide); `up` fails if a KUBE- rule shows up in the host's tables;
 #   - the mount namespace has a fresh tmpfs on /run and the work dir's own /var/lib and
 #     /var/log bound over the host's, so the paths the kubelet and containerd hard-code
 #     (/var/lib/kubelet/device-plugins, /var/log/pods, /var/log/containers, /run/containerd,
@@ -28,13 +32,12 @@
 #
 # Environment:
 #   TERN_CLUSTER_DIR   work dir (default /tmp/tern-cluster): state, logs, kubeconfig
-#   TERN_CLUSTER_NETNS network namespace name (default tern-cluster)
 #   TERN_CLUSTER_IMAGES directory of image archives to import (default <repo>/bin/images)
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 work=${TERN_CLUSTER_DIR:-/tmp/tern-cluster}
-netns=${TERN_CLUSTER_NETNS:-tern-cluster}
+netns=$work/ns/net # the network namespace, bound to a file (never /run/netns: iproute2's mount)
 images=${TERN_CLUSTER_IMAGES:-$repo/bin/images}
 node=tern-node
 node_ip=10.244.0.1
@@ -42,7 +45,7 @@ pod_cidr=10.88.0.0/16
 svc_cidr=10.96.0.0/16
 svc_ip=10.96.0.1
 cg_root=tern-cluster
-components=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet)
+components=(etcd kube-apiserver kube-controller-manager kube-scheduler kube-proxy containerd kubelet)
 
 log() { printf 'cluster: %s\n' "$*" >&2; }
 die() {
@@ -64,7 +67,7 @@ pidof_() {
 alive() { pidof_ "$1" >/dev/null; }
 sock=$work/containerd/containerd.sock
 ctr_() { ctr --address "$sock" --namespace k8s.io "$@"; }
-in_ns() { nsenter --net="/run/netns/$netns" -- "$@"; }
+in_ns() { nsenter --net="$netns" -- "$@"; }
 
 tail_log() {
 	local f=$work/log/$1.log
@@ -107,7 +110,7 @@ start() {
 	local name=$1
 	shift
 	if alive "$name"; then return 0; fi
-	nsenter --mount="$work/ns/mnt" --net="/run/netns/$netns" -- "$@" >>"$work/log/$name.log" 2>&1 </dev/null &
+	nsenter --mount="$work/ns/mnt" --net="$netns" -- "$@" >>"$work/log/$name.log" 2>&1 </dev/null &
 	local pid=$!
 	echo "$pid $(starttime "$pid")" >"$(pidfile "$name")"
 }
@@ -138,11 +141,13 @@ pki() {
 	cert node "/O=system:nodes/CN=system:node:$node"
 	cert kcm /CN=system:kube-controller-manager
 	cert scheduler /CN=system:kube-scheduler
+	cert kube-proxy /CN=system:kube-proxy # bound to system:node-proxier by the default RBAC
 	cd - >/dev/null
 	kubeconfig admin >"$work/kubeconfig"
 	kubeconfig node >"$work/kubelet.kubeconfig"
 	kubeconfig kcm >"$work/kcm.kubeconfig"
 	kubeconfig scheduler >"$work/scheduler.kubeconfig"
+	kubeconfig kube-proxy >"$work/kube-proxy.kubeconfig"
 }
 
 kubeconfig() {
@@ -244,34 +249,57 @@ configs() {
 		fileCheckFrequency: 5s
 		serializeImagePulls: false
 	EOF
+	# kube-proxy in iptables mode. conntrack: every field 0 means "leave the kernel's value":
+	# the defaults would raise nf_conntrack_max and the conntrack hash size (machine-wide, no
+	# namespace holds them) and the TCP timeouts. localhostNodePorts false: no route_localnet.
+	# oomScoreAdj 0: there is no CAP_SYS_RESOURCE to lower it.
+	cat >"$work/kube-proxy.yaml" <<-EOF
+		apiVersion: kubeproxy.config.k8s.io/v1alpha1
+		kind: KubeProxyConfiguration
+		clientConnection: {kubeconfig: $work/kube-proxy.kubeconfig}
+		hostnameOverride: $node
+		bindAddress: $node_ip
+		healthzBindAddress: 127.0.0.1:10256
+		metricsBindAddress: 127.0.0.1:10249
+		mode: iptables
+		clusterCIDR: $pod_cidr
+		detectLocalMode: ClusterCIDR
+		nodePortAddresses: [$node_ip/32]
+		oomScoreAdj: 0
+		iptables: {localhostNodePorts: false, minSyncPeriod: 100ms, syncPeriod: 30s}
+		conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s, tcpBeLiberal: false, udpTimeout: 0s, udpStreamTimeout: 0s}
+	EOF
 }
 
 # --- namespaces ---------------------------------------------------------------------------
 
+# The namespaces are bound to files in $work/ns, itself a private bind mount (a mount
+# namespace's file may not be bound where the namespace would see it). `ip netns add` is not
+# used: it leaves its shared bind mount of /run/netns on the host for good.
+ns_dir_up() {
+	findmnt "$work/ns" >/dev/null && return 0
+	mkdir -p "$work/ns"
+	mount --bind "$work/ns" "$work/ns"
+	mount --make-private "$work/ns"
+}
+
 netns_up() {
-	if [[ ! -e "/run/netns/$netns" ]]; then
-		ip netns add "$netns"
-		touch "$work/run/netns-created"
+	if ! findmnt "$netns" >/dev/null; then
+		touch "$netns"
+		unshare --net="$netns" true
 	fi
-	ip -n "$netns" link set lo up
-	if ! ip -n "$netns" link show tern0 >/dev/null 2>&1; then
-		ip -n "$netns" link add tern0 type bridge
-		ip -n "$netns" addr add "$node_ip/24" dev tern0
-		ip -n "$netns" link set tern0 up
-		ip -n "$netns" route add default dev tern0
-	fi
-	# No kube-proxy yet: pods reach the API server's Service address through one DNAT rule.
-	if ! in_ns iptables -t nat -C PREROUTING -d "$svc_ip" -p tcp --dport 443 -j DNAT --to-destination "$node_ip:6443" 2>/dev/null; then
-		in_ns iptables -t nat -A PREROUTING -d "$svc_ip" -p tcp --dport 443 -j DNAT --to-destination "$node_ip:6443"
-		in_ns iptables -t nat -A OUTPUT -d "$svc_ip" -p tcp --dport 443 -j DNAT --to-destination "$node_ip:6443"
+	in_ns ip link set lo up
+	if ! in_ns ip link show tern0 >/dev/null 2>&1; then
+		in_ns ip link add tern0 type bridge
+		in_ns ip addr add "$node_ip/24" dev tern0
+		in_ns ip link set tern0 up
+		in_ns ip route add default dev tern0
 	fi
 }
 
 mountns_up() {
 	[[ -e "$work/ns/mnt" ]] && findmnt "$work/ns/mnt" >/dev/null && return 0
-	mkdir -p "$work/ns" "$work/var/lib" "$work/var/log"
-	mount --bind "$work/ns" "$work/ns"
-	mount --make-private "$work/ns"
+	mkdir -p "$work/var/lib" "$work/var/log"
 	touch "$work/ns/mnt"
 	unshare --mount="$work/ns/mnt" --propagation private true
 	nsenter --mount="$work/ns/mnt" -- sh -ec "
@@ -298,6 +326,13 @@ cgroups_up() {
 
 kubectl_() { in_ns env KUBECONFIG="$work/kubeconfig" "$bins/kubectl" "$@"; }
 
+# kube_proxy_synced: kube-proxy has written the kubernetes Service's rule (in the namespace).
+kube_proxy_synced() { in_ns iptables -w 5 -t nat -S KUBE-SERVICES 2>/dev/null | grep -q -- "-d $svc_ip/32"; }
+
+# host_kube_rules: the KUBE- lines of the host's own iptables (read only; kube-proxy must
+# write none there).
+host_kube_rules() { { iptables-save 2>/dev/null; ip6tables-save 2>/dev/null; } | { grep 'KUBE-' || true; } | sed 's/\[[0-9]*:[0-9]*\]//g' | sort; }
+
 node_ready() {
 	[[ "$(kubectl_ get node "$node" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" == True ]]
 }
@@ -323,8 +358,9 @@ up() {
 	log "work dir $work, binaries $bins"
 	pki
 	configs
-	netns_up
+	ns_dir_up
 	mountns_up
+	netns_up
 	cgroups_up
 
 	start etcd "$bins/etcd" --data-dir "$work/etcd" --name tern \
@@ -341,7 +377,7 @@ up() {
 		--client-ca-file "$p/ca.crt" --kubelet-client-certificate "$p/admin.crt" --kubelet-client-key "$p/admin.key" \
 		--service-account-key-file "$p/sa.pub" --service-account-signing-key-file "$p/sa.key" \
 		--service-account-issuer https://kubernetes.default.svc --service-cluster-ip-range "$svc_cidr" \
-		--authorization-mode Node,RBAC --allow-privileged=true
+		--authorization-mode Node,RBAC --allow-privileged=true --kubelet-preferred-address-types InternalIP
 	wait_for 60 kube-apiserver "API server readiness" kubectl_ get --raw /readyz
 
 	start kube-controller-manager "$bins/kube-controller-manager" --kubeconfig "$work/kcm.kubeconfig" \
@@ -358,7 +394,15 @@ up() {
 
 	start kubelet "$bins/kubelet" --config "$work/kubelet/config.yaml" --kubeconfig "$work/kubelet.kubeconfig" \
 		--root-dir "$work/kubelet" --node-ip "$node_ip" --hostname-override "$node" --v 2
+	# kube-proxy reads the node's addresses at start and exits when they change later (as a
+	# DaemonSet would restart it): it starts once the kubelet has registered the node.
+	wait_for 60 kubelet "node $node registered" kubectl_ get node "$node"
+	local host_rules
+	host_rules=$(host_kube_rules)
+	start kube-proxy "$bins/kube-proxy" --config "$work/kube-proxy.yaml" --v 2
 	wait_for 120 kubelet "Ready node $node" node_ready
+	wait_for 30 kube-proxy "kube-proxy's rules in the cluster's network namespace" kube_proxy_synced
+	[[ "$(host_kube_rules)" == "$host_rules" ]] || fail kube-proxy "kube-proxy changed the HOST's iptables (KUBE- rules); take the cluster down"
 	for c in "${components[@]}"; do alive "$c" || fail "$c" "$c is not running"; done
 	log "up in $((SECONDS - t0))s; KUBECONFIG=$work/kubeconfig, reachable with: hack/cluster.sh exec kubectl get nodes"
 }
@@ -412,7 +456,7 @@ cluster_pids() {
 
 down() {
 	local t0=$SECONDS c pid
-	[[ -d "$work" ]] || [[ -e "/run/netns/$netns" ]] || { log "nothing to take down"; return 0; }
+	[[ -d "$work" ]] || { log "nothing to take down"; return 0; }
 	if alive kubelet; then stop_pids "kubelet=$(pidof_ kubelet)"; fi
 	# Containers first, while containerd can still stop them.
 	if alive containerd; then
@@ -422,7 +466,7 @@ down() {
 		for t in $(ctr_ tasks ls -q 2>/dev/null); do ctr_ tasks delete -f "$t" >/dev/null 2>&1 || true; done
 	fi
 	local procs=()
-	for c in kube-scheduler kube-controller-manager kube-apiserver containerd; do
+	for c in kube-proxy kube-scheduler kube-controller-manager kube-apiserver containerd; do
 		if alive "$c"; then procs+=("$c=$(pidof_ "$c")"); fi
 	done
 	for pid in $(shim_pids); do procs+=("containerd-shim=$pid"); done
@@ -436,10 +480,11 @@ down() {
 		find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null || true
 		[[ -d "$d" ]] && log "could not remove cgroup $d"
 	done
-	# The mount namespace goes with its last process and the bind mount of its file.
-	if [[ -e "$work/ns/mnt" ]]; then umount "$work/ns/mnt" 2>/dev/null || true; fi
+	# Each namespace goes with its last process and the bind mount of its file; the network
+	# namespace takes its bridges, veths and iptables rules with it.
+	if findmnt "$work/ns/mnt" >/dev/null 2>&1; then umount "$work/ns/mnt" || true; fi
+	if findmnt "$netns" >/dev/null 2>&1; then umount "$netns" || log "could not unmount the network namespace $netns"; fi
 	if findmnt "$work/ns" >/dev/null 2>&1; then umount "$work/ns" || true; fi
-	if [[ -e "/run/netns/$netns" ]]; then ip netns del "$netns" || log "could not delete netns $netns"; fi
 	local left
 	left=$(findmnt -rn -o TARGET | grep -F "$work" || true)
 	[[ -z "$left" ]] || die "mounts left under $work, not removing it: $left"
@@ -465,8 +510,8 @@ status() {
 
 exec_() {
 	bins=$("$repo/hack/cluster-bins.sh" --check)
-	[[ -e "/run/netns/$netns" ]] || die "not up"
-	exec nsenter --net="/run/netns/$netns" -- env KUBECONFIG="$work/kubeconfig" PATH="$bins:$PATH" \
+	findmnt "$netns" >/dev/null || die "not up"
+	exec nsenter --net="$netns" -- env KUBECONFIG="$work/kubeconfig" PATH="$bins:$PATH" \
 		TERN_CLUSTER_DIR="$work" "$@"
 }
 

@@ -16,7 +16,7 @@
 # binaries, so the service this script installed is disabled and stopped again.
 set -euo pipefail
 "$(dirname "$0")/envtest.sh" >/dev/null # kube-apiserver + etcd for envtest, into the cache the tests read (internal/testenv)
-"$(dirname "$0")/cluster-bins.sh" >/dev/null # kubelet, controller-manager, scheduler, pause image for hack/cluster.sh
+"$(dirname "$0")/cluster-bins.sh" >/dev/null # kubelet, controller-manager, scheduler, kube-proxy, pause image for hack/cluster.sh
 "$(dirname "$0")/mimir.sh" >/dev/null # Grafana Mimir (built, cached) and vmagent (apt) for test/e2e's TestMimirKEDA
 
 # binary:package pairs

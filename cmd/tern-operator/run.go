@@ -122,6 +122,16 @@ type managerFlags struct {
 	authAddr, authPublicAddr   string
 }
 
+// The operator's client-side rate limit on API requests. client-go's default, 5 requests/s in
+// bursts of 10, made the operator's writes the bottleneck of config propagation: a reconcile
+// writes the ConfigMap and statuses, so back-to-back EndpointSlice changes reached ternd at
+// one every 200 ms (measured in test/cluster). kube-controller-manager's defaults are 20 and
+// 30; the API server's priority and fairness still protects it.
+const (
+	apiQPS   = 50
+	apiBurst = 100
+)
+
 // runManager builds the manager with the controller, health checks and metrics, and runs it
 // until ctx ends.
 func runManager(ctx context.Context, f managerFlags, log *slog.Logger) error {
@@ -130,6 +140,7 @@ func runManager(ctx context.Context, f managerFlags, log *slog.Logger) error {
 		return err
 	}
 	cfg.UserAgent = "tern-operator"
+	cfg.QPS, cfg.Burst = apiQPS, apiBurst
 	mgr, err := ctrl.NewManager(cfg, manager.Options{
 		Scheme:                  controller.NewScheme(),
 		Cache:                   controller.CacheOptions(),

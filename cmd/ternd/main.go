@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -133,9 +134,13 @@ func run(args []string) int {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// With --configmap, the ConfigMap watch is the source of truth once it has delivered a
+	// config: the mounted file lags it (the kubelet rewrites its volume on its own schedule),
+	// and applying the file then could put back a config the watch has already replaced.
+	var fromAPI atomic.Bool
 	if f.watch {
 		go func() {
-			if err := watchFile(ctx, source, load, srv, log); err != nil {
+			if err := watchFile(ctx, source, load, srv.Reconfigure, fromAPI.Load, log); err != nil {
 				log.Error("config watch stopped", "error", err)
 			}
 		}()
@@ -148,7 +153,11 @@ func run(args []string) int {
 			return 2
 		}
 		go func() {
-			if err := k8sconfig.Watch(ctx, f.kubecfg, ns, name, f.cmKey, srv.Reconfigure, log); err != nil {
+			apply := func(c *config.Config) error {
+				fromAPI.Store(true)
+				return srv.Reconfigure(c)
+			}
+			if err := k8sconfig.Watch(ctx, f.kubecfg, ns, name, f.cmKey, apply, log); err != nil {
 				log.Error("configmap watch stopped", "error", err)
 			}
 		}()

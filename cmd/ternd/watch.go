@@ -8,15 +8,16 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
-	"github.com/tern-gw/tern/dataplane"
 	"github.com/tern-gw/tern/dataplane/config"
 )
 
-// watchFile applies path to srv whenever it changes, until ctx ends. It
-// watches the file's directory, not the file, because editors and
-// Kubernetes ConfigMap volumes replace files by rename. A config that fails
-// to load or validate is logged and the running one stays.
-func watchFile(ctx context.Context, path string, load func(string) (*config.Config, error), srv *dataplane.Server, log *slog.Logger) error {
+// watchFile calls apply with the config at path whenever the file changes, until ctx ends.
+// It watches the file's directory, not the file, because editors and Kubernetes ConfigMap
+// volumes replace files by rename. A config that fails to load is logged and not applied;
+// apply's error is logged and the running config stays. Once superseded returns true (the
+// ConfigMap watch of --configmap has delivered a config), changes of the file are ignored and
+// logged once: the file is the kubelet's lagging copy of that ConfigMap.
+func watchFile(ctx context.Context, path string, load func(string) (*config.Config, error), apply func(*config.Config) error, superseded func() bool, log *slog.Logger) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return err
@@ -31,6 +32,7 @@ func watchFile(ctx context.Context, path string, load func(string) (*config.Conf
 	}
 	// Bursts of events (write, chmod, rename) settle into one reload.
 	var settle <-chan time.Time
+	ignoring := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -43,12 +45,19 @@ func watchFile(ctx context.Context, path string, load func(string) (*config.Conf
 			}
 		case <-settle:
 			settle = nil
+			if superseded() {
+				if !ignoring {
+					log.Info("config file changes ignored: the ConfigMap watch (--configmap) delivers the config", "file", path)
+					ignoring = true
+				}
+				continue
+			}
 			cfg, err := load(path)
 			if err != nil {
 				log.Error("config file rejected, running config kept", "file", path, "error", err)
 				continue
 			}
-			if err := srv.Reconfigure(cfg); err != nil {
+			if err := apply(cfg); err != nil {
 				log.Error("reconfiguration", "file", path, "error", err)
 				continue
 			}

@@ -94,7 +94,7 @@ func TestNodeReady(t *testing.T) {
 
 // TestPauseDeployments rolls out the pause image on the pod network and on the node's
 // network, and checks that a pod reaches the API server through the kubernetes Service (what
-// the operator's in-cluster config uses).
+// the operator's in-cluster config uses), that is through kube-proxy's rules.
 func TestPauseDeployments(t *testing.T) {
 	dir := cluster(t)
 	manifest := filepath.Join(repoRoot(t), "test", "cluster", "testdata", "pause.yaml")
@@ -169,23 +169,26 @@ func importedImage(t *testing.T, dir, name string) string {
 	return ""
 }
 
-// TestOperatorInstall installs deploy/ with kubectl apply -k, the images pointed at the ones
-// `make images` built (bin/images/ternd-*.tar, tern-operator-*.tar, imported by
-// hack/cluster.sh up), and waits for the operator to be Ready and elected leader. The install
-// stays for the tests after it; hack/cluster.sh down removes everything.
+// TestOperatorInstall installs the Helm chart deploy/helm/tern with Helm's library
+// (action.Install against the cluster's kubeconfig, like `helm install --wait`), the images
+// being the ones `make images` built (bin/images/ternd-*.tar, tern-operator-*.tar, imported by
+// hack/cluster.sh up) by their version tag, and waits for the operator to be Ready and elected
+// leader. The release stays for the tests after it; hack/cluster.sh down removes everything.
+// (`kubectl apply -k deploy/` installs the same objects as the chart's defaults: deploy/helm's
+// tests compare the two renders.)
 func TestOperatorInstall(t *testing.T) {
 	installOperator(t)
 }
 
 var install struct {
 	sync.Mutex
-	done       bool
-	skip       string
-	terndImage string
+	done bool
+	skip string
+	tag  string // the images' version tag
 }
 
-// installOperator installs the operator once per test binary and returns the ternd image the
-// default Dataplane names; it skips when bin/images has no images.
+// installOperator installs the chart once per test binary and returns the images' tag; it
+// skips when bin/images has no images.
 func installOperator(t *testing.T) string {
 	t.Helper()
 	dir := cluster(t)
@@ -195,7 +198,7 @@ func installOperator(t *testing.T) string {
 		testenv.SkipOrFail(t, "%s", install.skip)
 	}
 	if install.done {
-		return install.terndImage
+		return install.tag
 	}
 	root := repoRoot(t)
 	for _, pattern := range []string{"ternd-*.tar", "tern-operator-*.tar"} {
@@ -209,74 +212,38 @@ func installOperator(t *testing.T) string {
 		t.Fatalf("bin/images has the archives but containerd holds no tern-operator/ternd image (operator %q, ternd %q): did hack/cluster.sh up run after make images?\n%s",
 			operatorRef, terndRef, ctr(t, dir, "images", "ls", "-q"))
 	}
+	operatorRepo, tag := splitRef(operatorRef)
+	terndRepo, terndTag := splitRef(terndRef)
+	if operatorRepo != "ghcr.io/tern-gw/tern-operator" || terndRepo != "ghcr.io/tern-gw/ternd" || terndTag != tag {
+		t.Fatalf("imported images %s and %s: want ghcr.io/tern-gw/{tern-operator,ternd} at one tag, the chart's repositories", operatorRef, terndRef)
+	}
 	t.Logf("images: %s, %s", operatorRef, terndRef)
 
-	kdir, err := os.MkdirTemp("", "tern-cluster-kustomize-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(kdir)
-	rel, err := filepath.Rel(kdir, filepath.Join(root, "deploy"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	name, tag := splitRef(operatorRef)
-	kustomization := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-  - %s
-images:
-  - name: ghcr.io/tern-gw/tern-operator
-    newName: %s
-    newTag: %s
-patches:
-  # Nothing can be pulled: the images are the imported ones or none.
-  - target: {kind: Deployment, name: tern-operator}
-    patch: |
-      - op: add
-        path: /spec/template/spec/containers/0/imagePullPolicy
-        value: Never
-  # turnutils_uclient binds random channel numbers up to RFC 5766's 0x7FFF, which ternd refuses
-  # by default (RFC 8656 allows 0x4000-0x4FFF); the Dataplane's args let those through.
-  - target: {kind: Dataplane, name: default}
-    patch: |
-      - op: replace
-        path: /spec/image
-        value: %s
-      - op: add
-        path: /spec/args/-
-        value: --legacy-channel-numbers
-`, rel, name, tag, terndRef)
-	if err := os.WriteFile(filepath.Join(kdir, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
-		t.Fatal(err)
-	}
-
 	start := time.Now()
-	// The CRDs first: a fresh cluster rejects the Dataplane until its CRD is established.
-	kubectl(t, "apply", "--server-side", "-k", filepath.Join(root, "deploy", "crds"))
-	kubectl(t, "wait", "--for=condition=established", "--timeout=60s", "crd", "--all")
-	kubectl(t, "apply", "--server-side", "-k", kdir)
-	if _, err := tryRun(nil, "kubectl", "-n", "tern-system", "rollout", "status", "deployment/tern-operator", "--timeout=120s"); err != nil {
-		desc, _ := tryRun(nil, "kubectl", "-n", "tern-system", "describe", "pods")
-		logs, _ := tryRun(nil, "kubectl", "-n", "tern-system", "logs", "deployment/tern-operator", "--tail=50")
+	rel := helmInstall(t, chartValues(tag, false))
+	t.Logf("helm install %s (chart %s %s, release namespace %s): deployed, operator Ready %.1fs after the install began",
+		rel.Name, rel.Chart.Metadata.Name, rel.Chart.Metadata.Version, rel.Namespace, time.Since(start).Seconds())
+	if _, err := tryRun(nil, "kubectl", "-n", releaseNamespace, "rollout", "status", "deployment/tern-operator", "--timeout=60s"); err != nil {
+		desc, _ := tryRun(nil, "kubectl", "-n", releaseNamespace, "describe", "pods")
+		logs, _ := tryRun(nil, "kubectl", "-n", releaseNamespace, "logs", "deployment/tern-operator", "--tail=50")
 		t.Fatalf("operator not Ready: %v\n%s\nlogs:\n%s", err, desc, logs)
 	}
-	t.Logf("operator Ready %.1fs after kubectl apply -k", time.Since(start).Seconds())
-	// The operator's leader-election Lease has a holder: it reaches the API server from its pod.
+	// The operator's leader-election Lease has a holder: it reaches the API server from its pod
+	// (through the kubernetes Service, that is kube-proxy).
 	testenv.Eventually(t, 60*time.Second, func() error {
-		holder, err := tryRun(nil, "kubectl", "-n", "tern-system", "get", "lease", "tern-operator.stunner.l7mp.io",
+		holder, err := tryRun(nil, "kubectl", "-n", releaseNamespace, "get", "lease", "tern-operator.stunner.l7mp.io",
 			"-o", "jsonpath={.spec.holderIdentity}")
 		if err != nil || holder == "" {
-			return fmt.Errorf("no leader in Lease tern-system/tern-operator.stunner.l7mp.io (%q, %v)", holder, err)
+			return fmt.Errorf("no leader in Lease %s/tern-operator.stunner.l7mp.io (%q, %v)", releaseNamespace, holder, err)
 		}
 		return nil
 	})
-	t.Logf("operator elected leader %.1fs after kubectl apply -k", time.Since(start).Seconds())
+	t.Logf("operator elected leader %.1fs after the install began", time.Since(start).Seconds())
 	if image := kubectl(t, "get", "dataplane", "default", "-o", "jsonpath={.spec.image}"); image != terndRef {
 		t.Fatalf("Dataplane default image %q, want %q", image, terndRef)
 	}
-	install.done, install.terndImage = true, terndRef
-	return terndRef
+	install.done, install.tag = true, tag
+	return tag
 }
 
 // splitRef splits "registry/repo:tag" into "registry/repo" and "tag".

@@ -1,13 +1,15 @@
 // Package cluster holds the end-to-end tests that run on a real single-node Kubernetes cluster
-// (hack/cluster.sh). They are behind the "cluster" build tag, so `make test` does not run them
-// yet; `make cluster-e2e` builds the binaries, starts the cluster, runs them inside the
-// cluster's network namespace and takes the cluster down:
+// (hack/cluster.sh). They are behind the "cluster" build tag, so `go test ./...` leaves them
+// out; `make cluster-e2e` (which `make test` runs after the Go tests) builds the binaries,
+// starts the cluster, runs them inside the cluster's network namespace and takes the cluster
+// down:
 //
 //	hack/cluster-bins.sh && hack/cluster.sh up
 //	hack/cluster.sh exec go test -count=1 -tags cluster -v ./test/cluster/
 //	hack/cluster.sh down
 //
 // The tests find the cluster through KUBECONFIG and TERN_CLUSTER_DIR, which `hack/cluster.sh
-// exec` sets, and drive it with kubectl (from the cluster's binaries, first on PATH there) and
-// ctr.
+// exec` sets, and drive it with kubectl (from the cluster's binaries, first on PATH there),
+// client-go, Helm's library (the install of deploy/helm/tern) and ctr. They print the figures
+// of BENCHMARKS.md's "Real cluster" section with t.Logf.
 package cluster

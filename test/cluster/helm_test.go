@@ -1,0 +1,106 @@
+//go:build cluster
+
+package cluster
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/release"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+)
+
+// The release the tests install, as `helm install tern deploy/helm/tern -n tern-system
+// --create-namespace` would.
+const (
+	releaseName      = "tern"
+	releaseNamespace = "tern-system"
+	// dataplaneGrace is the default Dataplane's terminationGracePeriodSeconds in the tests:
+	// how long a ternd pod with allocations left may drain after SIGTERM before the kubelet
+	// kills it (the chart's default is STUNner's 3600).
+	dataplaneGrace = 5 * time.Second
+)
+
+// helmConfig is Helm's action configuration against the cluster of KUBECONFIG, the release
+// stored as a Secret in releaseNamespace (Helm's default driver).
+func helmConfig(t *testing.T) *action.Configuration {
+	t.Helper()
+	flags := genericclioptions.NewConfigFlags(false)
+	kubeconfig, ns := os.Getenv("KUBECONFIG"), releaseNamespace
+	flags.KubeConfig, flags.Namespace = &kubeconfig, &ns
+	cfg := new(action.Configuration)
+	if err := cfg.Init(flags, releaseNamespace, "secret", func(format string, v ...any) {
+		t.Logf("helm: "+format, v...)
+	}); err != nil {
+		t.Fatalf("helm: %v", err)
+	}
+	return cfg
+}
+
+// loadChart loads deploy/helm/tern from the working tree.
+func loadChart(t *testing.T) *chart.Chart {
+	t.Helper()
+	chrt, err := loader.Load(filepath.Join(repoRoot(t), "deploy", "helm", "tern"))
+	if err != nil {
+		t.Fatalf("loading the chart: %v", err)
+	}
+	return chrt
+}
+
+// chartValues are the values the tests install with: the images `make images` built, by
+// their version tag (imported by hack/cluster.sh, never pulled), and a Dataplane that lets
+// turnutils_uclient's channel numbers through and drains for dataplaneGrace at most.
+func chartValues(tag string, hostNetwork bool) map[string]any {
+	return map[string]any{
+		"image": map[string]any{
+			"tag":        tag,
+			"pullPolicy": "Never",
+		},
+		"dataplane": map[string]any{
+			// turnutils_uclient binds random channel numbers up to RFC 5766's 0x7FFF, which
+			// ternd refuses by default (RFC 8656 allows 0x4000-0x4FFF).
+			"args":                          []any{"-w", "--udp-thread-num=16", "--legacy-channel-numbers"},
+			"terminationGracePeriodSeconds": int(dataplaneGrace / time.Second),
+			"hostNetwork":                   hostNetwork,
+		},
+	}
+}
+
+// helmInstall installs the chart like `helm install --create-namespace --wait`: the CRDs
+// first (Helm waits for them to be established), then the operator and the default Dataplane,
+// and waits for the operator's Deployment to be ready.
+func helmInstall(t *testing.T, vals map[string]any) *release.Release {
+	t.Helper()
+	install := action.NewInstall(helmConfig(t))
+	install.ReleaseName, install.Namespace = releaseName, releaseNamespace
+	install.CreateNamespace = true
+	install.Wait, install.Timeout = true, 120*time.Second
+	rel, err := install.Run(loadChart(t), vals)
+	if err != nil {
+		t.Fatalf("helm install %s deploy/helm/tern: %v", releaseName, err)
+	}
+	return rel
+}
+
+// helmUpgrade upgrades the release with vals, like `helm upgrade --wait` with the values given
+// again in full.
+func helmUpgrade(t *testing.T, vals map[string]any) *release.Release {
+	t.Helper()
+	upgrade := action.NewUpgrade(helmConfig(t))
+	upgrade.Namespace = releaseNamespace
+	upgrade.Wait, upgrade.Timeout = true, 120*time.Second
+	rel, err := upgrade.Run(releaseName, loadChart(t), vals)
+	if err != nil {
+		t.Fatalf("helm upgrade %s deploy/helm/tern: %v", releaseName, err)
+	}
+	if rel.Info == nil || rel.Info.Status != release.StatusDeployed {
+		t.Fatalf("helm upgrade: release %s is %v, want deployed", releaseName, fmt.Sprint(rel.Info))
+	}
+	return rel
+}

@@ -1,0 +1,207 @@
+//go:build cluster
+
+package cluster
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/pion/logging"
+	"github.com/pion/turn/v4"
+)
+
+// turnAlloc is a pion/turn client with one UDP allocation.
+type turnAlloc struct {
+	client *turn.Client
+	conn   net.PacketConn // the client's own socket, towards the TURN server
+	relay  net.PacketConn // the allocation: WriteTo sends through the relay to a peer
+}
+
+// Close releases the allocation (pion sends a Refresh with LIFETIME 0, RFC 8656 §7.2, without
+// waiting for the answer), then closes the client and its socket.
+func (a *turnAlloc) Close() {
+	_ = a.relay.Close()
+	a.client.Close()
+	_ = a.conn.Close()
+}
+
+// allocate makes a pion/turn client with a UDP allocation on server (host:port), with the
+// TURN credentials of the reference Gateway.
+func allocate(server string) (*turnAlloc, error) {
+	conn, err := net.ListenPacket("udp4", "0.0.0.0:0")
+	if err != nil {
+		return nil, err
+	}
+	c, err := turn.NewClient(&turn.ClientConfig{
+		STUNServerAddr: server,
+		TURNServerAddr: server,
+		Username:       turnUser,
+		Password:       turnPass,
+		Realm:          turnRealm,
+		Conn:           conn,
+		LoggerFactory:  &logging.DefaultLoggerFactory{DefaultLogLevel: logging.LogLevelError},
+		RTO:            200 * time.Millisecond,
+	})
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	if err := c.Listen(); err != nil {
+		c.Close()
+		conn.Close()
+		return nil, err
+	}
+	relay, err := c.Allocate()
+	if err != nil {
+		c.Close()
+		conn.Close()
+		return nil, fmt.Errorf("allocate on %s: %w", server, err)
+	}
+	return &turnAlloc{client: c, conn: conn, relay: relay}, nil
+}
+
+// echoOnce allocates on server, relays one datagram to the echo on ip:9001 and waits up to
+// timeout for it to come back, then releases the allocation.
+func echoOnce(server, ip string, timeout time.Duration) error {
+	a, err := allocate(server)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	return echoVia(a.relay, ip, timeout)
+}
+
+// echoVia sends a datagram through relay to the echo on ip:9001 and waits for it to come back.
+// A refused permission (403) comes back as WriteTo's error.
+func echoVia(relay net.PacketConn, ip string, timeout time.Duration) error {
+	peer := &net.UDPAddr{IP: net.ParseIP(ip), Port: echoPort}
+	msg := []byte("tern-" + strconv.FormatInt(time.Now().UnixNano(), 36))
+	if _, err := relay.WriteTo(msg, peer); err != nil {
+		return fmt.Errorf("relay to %v: %w", peer, err)
+	}
+	buf := make([]byte, 1500)
+	deadline := time.Now().Add(timeout)
+	for {
+		_ = relay.SetReadDeadline(deadline)
+		n, from, err := relay.ReadFrom(buf)
+		if err != nil {
+			return fmt.Errorf("no echo from %v through the relay: %w", peer, err)
+		}
+		if from.String() == peer.String() && bytes.Equal(buf[:n], msg) {
+			return nil
+		}
+	}
+}
+
+// runResult is what a relay run counted.
+type runResult struct {
+	clients, sent, received int
+}
+
+func (r runResult) lost() int { return r.sent - r.received }
+
+func (r runResult) String() string {
+	return fmt.Sprintf("%d clients: sent %d, received %d, lost %d", r.clients, r.sent, r.received, r.lost())
+}
+
+// Relay runs: the pace of each client's datagrams, their size (turnutils_uclient's default),
+// and how long echoes may still arrive after a client's last send.
+const (
+	runGap     = 2 * time.Millisecond
+	runSize    = 100
+	runLinger  = 2 * time.Second
+	runClients = 10
+	runPackets = 100
+)
+
+// relayRun is pion's counterpart of turnutils_uclient's run: clients pion/turn clients each
+// allocate on server and send packets datagrams of runSize bytes, runGap apart, through their
+// relay to the echo on peerIP:9001, and count the distinct datagrams that come back within
+// runLinger of the last send. Every allocation is released at the end. An error is a client
+// that could not allocate or send; lost datagrams are in the result.
+func relayRun(server, peerIP string, clients, packets int) (runResult, error) {
+	res := runResult{clients: clients}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for id := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sent, got, err := relayClient(server, peerIP, uint32(id), packets)
+			mu.Lock()
+			res.sent += sent
+			res.received += got
+			mu.Unlock()
+			if err != nil {
+				errs <- fmt.Errorf("client %d: %w", id, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return res, <-errs
+}
+
+// relayClient is one client of relayRun; it returns how many datagrams it sent and how many
+// distinct ones came back.
+func relayClient(server, peerIP string, id uint32, packets int) (sent, received int, err error) {
+	a, err := allocate(server)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer a.Close()
+	peer := &net.UDPAddr{IP: net.ParseIP(peerIP), Port: echoPort}
+	seen := make([]bool, packets)
+	var count int
+	var mu sync.Mutex
+	all := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 1500)
+		for {
+			n, from, err := a.relay.ReadFrom(buf)
+			if err != nil {
+				return // the deadline set below, or Close
+			}
+			if from.String() != peer.String() || n != runSize || binary.BigEndian.Uint32(buf[0:4]) != id {
+				continue
+			}
+			seq := int(binary.BigEndian.Uint32(buf[4:8]))
+			mu.Lock()
+			if seq < packets && !seen[seq] {
+				seen[seq] = true
+				count++
+				if count == packets {
+					close(all)
+				}
+			}
+			mu.Unlock()
+		}
+	}()
+	msg := make([]byte, runSize)
+	binary.BigEndian.PutUint32(msg[0:4], id)
+	for seq := range packets {
+		binary.BigEndian.PutUint32(msg[4:8], uint32(seq))
+		if _, err = a.relay.WriteTo(msg, peer); err != nil {
+			break
+		}
+		sent++
+		time.Sleep(runGap)
+	}
+	select {
+	case <-all:
+	case <-time.After(runLinger):
+	}
+	_ = a.relay.SetReadDeadline(time.Now())
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	return sent, count, err
+}
