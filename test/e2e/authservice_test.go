@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/pion/stun/v3"
-	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
@@ -28,7 +26,6 @@ import (
 	"github.com/tern-gw/tern/internal/testenv"
 	"github.com/tern-gw/tern/operator/authservice"
 	"github.com/tern-gw/tern/operator/controller"
-	"github.com/tern-gw/tern/operator/render"
 	"github.com/tern-gw/tern/turn"
 )
 
@@ -93,8 +90,9 @@ spec:
 
 // startOperatorWithAuth runs tern-operator's controller and its auth service in this process,
 // wired as `tern-operator run` wires them (the auth service reads the manager's cache), until
-// the test ends. It returns the auth service's base URL and its debug log.
-func startOperatorWithAuth(t *testing.T) (string, *syncBuffer) {
+// the test ends; the rendered credentials are files in credentialsDir (see startOperator). It
+// returns the auth service's base URL and its debug log.
+func startOperatorWithAuth(t *testing.T, credentialsDir string) (string, *syncBuffer) {
 	t.Helper()
 	ctrl.SetLogger(logr.Discard())
 	mgr, err := ctrl.NewManager(apiServer.Config(t), manager.Options{
@@ -110,7 +108,7 @@ func startOperatorWithAuth(t *testing.T) (string, *syncBuffer) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := controller.Setup(mgr, controller.Options{}); err != nil {
+	if _, err := controller.Setup(mgr, controller.Options{CredentialsDir: credentialsDir}); err != nil {
 		t.Fatal(err)
 	}
 	logs := &syncBuffer{}
@@ -210,7 +208,8 @@ func TestAuthServiceCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base, logs := startOperatorWithAuth(t)
+	creds := &secretVolume{dir: t.TempDir()}
+	base, logs := startOperatorWithAuth(t, creds.dir)
 
 	udpPort, releaseUDP := freePort(t, "udp4")
 	tcpPort, releaseTCP := freePort(t, "tcp4")
@@ -218,15 +217,9 @@ func TestAuthServiceCredentials(t *testing.T) {
 	releaseTCP()
 	testenv.Apply(t, c, fmt.Appendf(nil, authManifests, udpPort, tcpPort))
 
-	// ternd as the rendered Deployment runs it: the ConfigMap's config, POD_IP for the relay address.
-	var cm corev1.ConfigMap
-	testenv.Eventually(t, 30*time.Second, func() error {
-		return c.Get(context.Background(), client.ObjectKey{Namespace: "e2e-auth", Name: "gw"}, &cm)
-	})
-	cfgPath := filepath.Join(t.TempDir(), "tern.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cm.Data[render.ConfigKey]), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	// ternd as the rendered Deployment runs it: the ConfigMap's config, the credentials Secret
+	// mounted as files, POD_IP for the relay address.
+	cfgPath := mountRendered(t, c, "e2e-auth", "gw", creds)
 	s := &server{addr: &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: udpPort}}
 	cmd := exec.Command(terndBinary(t), "-c", cfgPath, "-l", "debug")
 	cmd.Env = append(os.Environ(), "POD_IP=127.0.0.1")

@@ -449,6 +449,23 @@ func (s *server) waitMetric(t *testing.T, name string, want float64, timeout tim
 	})
 }
 
+// waitMetricAtLeast waits until the gauge or counter name reaches want.
+// turnutils_uclient under load sometimes opens more allocations than its -m
+// clients (it retries a TLS handshake it gave up on), so its tests ask for a floor.
+func (s *server) waitMetricAtLeast(t *testing.T, name string, want float64, timeout time.Duration) {
+	t.Helper()
+	testenv.Eventually(t, timeout, func() error {
+		v, ok := s.metric(t, name)
+		if !ok {
+			t.Fatalf("/metrics has no %s", name)
+		}
+		if v < want {
+			return fmt.Errorf("%s = %v, want at least %v", name, v, want)
+		}
+		return nil
+	})
+}
+
 // stunBinding sends a STUN Binding request to addr and waits for a success
 // response carrying XOR-MAPPED-ADDRESS.
 func stunBinding(addr *net.UDPAddr, timeout time.Duration) error {
