@@ -99,6 +99,11 @@ const (
 	nonceLen    = (nonceRaw*8 + 5) / 6 // base64 without padding
 )
 
+// nonceEncoding is base64url without padding, strict: 22 characters carry 132 bits for the
+// nonce's 128, and a lenient decoder ignores the last character's 4 spare bits, which would
+// accept 16 spellings of every nonce. Strict accepts only the one the maker issued.
+var nonceEncoding = base64.RawURLEncoding.Strict()
+
 func newNonceMaker() *nonceMaker {
 	n := &nonceMaker{}
 	if _, err := rand.Read(n.key[:]); err != nil {
@@ -130,7 +135,7 @@ func (n *nonceMaker) make(now time.Time, client netip.Addr) string {
 	binary.BigEndian.PutUint32(b[:4], ts)
 	mac := n.mac(ts, client)
 	copy(b[4:], mac[:])
-	return base64.RawURLEncoding.EncodeToString(b[:])
+	return nonceEncoding.EncodeToString(b[:])
 }
 
 // valid reports whether nonce was issued by this maker to client no longer
@@ -140,7 +145,7 @@ func (n *nonceMaker) valid(nonce string, now time.Time, client netip.Addr, lifet
 	if len(nonce) != nonceLen {
 		return false
 	}
-	if k, err := base64.RawURLEncoding.Decode(b[:], []byte(nonce)); err != nil || k != nonceRaw {
+	if k, err := nonceEncoding.Decode(b[:], []byte(nonce)); err != nil || k != nonceRaw {
 		return false
 	}
 	ts := binary.BigEndian.Uint32(b[:4])
