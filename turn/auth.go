@@ -138,20 +138,37 @@ func (n *nonceMaker) make(now time.Time, client netip.Addr) string {
 	return nonceEncoding.EncodeToString(b[:])
 }
 
-// valid reports whether nonce was issued by this maker to client no longer
-// than lifetime before now.
-func (n *nonceMaker) valid(nonce string, now time.Time, client netip.Addr, lifetime time.Duration) bool {
+// nonceStatus is what check found a NONCE to be.
+type nonceStatus uint8
+
+const (
+	// nonceValid: issued by this maker to this client within the lifetime.
+	nonceValid nonceStatus = iota
+	// nonceExpired: issued by this maker to this client, but longer ago than the lifetime
+	// (or, after the clock went back, later than now). Every client sends one of these once
+	// per lifetime, and its 438 is how it learns the next (RFC 8489 §9.2.4).
+	nonceExpired
+	// nonceInvalid: not a nonce this maker issued to this client: forged, malformed, or
+	// issued to another address.
+	nonceInvalid
+)
+
+// check returns the status of nonce for client at now.
+func (n *nonceMaker) check(nonce string, now time.Time, client netip.Addr, lifetime time.Duration) nonceStatus {
 	var b [nonceRaw]byte
 	if len(nonce) != nonceLen {
-		return false
+		return nonceInvalid
 	}
 	if k, err := nonceEncoding.Decode(b[:], []byte(nonce)); err != nil || k != nonceRaw {
-		return false
+		return nonceInvalid
 	}
 	ts := binary.BigEndian.Uint32(b[:4])
 	if mac := n.mac(ts, client); !hmac.Equal(b[4:], mac[:]) {
-		return false
+		return nonceInvalid
 	}
 	issued := time.Unix(int64(ts), 0)
-	return !now.Before(issued.Add(-time.Second)) && now.Sub(issued) < lifetime
+	if now.Before(issued.Add(-time.Second)) || now.Sub(issued) >= lifetime {
+		return nonceExpired
+	}
+	return nonceValid
 }
