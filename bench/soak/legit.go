@@ -37,10 +37,13 @@ type LegitResult struct {
 	RTTp50 time.Duration `json:"rtt_p50_ns"`
 	RTTp99 time.Duration `json:"rtt_p99_ns"`
 	RTTMax time.Duration `json:"rtt_max_ns"`
-	// PionWarnings counts the warnings and errors pion/turn logged (how it reports a failed
-	// Refresh, permission refresh or ChannelBind), with the first few.
-	PionWarnings int      `json:"pion_warnings"`
-	PionMessages []string `json:"pion_messages,omitempty"`
+	// PionWarnings counts the warnings and errors pion/turn logged while relaying (how it
+	// reports a failed Refresh, permission refresh or ChannelBind), with the first few;
+	// PionWarningsAtClose those logged while the clients were closed at the end (a refresh
+	// timer firing into a closed client says "transaction closed").
+	PionWarnings        int      `json:"pion_warnings"`
+	PionMessages        []string `json:"pion_messages,omitempty"`
+	PionWarningsAtClose int      `json:"pion_warnings_at_close"`
 }
 
 // legitClient is one pion/turn client with its allocation.
@@ -94,6 +97,7 @@ func (l *legit) run(ctx context.Context) {
 	wg.Wait()
 	// Echoes still on their way count: wait for them before the clients close.
 	time.Sleep(2 * time.Second)
+	l.log.closing.Store(true)
 	l.closeAll()
 }
 
@@ -270,7 +274,7 @@ func (l *legit) result() LegitResult {
 		r.Loss = 1 - float64(min(r.Received, r.Sent))/float64(r.Sent)
 	}
 	r.RTTp50, r.RTTp99, r.RTTMax = l.rtt.quantile(0.5), l.rtt.quantile(0.99), l.rtt.max()
-	r.PionWarnings, r.PionMessages = l.log.counts()
+	r.PionWarnings, r.PionMessages, r.PionWarningsAtClose = l.log.counts()
 	return r
 }
 
@@ -324,26 +328,32 @@ func (h *histogram) max() time.Duration { return time.Duration(h.top.Load()) }
 // countingLogger is a pion LoggerFactory that keeps only warnings and errors: pion reports a
 // failed Refresh, permission refresh or ChannelBind that way and nowhere else.
 type countingLogger struct {
-	mu   sync.Mutex
-	n    int
-	msgs []string
+	closing atomic.Bool
+	mu      sync.Mutex
+	n       int
+	atClose int
+	msgs    []string
 }
 
 func (l *countingLogger) NewLogger(string) logging.LeveledLogger { return l }
 
 func (l *countingLogger) note(msg string) {
 	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closing.Load() {
+		l.atClose++
+		return
+	}
 	l.n++
 	if len(l.msgs) < 10 {
 		l.msgs = append(l.msgs, msg)
 	}
-	l.mu.Unlock()
 }
 
-func (l *countingLogger) counts() (int, []string) {
+func (l *countingLogger) counts() (n int, msgs []string, atClose int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.n, slices.Clone(l.msgs)
+	return l.n, slices.Clone(l.msgs), l.atClose
 }
 
 func (l *countingLogger) Trace(string)          {}

@@ -88,7 +88,11 @@ func (r *Result) WriteSummary(w io.Writer) {
 	fmt.Fprintf(w, "| legitimate datagrams | %d sent, %d echoed back, loss %.3f%% |\n", l.Sent, l.Received, 100*l.Loss)
 	fmt.Fprintf(w, "| worst client's loss | %.2f%% (%d clients at 1%% or more, %d received nothing) |\n", 100*l.MaxClientLoss, l.ClientsOver1Pct, l.Silent)
 	fmt.Fprintf(w, "| round trip (client, server, peer and back) | p50 %v, p99 %v, max %v |\n", l.RTTp50, l.RTTp99, l.RTTMax.Round(time.Microsecond))
-	fmt.Fprintf(w, "| pion/turn warnings (failed refreshes, binds) | %d %s |\n", l.PionWarnings, quoteFew(l.PionMessages))
+	fmt.Fprintf(w, "| pion/turn warnings while relaying (failed refreshes, binds) | %d %s; %d more while closing |\n",
+		l.PionWarnings, quoteFew(l.PionMessages), l.PionWarningsAtClose)
+	if where := r.lossPath(); where != "" {
+		fmt.Fprintf(w, "| where legitimate datagrams were lost | %s |\n", where)
+	}
 	q := r.Quota
 	fmt.Fprintf(w, "| quota attacker (one user, one address) | held %d, first refusal after %v; refusals by code %v; %d unanswered |\n",
 		q.Held, q.TimeToQuota.Round(time.Millisecond), q.Refused, q.Timeouts)
@@ -104,7 +108,8 @@ func (r *Result) WriteSummary(w io.Writer) {
 	}
 	keys := make([]string, 0, len(r.Server))
 	for k, v := range r.Server {
-		if v != 0 && !strings.HasPrefix(k, "stunner_allocations") && !strings.HasPrefix(k, "tern_listener_connections{") {
+		if v != 0 && !strings.HasPrefix(k, "stunner_allocations") && !strings.HasPrefix(k, "tern_listener_connections{") &&
+			!strings.HasPrefix(k, "tern_peer_packets") && !strings.HasPrefix(k, "stunner_listener_packets") {
 			keys = append(keys, k)
 		}
 	}
@@ -137,6 +142,27 @@ func (r *Result) WriteSummary(w io.Writer) {
 	} else {
 		fmt.Fprintf(w, "\nPASSED: every legitimate client below %.0f%% loss, RSS below %d MB and flat.\n", 100*MaxLoss, MaxRSS>>20)
 	}
+}
+
+// lossPath follows the legitimate datagrams through the last sample's counters: sent by the
+// clients, relayed to the peer by the server, received by the peer (which echoes each), read
+// back from the peer by the server, received by the clients; and the datagrams the kernel
+// dropped on full receive buffers, the server's sockets and this process's. The server's peer
+// counters hold only legitimate traffic: the attackers relay nothing.
+func (r *Result) lossPath() string {
+	if len(r.Samples) == 0 {
+		return ""
+	}
+	first, last := r.Samples[0], r.Samples[len(r.Samples)-1]
+	m := last.Server
+	if m == nil {
+		return ""
+	}
+	toPeer, fromPeer := uint64(m[`tern_peer_packets_total{direction="tx"}`]), uint64(m[`tern_peer_packets_total{direction="rx"}`])
+	return fmt.Sprintf("clients sent %d, server relayed %d to the peer, peer received %d, server read %d back, clients received %d; "+
+		"kernel drops on full receive buffers: server %d, ternbench (clients and peer) %d",
+		r.Legit.Sent, toPeer, last.PeerReceived, fromPeer, r.Legit.Received,
+		last.ServerUDPDrops-first.ServerUDPDrops, last.SelfUDPDrops-first.SelfUDPDrops)
 }
 
 func quoteFew(msgs []string) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -35,6 +36,12 @@ type Sample struct {
 	FloodAnswered uint64 `json:"flood_answered"`
 	// ConnsHeld is the idle TCP connections open on the attacker's side.
 	ConnsHeld int `json:"conns_held"`
+	// PeerReceived is the datagrams the echo peer has received (when Config.PeerPackets is
+	// set); ServerUDPDrops and SelfUDPDrops the datagrams the kernel dropped, for full
+	// receive buffers, on the server's sockets and on this process's (clients and peer).
+	PeerReceived   uint64 `json:"peer_received"`
+	ServerUDPDrops uint64 `json:"server_udp_drops"`
+	SelfUDPDrops   uint64 `json:"self_udp_drops"`
 	// Server holds the server's metrics that say what it refused and holds (see keepMetric).
 	Server map[string]float64 `json:"server,omitempty"`
 }
@@ -79,6 +86,13 @@ func (s *sampler) sample() {
 		}
 	}
 	s.lastAt = sm.At
+	if s.cfg.PID > 0 {
+		sm.ServerUDPDrops, _ = procstat.UDPDrops(s.cfg.PID)
+	}
+	sm.SelfUDPDrops, _ = procstat.UDPDrops(os.Getpid())
+	if s.cfg.PeerPackets != nil {
+		sm.PeerReceived = s.cfg.PeerPackets()
+	}
 	sm.LegitAllocated = int(s.legit.allocated.Load())
 	for _, c := range s.legit.clients {
 		sm.LegitSent += c.sent.Load()
@@ -120,12 +134,13 @@ func (sm Sample) line(prev Sample) string {
 		sm.Server[`tern_listener_connections{name="tcp"}`])
 }
 
-// keepMetric selects the series a sample keeps: allocations, connections, and refusals and
-// drops by reason.
+// keepMetric selects the series a sample keeps: allocations, connections, refusals and
+// drops by reason, and packets relayed (to tell where datagrams were lost).
 func keepMetric(name string) bool {
 	switch name {
 	case "stunner_allocations_active", "tern_listener_connections", "tern_listener_connections_refused_total",
-		"tern_listener_connections_closed_total", "tern_refused_requests_total", "tern_dropped_packets_total":
+		"tern_listener_connections_closed_total", "tern_refused_requests_total", "tern_dropped_packets_total",
+		"tern_peer_packets_total", "stunner_listener_packets_total":
 		return true
 	}
 	return false

@@ -40,8 +40,10 @@ type Config struct {
 	PID int
 	// MetricsURL is the server's Prometheus endpoint ("" : not scraped).
 	MetricsURL string
-	// Peer is an echoing UDP peer the legitimate clients relay to.
-	Peer netip.AddrPort
+	// Peer is an echoing UDP peer the legitimate clients relay to; PeerPackets, when set,
+	// returns the datagrams it has received, to tell where lost ones were lost.
+	Peer        netip.AddrPort
+	PeerPackets func() uint64 `json:"-"`
 
 	// Duration is how long everything runs at once, from the start of the ramp.
 	Duration time.Duration

@@ -52,7 +52,8 @@ func TestSoakShort(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := soak.Config{
-		Server: listen, TCPServer: listen, PID: tt.PID, MetricsURL: soak.MetricsURL(listen), Peer: echo.Addr(),
+		Server: listen, TCPServer: listen, PID: tt.PID, MetricsURL: soak.MetricsURL(listen),
+		Peer: echo.Addr(), PeerPackets: echo.Packets,
 		Creds:    turnclient.Credentials{Username: soak.User, Password: soak.Pass},
 		Duration: 10 * time.Second, Allocations: 100, PerIP: 50, Interval: 200 * time.Millisecond,
 		QuotaRate: 10, FloodRate: 200, IdleConns: 300, ConnsPerIP: 150, KeepAlive: 3 * time.Second,

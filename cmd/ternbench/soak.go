@@ -69,7 +69,7 @@ from one address, and idle TCP connections. Prints the figures of docs/security.
 		return err
 	}
 	defer p.Close()
-	cfg.Peer = p.Addr()
+	cfg.Peer, cfg.PeerPackets = p.Addr(), p.Packets
 
 	if *server != "" {
 		if cfg.Server, err = netip.ParseAddrPort(*server); err != nil {
