@@ -134,15 +134,37 @@ func TestForeignObjectsAreNotTakenOver(t *testing.T) {
 		t.Errorf("Deployment: got %v, want NotFound (nothing applied while names conflict)", err)
 	}
 
-	t.Run("names freed", func(t *testing.T) {
-		for _, obj := range foreign() {
-			if err := get(c, "conflict", "gw", obj); err != nil {
-				t.Fatal(err)
-			}
-			if err := c.Delete(ctx, obj); err != nil {
-				t.Fatal(err)
-			}
+	del := func(t *testing.T, obj client.Object) {
+		t.Helper()
+		if err := get(c, "conflict", "gw", obj); err != nil {
+			t.Fatal(err)
 		}
+		if err := c.Delete(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("one name freed", func(t *testing.T) {
+		// The Service is cached, so its deletion renders again at once; the others remain.
+		del(t, &corev1.Service{})
+		testenv.Eventually(t, waitTimeout, func() error {
+			cond, err := programmed()
+			if err != nil {
+				return err
+			}
+			if cond.Reason != ReasonConflict || strings.Contains(cond.Message, "Service conflict/gw") ||
+				!strings.Contains(cond.Message, "ConfigMap conflict/gw") {
+				return fmt.Errorf("Programmed %s: %q, want a conflict naming the ConfigMap and not the Service", cond.Reason, cond.Message)
+			}
+			return nil
+		})
+		if err := get(c, "conflict", "gw", &corev1.Service{}); !apierrors.IsNotFound(err) {
+			t.Errorf("Service: got %v, want NotFound while other names conflict", err)
+		}
+	})
+
+	t.Run("all names freed", func(t *testing.T) {
+		del(t, &corev1.ConfigMap{})
+		del(t, &corev1.ServiceAccount{})
 		// The foreign ConfigMap and ServiceAccount are not in the operator's cache, so their
 		// deletion raises no event: the periodic retry (conflictRetry) notices.
 		testenv.Eventually(t, waitTimeout+conflictRetry, func() error {
