@@ -3,11 +3,14 @@ SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
 
 FUZZTIME ?= 20s
+# What make test gives each fuzz target: a short run that still replays the seed corpus and
+# catches shallow crashes; campaigns use `make fuzz FUZZTIME=3m` (docs/security.md).
+CI_FUZZTIME ?= 10s
 # Version of the images `make images` builds and `make deploy-version` points deploy/ at;
 # hack/imagebuild defaults it to `git describe --tags --always --dirty`.
 VERSION ?=
 
-.PHONY: build run test lint bench bench-micro generate fuzz certs helm-template images deploy-version cluster-e2e
+.PHONY: build run test test-race lint bench bench-micro generate fuzz certs helm-template images deploy-version cluster-e2e
 
 # A static binary (CGO_ENABLED=0): it runs in an image with no libc, and an idle ternd does not
 # map libc and ld.so (1.5-2 MB of its resident memory).
@@ -31,13 +34,21 @@ run: build
 	bin/ternd -c deploy/examples/local.yaml
 
 # Installs what the tests drive (coturn's tools, containerd, Debian's vmagent, and the cluster
-# binaries and Grafana Mimir, built once into ~/.cache), runs every Go test, then builds the
+# binaries and Grafana Mimir, built once into ~/.cache), runs every Go test, the dataplane and
+# engine again under the race detector, every fuzz target for CI_FUZZTIME, then builds the
 # images and runs the real-node cluster e2e.
 test:
 	hack/test-deps.sh
 	go test -count=1 -timeout=20m ./...
+	$(MAKE) test-race
+	$(MAKE) fuzz FUZZTIME=$(CI_FUZZTIME)
 	$(MAKE) images
 	$(MAKE) cluster-e2e
+
+# The dataplane and the engine under the race detector: they are where goroutines share
+# state (listener and relay workers, the allocation table, config swaps).
+test-race:
+	go test -race -count=1 -timeout=20m ./dataplane/... ./turn/...
 
 # The end-to-end tests on a real single-node cluster (test/cluster, build tag "cluster"):
 # builds the cluster's binaries once (hack/cluster-bins.sh, cached), starts the cluster

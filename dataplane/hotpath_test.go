@@ -170,7 +170,8 @@ func channelData(ch uint16, payload []byte, stream bool) []byte {
 // it reads a record from its socket (readFromUntil's atLeastReader), on the
 // dataplane's connection and on the test's client alike. That is the whole
 // TLS budget; when records arrive back to back one read takes several, so
-// under load it falls below one per packet.
+// under load it falls below one per packet. Under -race (raceEnabled) only the TLS count is
+// left out: UDP and TCP allocate nothing there too.
 func TestRelayAllocatesNothing(t *testing.T) {
 	budget := map[string]float64{config.ProtoTURNUDP: 0, config.ProtoTURNTCP: 0, config.ProtoTURNTLS: 2}
 	certPath, keyPath := writeTestCert(t, t.TempDir(), "localhost")
@@ -215,6 +216,12 @@ func TestRelayAllocatesNothing(t *testing.T) {
 			}
 			for range 50 { // warm pools, buffers and the TLS record layer
 				roundTrip()
+			}
+			if raceEnabled && lc.Protocol == config.ProtoTURNTLS {
+				for range 500 { // still relayed both ways, only not counted
+					roundTrip()
+				}
+				t.Skip("race build: sync.Pool drops pooled values at random, so crypto/tls allocates record buffers again; TLS's budget is checked without -race")
 			}
 			if allocs := testing.AllocsPerRun(500, roundTrip); allocs > budget[lc.Protocol] {
 				t.Errorf("%s: %v heap allocations per relayed round trip, want at most %v", lc.Protocol, allocs, budget[lc.Protocol])

@@ -140,6 +140,11 @@ const (
 	nonceLen    = (nonceRaw*8 + 5) / 6 // base64 without padding
 )
 
+// nonceEncoding is base64url without padding, strict: 22 characters carry 132 bits for the
+// nonce's 128, and a lenient decoder ignores the last character's 4 spare bits, which would
+// accept 16 spellings of every nonce. Strict accepts only the one the maker issued.
+var nonceEncoding = base64.RawURLEncoding.Strict()
+
 func newNonceMaker() *nonceMaker {
 	n := &nonceMaker{}
 	if _, err := rand.Read(n.key[:]); err != nil {
@@ -171,23 +176,40 @@ func (n *nonceMaker) make(now time.Time, client netip.Addr) string {
 	binary.BigEndian.PutUint32(b[:4], ts)
 	mac := n.mac(ts, client)
 	copy(b[4:], mac[:])
-	return base64.RawURLEncoding.EncodeToString(b[:])
+	return nonceEncoding.EncodeToString(b[:])
 }
 
-// valid reports whether nonce was issued by this maker to client no longer
-// than lifetime before now.
-func (n *nonceMaker) valid(nonce string, now time.Time, client netip.Addr, lifetime time.Duration) bool {
+// nonceStatus is what check found a NONCE to be.
+type nonceStatus uint8
+
+const (
+	// nonceValid: issued by this maker to this client within the lifetime.
+	nonceValid nonceStatus = iota
+	// nonceExpired: issued by this maker to this client, but longer ago than the lifetime
+	// (or, after the clock went back, later than now). Every client sends one of these once
+	// per lifetime, and its 438 is how it learns the next (RFC 8489 §9.2.4).
+	nonceExpired
+	// nonceInvalid: not a nonce this maker issued to this client: forged, malformed, or
+	// issued to another address.
+	nonceInvalid
+)
+
+// check returns the status of nonce for client at now.
+func (n *nonceMaker) check(nonce string, now time.Time, client netip.Addr, lifetime time.Duration) nonceStatus {
 	var b [nonceRaw]byte
 	if len(nonce) != nonceLen {
-		return false
+		return nonceInvalid
 	}
-	if k, err := base64.RawURLEncoding.Decode(b[:], []byte(nonce)); err != nil || k != nonceRaw {
-		return false
+	if k, err := nonceEncoding.Decode(b[:], []byte(nonce)); err != nil || k != nonceRaw {
+		return nonceInvalid
 	}
 	ts := binary.BigEndian.Uint32(b[:4])
 	if mac := n.mac(ts, client); !hmac.Equal(b[4:], mac[:]) {
-		return false
+		return nonceInvalid
 	}
 	issued := time.Unix(int64(ts), 0)
-	return !now.Before(issued.Add(-time.Second)) && now.Sub(issued) < lifetime
+	if now.Before(issued.Add(-time.Second)) || now.Sub(issued) >= lifetime {
+		return nonceExpired
+	}
+	return nonceValid
 }

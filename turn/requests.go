@@ -203,8 +203,16 @@ func (q *req) authenticate() []byte {
 		}
 		return q.challenge(code)
 	}
-	if !q.e.nonces.valid(string(nonce), q.now, q.ft.Client.Addr(), q.s.NonceLifetime) {
+	switch q.e.nonces.check(string(nonce), q.now, q.ft.Client.Addr(), q.s.NonceLifetime) {
+	case nonceInvalid:
 		return failed(stun.CodeStaleNonce)
+	case nonceExpired:
+		// Not a failure: the nonce's MAC shows this engine gave it to this address, which
+		// every client's nonce comes to once per lifetime. Taking a token here would let
+		// the clients behind one NAT address (up to the per-address quota of them) throttle
+		// each other whenever their nonces expire together. It reveals nothing about the
+		// password, which is checked only with a live nonce.
+		return q.challenge(stun.CodeStaleNonce)
 	}
 	key, ok := q.s.Auth.Key(string(user), q.s.Realm, q.now)
 	if !ok || string(realm) != q.s.Realm || stun.MessageIntegrity(key).Check(q.m) != nil {

@@ -87,3 +87,43 @@ func TestThrottleSurvivesSpoofedSources(t *testing.T) {
 		t.Fatal("the bucket does not refill at rate")
 	}
 }
+
+// TestExpiredNoncesDoNotThrottle: 100 clients behind one address (half the per-address
+// quota) whose nonces expire together each get 438 with a fresh nonce, and then succeed;
+// none is dropped. A nonce this engine issued to the address is no sign of guessing, and
+// before, the eleventh expired nonce emptied the address's bucket, so the NAT's clients'
+// refreshes were dropped until it refilled at 2/s. A forged nonce still takes a token.
+func TestExpiredNoncesDoNotThrottle(t *testing.T) {
+	f := newFixture(t, throttled, func(c *Config) { c.NonceLifetime = 30 * time.Second })
+	var clients []*client
+	for i := range 100 {
+		c := f.clientAt("user", "pass", netip.AddrPortFrom(netip.MustParseAddr("198.51.100.1"), uint16(40000+i)).String())
+		if m := c.do(stun.MethodAllocate, transportUDP()); code(m) != 0 {
+			t.Fatalf("client %d: Allocate: code %d", i, code(m))
+		}
+		clients = append(clients, c)
+	}
+	f.clock.Advance(31 * time.Second)
+	for i, c := range clients {
+		m := f.send(c.ft, c.signed(stun.MethodRefresh, lifetimeSetter(600)))
+		if code(m) != 438 {
+			t.Fatalf("client %d, expired nonce: code %d, want 438", i, code(m))
+		}
+		c.learnNonce(m)
+		if m := f.send(c.ft, c.signed(stun.MethodRefresh, lifetimeSetter(600))); code(m) != 0 {
+			t.Fatalf("client %d, fresh nonce: code %d", i, code(m))
+		}
+	}
+	if n := f.e.Refused(RefusedThrottled); n != 0 {
+		t.Errorf("%d requests throttled", n)
+	}
+	forger := f.clientAt("user", "pass", "198.51.100.2:1")
+	forger.nonce = "AAAAAAAAAAAAAAAAAAAAAA"
+	var r Result
+	for range 11 {
+		f.e.HandleClient(testListener{}, forger.ft, forger.signed(stun.MethodAllocate, transportUDP()), &r)
+	}
+	if r.Kind != Drop || r.Drop != DropThrottled {
+		t.Errorf("eleventh forged nonce: kind %d drop %v, want throttled", r.Kind, r.Drop)
+	}
+}

@@ -156,6 +156,37 @@ func (l *Launcher) Start(name string) (bench.Target, error) {
 	return t, nil
 }
 
+// StartTernd launches ternd with config, a dataplane config document written to
+// Dir/<name>.yaml, and extra flags, waits until it answers a Binding request at addr (a
+// TURN-UDP listener of the config), and returns it as a target named name with its PID. It
+// is for runs that need a config of their own (ternbench soak keeps every limit at its
+// default); Start's configs are the comparison's.
+func (l *Launcher) StartTernd(name, config string, addr netip.AddrPort, flags ...string) (bench.Target, error) {
+	l.defaults()
+	if err := os.MkdirAll(l.Dir, 0o755); err != nil {
+		return bench.Target{}, err
+	}
+	t := bench.Target{Name: name, Kind: bench.KindTURN, Addr: addr,
+		Creds: turnclient.Credentials{Username: User, Password: Pass}}
+	if probe(t) == nil {
+		return t, fmt.Errorf("launch %s: something already answers on %v", name, addr)
+	}
+	cfg := filepath.Join(l.Dir, name+".yaml")
+	if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
+		return t, err
+	}
+	p, err := l.spawn(name, append([]string{l.Ternd, "-c", cfg}, flags...))
+	if err != nil {
+		return t, err
+	}
+	t.PID = p.cmd.Process.Pid
+	if err := waitReady(t, p.done, 10*time.Second); err != nil {
+		l.stop(p)
+		return t, fmt.Errorf("launch %s: %w (log: %s)", name, err, l.logPath(name))
+	}
+	return t, nil
+}
+
 func (l *Launcher) logPath(name string) string { return filepath.Join(l.Dir, name+".log") }
 
 func (l *Launcher) spawn(name string, args []string) (*proc, error) {

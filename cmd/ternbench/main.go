@@ -5,6 +5,7 @@
 // resident memory per allocation. See BENCHMARKS.md for the method.
 //
 //	ternbench throughput|latency|allocs|memory [flags]   measure
+//	ternbench soak [flags]                               ternd under attack (docs/security.md)
 //	ternbench report [flags] results.json...             BENCHMARKS.md + plots
 //	ternbench serve-pion|serve-forwarder [flags]         peer servers
 package main
@@ -22,6 +23,7 @@ var commands = map[string]func(args []string) error{
 	"latency":         runLatency,
 	"allocs":          runAllocs,
 	"memory":          runMemory,
+	"soak":            runSoak,
 	"report":          runReport,
 	"serve-pion":      servePion,
 	"serve-forwarder": serveForwarder,
@@ -34,6 +36,8 @@ measure (targets from -t and/or -launch; -h on each for its flags):
   latency      round-trip p50/p90/p99/p99.9 through an echoing peer at a fixed rate
   allocs       authenticated Allocate + Refresh(0) cycles per second
   memory       server RSS bytes per held allocation
+  soak         legitimate clients relaying while ternd is attacked (quota, password flood,
+               idle TCP connections) with its default limits; docs/security.md
 
 other:
   report           merge results JSON into BENCHMARKS.md and plots

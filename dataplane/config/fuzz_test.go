@@ -3,8 +3,11 @@ package config
 import (
 	"bytes"
 	"encoding/json"
+	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -82,6 +85,84 @@ func FuzzParseStunnerd(f *testing.F) {
 		}
 		if b2, _ := json.Marshal(c2); !bytes.Equal(b, b2) {
 			t.Fatalf("Parse changed the converted config:\n%s\n%s", b, b2)
+		}
+	})
+}
+
+// FuzzParseTURNURI checks that stunnerd's "turn://user:pass@address:port?transport=udp"
+// argument never panics the parser, and that what it accepts is one valid listener with the
+// URI's credentials that Parse reads back the same. Seeds: testdata/fuzz/FuzzParseTURNURI.
+func FuzzParseTURNURI(f *testing.F) {
+	f.Add("turn://user1:passwd1@127.0.0.1:3478?transport=udp")
+	f.Fuzz(func(t *testing.T, uri string) {
+		c, err := ParseTURNURI(uri, fuzzEnv)
+		if err != nil {
+			return
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("ParseTURNURI accepted a config that Validate rejects: %v", err)
+		}
+		if len(c.Listeners) != 1 || c.Listeners[0].Name != "default-listener" {
+			t.Fatalf("want one listener named default-listener, got %+v", c.Listeners)
+		}
+		u, err := url.Parse(uri)
+		if err != nil || u.User == nil {
+			t.Fatalf("accepted, but url.Parse gives %v, %v", u, err)
+		}
+		a := c.Auth
+		if pw, ok := u.User.Password(); ok {
+			if a.Type != AuthStatic || a.Username != u.User.Username() || a.Password != pw {
+				t.Fatalf("auth %+v, want static %q/%q", a, u.User.Username(), pw)
+			}
+		} else if a.Type != AuthEphemeral || a.SharedSecret != u.User.Username() {
+			t.Fatalf("auth %+v, want ephemeral with secret %q", a, u.User.Username())
+		}
+		b, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c2, err := Parse(b, nil)
+		if err != nil {
+			t.Fatalf("Parse rejects what ParseTURNURI made, %s: %v", b, err)
+		}
+		if b2, _ := json.Marshal(c2); !bytes.Equal(b, b2) {
+			t.Fatalf("Parse changed the converted config:\n%s\n%s", b, b2)
+		}
+	})
+}
+
+// FuzzParseLogLevel checks STUNner's log-level syntax ("all:INFO,turn:DEBUG", or a bare
+// level): ParseLogLevel never panics, returns one of the six levels it knows, ignores the case
+// of ASCII letters, and agrees with UnknownLogScopes, whose answer is the scopes of s that are
+// not LogScopes, once each. Seeds: testdata/fuzz/FuzzParseLogLevel.
+func FuzzParseLogLevel(f *testing.F) {
+	f.Add("all:INFO,turn:DEBUG")
+	f.Fuzz(func(t *testing.T, s string) {
+		unknown := UnknownLogScopes(s)
+		seen := map[string]bool{}
+		for _, sc := range unknown {
+			if sc == "" || seen[sc] || knownScope(sc) || !strings.Contains(s, sc+":") {
+				t.Fatalf("UnknownLogScopes(%q) = %q: %q is empty, repeated, known or not a scope of s", s, unknown, sc)
+			}
+			seen[sc] = true
+		}
+		l, err := ParseLogLevel(s)
+		if err != nil {
+			return
+		}
+		switch l {
+		case LevelTrace, slog.LevelDebug, slog.LevelInfo, slog.LevelWarn, slog.LevelError, LevelDisable:
+		default:
+			t.Fatalf("ParseLogLevel(%q) = %v, not a level it names", s, l)
+		}
+		up := strings.Map(func(r rune) rune {
+			if 'a' <= r && r <= 'z' {
+				return r - 'a' + 'A'
+			}
+			return r
+		}, s)
+		if l2, err := ParseLogLevel(up); err != nil || l2 != l {
+			t.Fatalf("ParseLogLevel(%q) = %v, %v; but %q gave %v", up, l2, err, s, l)
 		}
 	})
 }

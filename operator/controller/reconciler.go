@@ -54,7 +54,9 @@ type Reconciler struct {
 // Reconcile lists every input object from the caches, renders, and writes the rendered
 // objects and the status. It ignores the request: there is only renderKey. A failure to
 // write one Gateway's objects does not stop the others; the errors are returned together so
-// the work queue retries with backoff.
+// the work queue retries with backoff. A Gateway whose objects' names are taken by objects the
+// operator did not create gets none of them applied and Programmed=False with ReasonConflict
+// (foreignObjects); the render is repeated every conflictRetry until the names are free.
 func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
 	start := time.Now()
 	in, err := r.collect(ctx)
@@ -72,6 +74,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 		gateways[types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}] = gw
 	}
 	var errs []error
+	var retry time.Duration // set while a Gateway has a conflict
 	for i := range res.Gateways {
 		g := &res.Gateways[i]
 		gw := gateways[types.NamespacedName{Namespace: g.Namespace, Name: g.Name}]
@@ -79,9 +82,27 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 			errs = append(errs, fmt.Errorf("rendered Gateway %s/%s is not in the input", g.Namespace, g.Name))
 			continue
 		}
-		secretFailed := false
+		var objs []client.Object
 		for _, o := range g.Objects() {
-			obj := o.(client.Object) // the same method set
+			objs = append(objs, o.(client.Object)) // the same method set
+		}
+		// Nothing is applied when one object is foreign: a Deployment whose ServiceAccount or
+		// ConfigMap is someone else's would run with their permissions or their config.
+		foreign, err := r.foreignObjects(ctx, objs, gw)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("gateway %s/%s: read existing objects: %w", g.Namespace, g.Name, err))
+			continue
+		}
+		status := &g.Status
+		if len(foreign) > 0 {
+			r.log.Info("objects named after the Gateway exist and are not the operator's; nothing applied",
+				"gateway", g.Namespace+"/"+g.Name, "objects", foreign)
+			status = withConflict(status, foreign, gw.Generation)
+			retry = conflictRetry
+			objs = nil
+		}
+		secretFailed := false
+		for _, obj := range objs {
 			if _, ok := obj.(*appsv1.Deployment); ok && secretFailed {
 				// Its pods would start without their credentials, or mount a
 				// Secret that is not the Gateway's.
@@ -94,7 +115,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 				secretFailed = secretFailed || isSecret
 			}
 		}
-		if err := r.writeGatewayStatus(ctx, gw, &g.Status); err != nil {
+		if err := r.writeGatewayStatus(ctx, gw, status); err != nil {
 			errs = append(errs, fmt.Errorf("gateway %s/%s: status: %w", g.Namespace, g.Name, err))
 		}
 	}
@@ -111,5 +132,5 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 		errs = append(errs, err)
 	}
 	r.log.V(1).Info("rendered", "gateways", len(res.Gateways), "problems", len(res.Problems), "took", time.Since(start))
-	return ctrl.Result{}, errors.Join(errs...)
+	return ctrl.Result{RequeueAfter: retry}, errors.Join(errs...)
 }

@@ -47,7 +47,7 @@ func InlinePassword(s string) *Password { return &Password{Value: s} }
 // other value (an object without a name or with other fields, a number, a
 // list) sets Invalid rather than failing; only malformed JSON is an error.
 func (p *Password) UnmarshalJSON(data []byte) error {
-	data = bytes.TrimSpace(data)
+	data = bytes.Trim(data, " \t\r\n") // JSON's whitespace: TrimSpace would take "\f0" for 0
 	*p = Password{}
 	if !json.Valid(data) {
 		return fmt.Errorf("password: malformed JSON")

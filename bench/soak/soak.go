@@ -1,0 +1,160 @@
+// Package soak is ternbench's soak under attack: for a fixed time, against one TURN server
+// with its default limits, legitimate pion/turn clients relay through their allocations while
+// an attacker (1) takes allocations from one address until the quota answers 486, (2) floods
+// signed requests with a wrong password from one address, and (3) holds thousands of TCP
+// connections that never allocate. It measures what the legitimate clients see (loss per
+// client, round-trip time, failed refreshes) and what the server pays (resident memory and CPU
+// over time, its refusal counters), so the claim "safe by default under attack"
+// (docs/security.md) has figures behind it.
+//
+// Every client and attacker uses source addresses of its own in 127.0.0.0/8, so the per-address
+// limits apply to each as they would to separate hosts:
+//
+//	127.1.x.y  legitimate clients, Config.PerIP allocations per address
+//	127.2.0.1  the quota attacker
+//	127.3.0.1  the wrong-password flood
+//	127.4.x.y  idle TCP connections, Config.ConnsPerIP per address
+package soak
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/tern-gw/tern/bench/procstat"
+	"github.com/tern-gw/tern/bench/turnclient"
+)
+
+// Config is one soak run. Zero counts turn a part off.
+type Config struct {
+	// Server is the TURN-UDP listener; TCPServer the TURN-TCP listener the idle connections
+	// go to (zero: none).
+	Server, TCPServer netip.AddrPort
+	// Creds are the valid static credentials.
+	Creds turnclient.Credentials
+	// PID is the server process, for RSS and CPU time from /proc (0: not measured).
+	PID int
+	// MetricsURL is the server's Prometheus endpoint ("" : not scraped).
+	MetricsURL string
+	// Peer is an echoing UDP peer the legitimate clients relay to; PeerPackets, when set,
+	// returns the datagrams it has received, to tell where lost ones were lost.
+	Peer        netip.AddrPort
+	PeerPackets func() uint64 `json:"-"`
+
+	// Duration is how long everything runs at once, from the start of the ramp.
+	Duration time.Duration
+	// Allocations is the legitimate clients, one pion/turn allocation each, PerIP per source
+	// address; each sends a Size-byte datagram every Interval to the peer, which echoes it.
+	Allocations, PerIP int
+	Interval           time.Duration
+	Size               int
+	// QuotaRate is the quota attacker's allocation attempts per second once its quota is
+	// used up (before that it allocates as fast as the server answers); 0: no quota attacker.
+	QuotaRate float64
+	// FloodRate is wrong-password requests per second from one address; 0: no flood.
+	FloodRate int
+	// IdleConns TCP connections, ConnsPerIP per source address, each sending a Binding
+	// request when opened and then every KeepAlive (0: never again, so the server's idle
+	// timeout closes them and they are opened again).
+	IdleConns, ConnsPerIP int
+	KeepAlive             time.Duration
+	// SampleEvery is the interval of the time series (RSS, CPU, counters).
+	SampleEvery time.Duration
+	// Progress, when set, gets one line per sample.
+	Progress io.Writer
+}
+
+func (c *Config) defaults() {
+	if c.PerIP <= 0 {
+		c.PerIP = 100
+	}
+	if c.Interval <= 0 {
+		c.Interval = time.Second
+	}
+	if c.Size < 16 {
+		c.Size = 100
+	}
+	if c.ConnsPerIP <= 0 {
+		c.ConnsPerIP = 400
+	}
+	if c.SampleEvery <= 0 {
+		c.SampleEvery = 10 * time.Second
+	}
+}
+
+// Result is what a run measured. Counts are totals over the run unless named otherwise.
+type Result struct {
+	Config  Config        `json:"config"`
+	Elapsed time.Duration `json:"elapsed_ns"`
+	Legit   LegitResult   `json:"legit"`
+	Quota   QuotaResult   `json:"quota"`
+	Flood   FloodResult   `json:"flood"`
+	Conns   ConnsResult   `json:"conns"`
+	Samples []Sample      `json:"samples"`
+	// Server is the server's counters at the end (metric series name and labels -> value).
+	Server map[string]float64 `json:"server,omitempty"`
+}
+
+// Run runs the soak until cfg.Duration has passed or ctx is done, and returns what it saw.
+// The error is for a run that could not start (no peer, no server); failures during the
+// run are in the result.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	cfg.defaults()
+	if !cfg.Server.IsValid() || !cfg.Peer.IsValid() {
+		return nil, errors.New("soak: Server and Peer are required")
+	}
+	if cfg.PID > 0 {
+		if _, err := procstat.RSS(cfg.PID); err != nil {
+			return nil, fmt.Errorf("soak: server pid %d: %w", cfg.PID, err)
+		}
+	}
+	start := time.Now()
+	ctx, cancel := context.WithDeadline(ctx, start.Add(cfg.Duration))
+	defer cancel()
+
+	legit := newLegit(cfg, start)
+	quota := &quotaAttacker{cfg: cfg}
+	flood := &flooder{cfg: cfg}
+	conns := &connHolder{cfg: cfg}
+	s := &sampler{cfg: cfg, start: start, legit: legit, quota: quota, flood: flood, conns: conns}
+	s.sample() // the server before anything happens
+
+	var wg sync.WaitGroup
+	run := func(f func(context.Context)) {
+		wg.Add(1)
+		go func() { defer wg.Done(); f(ctx) }()
+	}
+	run(s.run)
+	if cfg.IdleConns > 0 && cfg.TCPServer.IsValid() {
+		run(conns.run)
+	}
+	if cfg.FloodRate > 0 {
+		run(flood.run)
+	}
+	if cfg.QuotaRate > 0 {
+		run(quota.run)
+	}
+	run(legit.run)
+	wg.Wait()
+
+	res := &Result{Config: cfg, Elapsed: time.Since(start)}
+	res.Legit = legit.result()
+	res.Quota = quota.result()
+	res.Flood = flood.result()
+	res.Conns = conns.result()
+	// After the clients have gone (their Refresh 0 in flight): what the server holds on to.
+	time.Sleep(time.Second)
+	s.sample()
+	res.Samples = s.samples
+	res.Server = s.lastMetrics
+	return res, nil
+}
+
+// clientAddr is the i-th source address of a block: 127.<block>.<i/250>.<1+i%250>.
+func clientAddr(block byte, i int) netip.Addr {
+	return netip.AddrFrom4([4]byte{127, block, byte(i / 250), byte(1 + i%250)})
+}
