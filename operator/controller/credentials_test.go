@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -177,15 +178,18 @@ func TestCredentialsSecret(t *testing.T) {
 	})
 
 	t.Run("a Secret of the user's is not overwritten", func(t *testing.T) {
+		// The user's Secret holds the name of gw-taken's credentials Secret: a conflict, so
+		// nothing of gw-taken is applied (conflict.go), and Programmed says which object.
 		testenv.Eventually(t, waitTimeout, func() error {
 			var gw gwapiv1.Gateway
 			if err := get(c, "creds-gw", "gw-taken", &gw); err != nil {
 				return err
 			}
-			// The Gateway is rendered (its ConfigMap is applied first of the
-			// two)...
-			var cm corev1.ConfigMap
-			return get(c, "creds-gw", "gw-taken", &cm)
+			cond := meta.FindStatusCondition(gw.Status.Conditions, string(gwapiv1.GatewayConditionProgrammed))
+			if cond == nil || cond.Reason != ReasonConflict || !strings.Contains(cond.Message, "Secret creds-gw/gw-taken-tern-auth") {
+				return fmt.Errorf("Programmed of gw-taken is %v, want reason %s naming Secret creds-gw/gw-taken-tern-auth", cond, ReasonConflict)
+			}
+			return nil
 		})
 		var s corev1.Secret
 		if err := get(c, "creds-gw", "gw-taken-tern-auth", &s); err != nil {
@@ -194,10 +198,10 @@ func TestCredentialsSecret(t *testing.T) {
 		if len(s.OwnerReferences) != 0 || len(s.Data) != 1 || !bytes.Equal(s.Data["note"], []byte("the user's own")) {
 			t.Fatalf("the user's Secret was changed: owners %v, data %q", s.OwnerReferences, s.Data)
 		}
-		// ...but not its Deployment, whose pods would mount the user's Secret.
+		// ...nor its Deployment, whose pods would mount the user's Secret.
 		var dep appsv1.Deployment
 		if err := get(c, "creds-gw", "gw-taken", &dep); !apierrors.IsNotFound(err) {
-			t.Fatalf("Deployment of gw-taken: got %v, want NotFound while its Secret cannot be applied", err)
+			t.Fatalf("Deployment of gw-taken: got %v, want NotFound while its Secret is the user's", err)
 		}
 		// The conflict fails every reconcile; other tests share the operator.
 		var gw gwapiv1.Gateway
