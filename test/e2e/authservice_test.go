@@ -15,13 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/pion/stun/v3"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/tern-gw/tern/internal/testenv"
 	"github.com/tern-gw/tern/operator/authservice"
@@ -94,45 +90,18 @@ spec:
 // returns the auth service's base URL and its debug log.
 func startOperatorWithAuth(t *testing.T, credentialsDir string) (string, *syncBuffer) {
 	t.Helper()
-	ctrl.SetLogger(logr.Discard())
-	mgr, err := ctrl.NewManager(apiServer.Config(t), manager.Options{
-		Scheme:                 controller.NewScheme(),
-		Cache:                  controller.CacheOptions(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		// controller-runtime refuses a second controller of one name in a process, and
-		// TestOperatorConfigDelivery runs its own; skipping the check keeps this one's name
-		// out of the registry, whichever test runs first.
-		Controller: ctrlconfig.Controller{SkipNameValidation: new(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := controller.Setup(mgr, controller.Options{CredentialsDir: credentialsDir}); err != nil {
-		t.Fatal(err)
-	}
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	srv, err := authservice.Listen("127.0.0.1:0", authservice.New(mgr.GetClient(), authservice.Options{Log: log}), log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := mgr.Add(srv); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("operator: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("operator did not stop within 30s")
+	var srv *authservice.Server
+	startOperator(t, credentialsDir, func(mgr manager.Manager) error {
+		var err error
+		srv, err = authservice.Listen("127.0.0.1:0", authservice.New(mgr.GetClient(), authservice.Options{Log: log}), log)
+		if err != nil {
+			return err
 		}
+		return mgr.Add(srv)
+	})
+	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("auth service log:\n%s", logs.String())
 		}

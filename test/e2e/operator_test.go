@@ -177,8 +177,9 @@ func TestOperatorConfigDelivery(t *testing.T) {
 
 // startOperator runs tern-operator's controller in this process against the API server until
 // the test ends. Its Gateways' credentials are files in credentialsDir, where the tests
-// mirror the rendered Secrets (secretVolume) as kubelet mounts them in a pod.
-func startOperator(t *testing.T, credentialsDir string) {
+// mirror the rendered Secrets (secretVolume) as kubelet mounts them in a pod. Each add runs
+// before the manager starts, to add runnables such as the auth service.
+func startOperator(t *testing.T, credentialsDir string, add ...func(manager.Manager) error) {
 	t.Helper()
 	ctrl.SetLogger(logr.Discard())
 	scheme := controller.NewScheme()
@@ -195,6 +196,11 @@ func startOperator(t *testing.T, credentialsDir string) {
 	}
 	if _, err := controller.Setup(mgr, controller.Options{CredentialsDir: credentialsDir}); err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range add {
+		if err := f(mgr); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
