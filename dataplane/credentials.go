@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/tern-gw/tern/dataplane/mountwatch"
 )
 
 // secretPollInterval is how often credential files are re-read even when
@@ -84,40 +86,9 @@ func (sw *secretWatch) run() {
 	if sw.w != nil {
 		defer sw.w.Close()
 	}
-	poll := time.NewTicker(secretPollInterval)
-	defer poll.Stop()
-	var events <-chan fsnotify.Event
-	var errs <-chan error
-	if sw.w != nil {
-		events, errs = sw.w.Events, sw.w.Errors
-	}
-	debounce := time.NewTimer(time.Hour)
-	debounce.Stop()
-	for {
-		select {
-		case <-sw.s.stop:
-			return
-		case _, ok := <-events:
-			if !ok {
-				events = nil
-				continue
-			}
-			// Any event in the directories may concern the files (the
-			// rename of ..data_tmp to ..data names neither), and a
-			// reload that finds the same credentials does nothing.
-			debounce.Reset(secretDebounce)
-		case err, ok := <-errs:
-			if !ok {
-				errs = nil
-				continue
-			}
-			sw.log.Warn("credential file watch error", "error", err)
-		case <-debounce.C:
-			sw.s.reloadSecrets()
-		case <-poll.C:
-			sw.s.reloadSecrets()
-		}
-	}
+	mountwatch.Loop(sw.s.stop, sw.w, secretPollInterval, secretDebounce,
+		func(err error) { sw.log.Warn("credential file watch error", "error", err) },
+		sw.s.reloadSecrets)
 }
 
 // reloadSecrets reads the credential files of the config in force and, if

@@ -14,6 +14,7 @@ import (
 	"github.com/pion/dtls/v2"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/mountwatch"
 )
 
 // certPollInterval is how often a certHolder re-reads its files even when
@@ -108,40 +109,9 @@ func (h *certHolder) PEM() (cert, key []byte) {
 
 func (h *certHolder) run() {
 	defer close(h.done)
-	poll := time.NewTicker(certPollInterval)
-	defer poll.Stop()
-	var events <-chan fsnotify.Event
-	var errs <-chan error
-	if h.watcher != nil {
-		events, errs = h.watcher.Events, h.watcher.Errors
-	}
-	debounce := time.NewTimer(time.Hour)
-	debounce.Stop()
-	for {
-		select {
-		case <-h.stop:
-			return
-		case _, ok := <-events:
-			if !ok { // the watcher is gone: polling alone from here
-				events = nil
-				continue
-			}
-			// Any event in the directories may concern the files (a rename
-			// of ..data_tmp to ..data names neither of them), and a reload
-			// that finds the same bytes does nothing.
-			debounce.Reset(certDebounce)
-		case err, ok := <-errs:
-			if !ok {
-				errs = nil
-				continue
-			}
-			h.log.Warn("certificate watch error", "listener", h.lc.Name, "error", err)
-		case <-debounce.C:
-			h.reload()
-		case <-poll.C:
-			h.reload()
-		}
-	}
+	mountwatch.Loop(h.stop, h.watcher, certPollInterval, certDebounce,
+		func(err error) { h.log.Warn("certificate watch error", "listener", h.lc.Name, "error", err) },
+		h.reload)
 }
 
 // reload reads the files and swaps in their pair when it differs from the
