@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
@@ -26,14 +25,7 @@ func TestSmoke(t *testing.T) {
 		testenv.SkipOrFail(t, "the harness reads /proc and batches with recvmmsg: Linux only, this is %s", runtime.GOOS)
 	}
 	dir := t.TempDir()
-	ternd := os.Getenv("TERND_BIN")
-	if ternd == "" {
-		ternd = filepath.Join(dir, "ternd")
-		out, err := exec.Command("go", "build", "-o", ternd, "github.com/tern-gw/tern/cmd/ternd").CombinedOutput()
-		if err != nil {
-			t.Fatalf("building ternd: %v\n%s", err, out)
-		}
-	}
+	ternd := testenv.Ternd(t)
 	// Ports apart from hack/bench.sh's (23478...), so a benchmark running
 	// on the same machine does not collide with make test.
 	l := &launch.Launcher{Dir: dir, Ternd: ternd, BasePort: 24478, Threads: 2}

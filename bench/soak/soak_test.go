@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"context"
 	"net/netip"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
@@ -30,14 +27,7 @@ func TestSoakShort(t *testing.T) {
 		testenv.SkipOrFail(t, "the soak reads /proc: Linux only, this is %s", runtime.GOOS)
 	}
 	dir := t.TempDir()
-	ternd := os.Getenv("TERND_BIN")
-	if ternd == "" {
-		ternd = filepath.Join(dir, "ternd")
-		out, err := exec.Command("go", "build", "-o", ternd, "github.com/tern-gw/tern/cmd/ternd").CombinedOutput()
-		if err != nil {
-			t.Fatalf("building ternd: %v\n%s", err, out)
-		}
-	}
+	ternd := testenv.Ternd(t)
 	echo, err := peer.Start(netip.MustParseAddrPort("127.0.0.1:0"), true, 1<<20)
 	if err != nil {
 		t.Fatal(err)
