@@ -1,0 +1,134 @@
+// Package offload relays TURN ChannelData in the kernel: eBPF programs on
+// tc (clsact) or XDP hooks rewrite a bound channel's datagrams between the
+// client's 5-tuple and the relayed transport address, so that they never
+// reach a socket. The TURN engine stays the authority: the dataplane
+// mirrors each channel binding it may relay (a Path) into BPF maps with
+// Put, withdraws it with Delete, and the kernel relays a Path only until
+// its Expires instant. Anything the maps do not name passes to the socket
+// path untouched.
+//
+// This package imports nothing from Tern; the dataplane converts the
+// engine's channel events into Paths.
+package offload
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+)
+
+// Mode is STUNner's Dataplane.spec.offloadEngine, the config file's
+// offload.engine and ternd's --offload-engine.
+type Mode string
+
+// Modes. TCMux, which STUNner's enum also allows, is read as TC.
+const (
+	// None relays every packet through sockets.
+	None Mode = "None"
+	// Auto attaches XDP where the interface's driver supports it, tc
+	// elsewhere, and falls back to None (with an error the caller logs and
+	// reports) where BPF is refused or the kernel is too old.
+	Auto Mode = "Auto"
+	// XDP attaches XDP programs only; Open fails where it cannot.
+	XDP Mode = "XDP"
+	// TC attaches tc clsact programs only; Open fails where it cannot.
+	TC Mode = "TC"
+)
+
+// ParseMode returns the Mode s names: None, Auto, XDP, TC or TCMux (= TC),
+// case-insensitively; "" is None. Any other value is an error naming it.
+func ParseMode(s string) (Mode, error) {
+	switch {
+	case s == "" || equalFold(s, "None"):
+		return None, nil
+	case equalFold(s, "Auto"):
+		return Auto, nil
+	case equalFold(s, "XDP"):
+		return XDP, nil
+	case equalFold(s, "TC"), equalFold(s, "TCMux"):
+		return TC, nil
+	}
+	return "", fmt.Errorf("offload engine %q: want None, Auto, XDP or TC", s)
+}
+
+func equalFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i]|0x20, b[i]|0x20
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// ErrUnsupported wraps the reason offload cannot run here: BPF refused
+// (no CAP_BPF/CAP_NET_ADMIN), a kernel without the program types or
+// helpers, or a build for another OS. Auto callers fall back to None on it.
+var ErrUnsupported = errors.New("offload: not supported")
+
+// Path is one channel binding of a TURN-UDP allocation that the kernel may
+// relay in both directions (RFC 8656 §12): ChannelData from Client to
+// Listener on Channel goes out from Relay to Peer without its 4-byte
+// header; a datagram from Peer to Relay goes to Client from Listener with
+// the header added. Only plain TURN-UDP allocations have Paths (DTLS
+// datagrams are encrypted, TCP/TLS are streams).
+type Path struct {
+	// Client is the client's address: the source of the allocation's 5-tuple.
+	Client netip.AddrPort
+	// Listener is the TURN-UDP listener address the client sends to.
+	Listener netip.AddrPort
+	// Relay is the allocation's relayed transport address.
+	Relay netip.AddrPort
+	// Peer is the peer the channel is bound to.
+	Peer netip.AddrPort
+	// Channel is the channel number, 0x4000-0x4FFF (0x4000-0x7FFF with
+	// RFC 5766 numbers).
+	Channel uint16
+	// Expires is the earliest of the channel binding's, the peer
+	// permission's and the allocation's expiry; from this instant on the
+	// kernel passes the path's packets to the socket path, where the
+	// engine refuses them.
+	Expires time.Time
+	// Counter is the slot (0..MaxCounters-1) whose packets and bytes the
+	// kernel counts this path's traffic under; the dataplane maps slots
+	// to listeners and clusters for its metrics.
+	Counter uint32
+}
+
+// MaxCounters is the number of counter slots.
+const MaxCounters = 4096
+
+// Counters are the kernel's packets and bytes relayed under one counter
+// slot, summed over CPUs, since Open. Bytes are ChannelData payload bytes
+// (the application data), as the socket path counts them.
+type Counters struct {
+	ClientToPeerPackets, ClientToPeerBytes uint64
+	PeerToClientPackets, PeerToClientBytes uint64
+}
+
+// Config is what Open needs.
+type Config struct {
+	// Mode is Auto, XDP or TC.
+	Mode Mode
+	// Interfaces names the interfaces to attach to (STUNner's
+	// offloadInterfaces); empty means every interface that carries a
+	// Listener or a relay address (lo for 127.0.0.0/8).
+	Interfaces []string
+	// Listeners are the TURN-UDP listener addresses whose ChannelData the
+	// kernel may relay.
+	Listeners []netip.AddrPort
+}
+
+// Validate reports a Config Open cannot use.
+func (c Config) Validate() error {
+	switch c.Mode {
+	case Auto, XDP, TC:
+	default:
+		return fmt.Errorf("offload: mode %q: want Auto, XDP or TC", c.Mode)
+	}
+	return nil
+}
