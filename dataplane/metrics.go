@@ -78,6 +78,19 @@ func (s *Server) writeMetrics(w io.Writer) {
 		}
 	}
 	s.listenersMu.Unlock()
+	if s.offload != nil {
+		// What the kernel relayed counts as if the sockets had.
+		kernel := map[string]*stats.Sum{}
+		s.offload.fold(kernel)
+		for i := range running {
+			if k := kernel[running[i].name]; k != nil {
+				running[i].counts.sum.Add(k)
+			}
+		}
+		for _, k := range kernel {
+			total.sum.Add(k)
+		}
+	}
 	slices.SortFunc(running, func(a, b named) int {
 		if a.name < b.name {
 			return -1
@@ -184,7 +197,31 @@ func (s *Server) writeMetrics(w io.Writer) {
 		p.sample("tern_allocation_errors_total", label("code", strconv.Itoa(code)), s.engine.AllocationErrors(code))
 	}
 	p.sample("tern_allocation_errors_total", label("code", "other"), s.engine.AllocationErrors(0))
+	s.writeOffloadMetrics(p)
 	p.flush()
+}
+
+// writeOffloadMetrics reports the offload engine asked for and the one
+// attached (None after an Auto fallback, docs/offload-control.md), the
+// paths the kernel relays and the Puts that failed.
+func (s *Server) writeOffloadMetrics(p *promWriter) {
+	requested, attached := "None", "None"
+	var installed int
+	var putErrors uint64
+	if s.offload != nil {
+		requested, attached = s.offload.requested, s.offload.attached()
+		installed, putErrors = s.offload.status()
+	}
+	p.family("tern_offload_active", "gauge", "1 when the eBPF ChannelData fast path is attached (attached: XDP or TC), 0 when every packet goes through sockets (attached=None: offload off, or requested Auto fell back).")
+	v := uint64(0)
+	if attached != "None" {
+		v = 1
+	}
+	p.sample("tern_offload_active", label("requested", requested)+","+label("attached", attached), v)
+	p.family("tern_offload_paths", "gauge", "Channel bindings the kernel relays.")
+	p.sample("tern_offload_paths", "", uint64(installed))
+	p.family("tern_offload_put_errors_total", "counter", "Channel bindings the kernel could not take (maps full, invalid path); they are relayed through sockets.")
+	p.sample("tern_offload_put_errors_total", "", putErrors)
 }
 
 // nameDir is the labels of STUNner's listener and cluster counters.
