@@ -18,8 +18,8 @@ import (
 // refuses otherwise).
 type topo struct {
 	client, tern, peer string // namespaces
-	cvethC, cvethT         string // client side, tern side of the client veth
-	pvethP, pvethT         string // peer side, tern side of the peer veth
+	cvethC, cvethT     string // client side, tern side of the client veth
+	pvethP, pvethT     string // peer side, tern side of the peer veth
 }
 
 func newTopo(t *testing.T) topo {
@@ -229,5 +229,47 @@ func TestVethRelay(t *testing.T) {
 	}
 	if err := o.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestVethChecksums sends with transmit checksum offload off, so that
+// datagrams carry full checksums, and checks on the receiving veth that
+// the rewritten ones are right, for odd and even lengths and padding.
+func TestVethChecksums(t *testing.T) {
+	tp := newTopo(t)
+	setTxChecksum(t, tp.client, tp.cvethC, false)
+	setTxChecksum(t, tp.peer, tp.pvethP, false)
+	listen(t, tp.tern, listenerAddr)
+	listen(t, tp.tern, relayAddr)
+	client := listen(t, tp.client, clientAddr)
+	peer := listen(t, tp.peer, peerAddr)
+	atPeer := newCapture(t, tp.peer, tp.pvethP)
+	atClient := newCapture(t, tp.client, tp.cvethC)
+	o := openIn(t, tp.tern, Config{Mode: TC, Interfaces: []string{tp.cvethT, tp.pvethT}})
+	if err := o.Put(testPath(time.Now().Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	relay, listener := netip.MustParseAddrPort(relayAddr), netip.MustParseAddrPort(listenerAddr)
+	for _, n := range []int{0, 1, 2, 3, 4, 5, 17, 255, 256, 257, 1000, 1399} {
+		payload := make([]byte, n)
+		for i := range payload {
+			payload[i] = byte(i*7 + n)
+		}
+		send(t, client, listenerAddr, channelData(0x4001, payload, (4-n%4)%4))
+		if got := atPeer.next(t, relay); string(got) != string(payload) {
+			t.Fatalf("%d bytes client->peer: got %x", n, got)
+		}
+		expect(t, "client->peer", peer, payload, relayAddr)
+		send(t, peer, relayAddr, payload)
+		want := channelData(0x4001, payload, 0)
+		if got := atClient.next(t, listener); string(got) != string(want) {
+			t.Fatalf("%d bytes peer->client: got %x", n, got)
+		}
+		expect(t, "peer->client", client, want, listenerAddr)
+	}
+	var got Counters
+	o.Counters(func(_ uint32, c Counters) { got = c })
+	if got.ClientToPeerPackets != 12 || got.PeerToClientPackets != 12 {
+		t.Errorf("counters %+v, want 12 packets each way", got)
 	}
 }
