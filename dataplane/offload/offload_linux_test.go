@@ -273,3 +273,51 @@ func TestVethChecksums(t *testing.T) {
 		t.Errorf("counters %+v, want 12 packets each way", got)
 	}
 }
+
+// TestLoopback relays between 127.0.0.x addresses in one fresh namespace:
+// the rewritten packet's destination is local, so it continues up the
+// stack from lo's ingress to the peer's socket.
+func TestLoopback(t *testing.T) {
+	requireRoot(t)
+	ns := newNetns(t, uniq()+"l")
+	run(t, "ip", "netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv4.conf.all.forwarding=1")
+	const (
+		cl, li, re, pe = "127.0.0.2:29001", "127.0.0.1:29100", "127.0.0.3:29200", "127.0.0.4:29002"
+	)
+	listener := listen(t, ns, li)
+	relay := listen(t, ns, re)
+	client := listen(t, ns, cl)
+	peer := listen(t, ns, pe)
+	o := openIn(t, ns, Config{Mode: TC, Listeners: []netip.AddrPort{netip.MustParseAddrPort(li)}})
+	if got := o.Interfaces(); len(got) != 1 || got[0] != "lo" {
+		t.Fatalf("attached to %v, want lo", got)
+	}
+	p := Path{
+		Client: netip.MustParseAddrPort(cl), Listener: netip.MustParseAddrPort(li),
+		Relay: netip.MustParseAddrPort(re), Peer: netip.MustParseAddrPort(pe),
+		Channel: 0x7fff, Expires: time.Now().Add(time.Hour),
+	}
+	if err := o.Put(p); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		payload := bytes.Repeat([]byte{byte(i)}, 33+i)
+		send(t, client, li, channelData(0x7fff, payload, 0))
+		expect(t, "client->peer", peer, payload, re)
+		send(t, peer, re, payload)
+		expect(t, "peer->client", client, channelData(0x7fff, payload, 0), li)
+	}
+	// The sockets saw none of it: the first datagram each reads is this.
+	send(t, client, li, stunBinding)
+	expect(t, "STUN", listener, stunBinding, cl)
+	if err := o.Delete(p); err != nil {
+		t.Fatal(err)
+	}
+	send(t, peer, re, []byte("marker"))
+	expect(t, "peer after Delete", relay, []byte("marker"), pe)
+	var got Counters
+	o.Counters(func(_ uint32, c Counters) { got = c })
+	if got.ClientToPeerPackets != 10 || got.PeerToClientPackets != 10 {
+		t.Errorf("counters %+v, want 10 packets each way", got)
+	}
+}
