@@ -56,7 +56,9 @@ func run(t testing.TB, args ...string) {
 // inNetns runs fn on an OS thread switched into the named namespace.
 // Sockets fn opens and BPF links it attaches stay in that namespace.
 func inNetns(t testing.TB, name string, fn func() error) error {
-	t.Helper()
+	if t != nil {
+		t.Helper()
+	}
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
