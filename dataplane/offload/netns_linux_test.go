@@ -2,6 +2,7 @@ package offload
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -9,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
 	"github.com/tern-gw/tern/internal/testenv"
@@ -89,4 +91,29 @@ func inNetns(t testing.TB, name string, fn func() error) error {
 		errc <- ferr
 	}()
 	return <-errc
+}
+
+// xdpPass attaches tern_xdp_pass to ifname in ns until the test ends.
+func xdpPass(t *testing.T, ns, ifname string) {
+	t.Helper()
+	var objs ternObjects
+	if err := loadTernObjects(&objs, nil); err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	t.Cleanup(func() { objs.Close() })
+	err := inNetns(t, ns, func() error {
+		ifc, err := net.InterfaceByName(ifname)
+		if err != nil {
+			return err
+		}
+		l, err := link.AttachXDP(link.XDPOptions{Program: objs.TernXdpPass, Interface: ifc.Index, Flags: link.XDPDriverMode})
+		if err != nil {
+			return err
+		}
+		t.Cleanup(func() { l.Close() })
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("XDP pass on %s: %v", ifname, err)
+	}
 }

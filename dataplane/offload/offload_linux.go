@@ -27,6 +27,7 @@ type Offload struct {
 	links    []link.Link
 	attached Mode
 	ifaces   []string
+	hooks    map[string]Mode
 }
 
 // Open loads the programs, creates the maps and attaches to cfg's
@@ -55,35 +56,97 @@ func Open(cfg Config) (*Offload, error) {
 	if err := loadTernObjects(&o.objs, nil); err != nil {
 		return nil, unsupported("load programs", err)
 	}
-	mode := cfg.Mode
-	if mode == Auto || mode == XDP {
-		// The XDP program is not written yet: Auto uses tc everywhere.
-		if mode == XDP {
-			o.objs.Close()
-			return nil, fmt.Errorf("%w: XDP mode is not implemented yet; use TC or Auto", ErrUnsupported)
-		}
-		mode = TC
-	}
+	o.hooks = map[string]Mode{}
 	for _, name := range names {
 		ifc, err := net.InterfaceByName(name)
 		if err != nil {
 			o.Close()
 			return nil, fmt.Errorf("offload: interface %q: %w", name, err)
 		}
-		l, err := link.AttachTCX(link.TCXOptions{
-			Interface: ifc.Index,
-			Program:   o.objs.TernTc,
-			Attach:    ebpf.AttachTCXIngress,
-		})
+		l, hook, err := o.attach(cfg.Mode, ifc)
 		if err != nil {
 			o.Close()
-			return nil, unsupported(fmt.Sprintf("attach tcx ingress to %s", name), err)
+			return nil, err
 		}
 		o.links = append(o.links, l)
+		o.hooks[name] = hook
 	}
-	o.attached = mode
+	o.attached = TC
+	if len(o.hooks) > 0 {
+		o.attached = XDP
+		for _, h := range o.hooks {
+			if h != XDP {
+				o.attached = TC
+			}
+		}
+	}
 	o.ifaces = names
 	return o, nil
+}
+
+// attach attaches the program for mode to ifc and returns the hook used.
+// Auto takes native (driver) XDP where the driver has it, except on lo
+// and veth, and tc elsewhere. A veth's XDP sees a local sender's
+// CHECKSUM_PARTIAL datagrams with only a pseudo-header checksum, which it
+// cannot tell from full ones, and redirected frames reach a veth's peer
+// only where that peer runs XDP itself or has GRO on; tc has neither
+// problem. XDP mode takes native XDP, else generic (skb) XDP.
+func (o *Offload) attach(mode Mode, ifc *net.Interface) (link.Link, Mode, error) {
+	if mode == Auto && !xdpCandidate(ifc) {
+		mode = TC
+	}
+	if mode == Auto || mode == XDP {
+		l, err := link.AttachXDP(link.XDPOptions{Program: o.objs.TernXdp, Interface: ifc.Index, Flags: link.XDPDriverMode})
+		if err == nil {
+			return l, XDP, nil
+		}
+		if mode == XDP {
+			l, gerr := link.AttachXDP(link.XDPOptions{Program: o.objs.TernXdp, Interface: ifc.Index, Flags: link.XDPGenericMode})
+			if gerr == nil {
+				return l, XDP, nil
+			}
+			return nil, None, unsupported(fmt.Sprintf("attach XDP to %s (native: %v)", ifc.Name, err), gerr)
+		}
+	}
+	l, err := link.AttachTCX(link.TCXOptions{
+		Interface: ifc.Index,
+		Program:   o.objs.TernTc,
+		Attach:    ebpf.AttachTCXIngress,
+	})
+	if err != nil {
+		return nil, None, unsupported(fmt.Sprintf("attach tcx ingress to %s", ifc.Name), err)
+	}
+	return l, TC, nil
+}
+
+// xdpCandidate reports whether Auto tries native XDP on ifc: not on lo
+// and not on a veth (see attach).
+func xdpCandidate(ifc *net.Interface) bool {
+	if ifc.Flags&net.FlagLoopback != 0 {
+		return false
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	info, err := unix.IoctlGetEthtoolDrvinfo(fd, ifc.Name)
+	if err != nil {
+		return false
+	}
+	return unix.ByteSliceToString(info.Driver[:]) != "veth"
+}
+
+// Hooks returns each attached interface's hook, XDP or TC.
+func (o *Offload) Hooks() map[string]Mode {
+	if o == nil {
+		return nil
+	}
+	m := make(map[string]Mode, len(o.hooks))
+	for k, v := range o.hooks {
+		m[k] = v
+	}
+	return m
 }
 
 // unsupported wraps err in ErrUnsupported where it says the kernel refused
@@ -153,7 +216,8 @@ func carries(addrs []net.Addr, want []netip.Addr) bool {
 	return false
 }
 
-// Attached returns the hook the programs run on: XDP or TC.
+// Attached returns the hook the programs run on: XDP when every interface
+// has XDP, TC when any has tc (Hooks tells each).
 func (o *Offload) Attached() Mode {
 	if o == nil {
 		return None

@@ -156,8 +156,9 @@ func TestVethRelay(t *testing.T) {
 	stranger := listen(t, tp.peer, strangerAddr)
 
 	// No Interfaces: the ones carrying the listener and relay addresses.
+	// Auto takes tc on veths (see attach).
 	o := openIn(t, tp.tern, Config{
-		Mode:      TC,
+		Mode:      Auto,
 		Listeners: []netip.AddrPort{netip.MustParseAddrPort(listenerAddr)},
 		Relays:    []netip.Addr{netip.MustParseAddr("10.0.2.1")},
 	})
@@ -236,16 +237,36 @@ func TestVethRelay(t *testing.T) {
 // datagrams carry full checksums, and checks on the receiving veth that
 // the rewritten ones are right, for odd and even lengths and padding.
 func TestVethChecksums(t *testing.T) {
+	for _, mode := range []Mode{TC, XDP} {
+		t.Run(string(mode), func(t *testing.T) { testVethChecksums(t, mode) })
+	}
+}
+
+func testVethChecksums(t *testing.T, mode Mode) {
 	tp := newTopo(t)
 	setTxChecksum(t, tp.client, tp.cvethC, false)
 	setTxChecksum(t, tp.peer, tp.pvethP, false)
-	listen(t, tp.tern, listenerAddr)
-	listen(t, tp.tern, relayAddr)
+	if mode == XDP {
+		// veth hands XDP-redirected frames only to a peer running XDP.
+		xdpPass(t, tp.client, tp.cvethC)
+		xdpPass(t, tp.peer, tp.pvethP)
+	}
+	listenerSock := listen(t, tp.tern, listenerAddr)
+	relaySock := listen(t, tp.tern, relayAddr)
 	client := listen(t, tp.client, clientAddr)
 	peer := listen(t, tp.peer, peerAddr)
+	// XDP cannot resolve neighbours: until the socket path has sent to
+	// the peer and the client, their datagrams take the socket path.
+	send(t, relaySock, peerAddr, []byte("socket path"))
+	expect(t, "relay socket->peer", peer, []byte("socket path"), relayAddr)
+	send(t, listenerSock, clientAddr, []byte("socket path"))
+	expect(t, "listener socket->client", client, []byte("socket path"), listenerAddr)
 	atPeer := newCapture(t, tp.peer, tp.pvethP)
 	atClient := newCapture(t, tp.client, tp.cvethC)
-	o := openIn(t, tp.tern, Config{Mode: TC, Interfaces: []string{tp.cvethT, tp.pvethT}})
+	o := openIn(t, tp.tern, Config{Mode: mode, Interfaces: []string{tp.cvethT, tp.pvethT}})
+	if o.Attached() != mode {
+		t.Fatalf("attached %s, want %s", o.Attached(), mode)
+	}
 	if err := o.Put(testPath(time.Now().Add(time.Hour))); err != nil {
 		t.Fatal(err)
 	}
@@ -271,6 +292,9 @@ func TestVethChecksums(t *testing.T) {
 	o.Counters(func(_ uint32, c Counters) { got = c })
 	if got.ClientToPeerPackets != 12 || got.PeerToClientPackets != 12 {
 		t.Errorf("counters %+v, want 12 packets each way", got)
+	}
+	if s := o.Stats(); s != (Stats{}) {
+		t.Errorf("stats %+v, want none", s)
 	}
 }
 

@@ -74,12 +74,14 @@ type ternSlotCounters struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	ternMapC2p      = "c2p"
-	ternMapCounters = "counters"
-	ternMapP2c      = "p2c"
-	ternMapScratch  = "scratch"
-	ternMapStats    = "stats"
-	ternProgTernTc  = "tern_tc"
+	ternMapC2p          = "c2p"
+	ternMapCounters     = "counters"
+	ternMapP2c          = "p2c"
+	ternMapScratch      = "scratch"
+	ternMapStats        = "stats"
+	ternProgTernTc      = "tern_tc"
+	ternProgTernXdp     = "tern_xdp"
+	ternProgTernXdpPass = "tern_xdp_pass"
 )
 
 // loadTern returns the embedded CollectionSpec for tern.
@@ -124,7 +126,9 @@ type ternSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type ternProgramSpecs struct {
-	TernTc *ebpf.ProgramSpec `ebpf:"tern_tc"`
+	TernTc      *ebpf.ProgramSpec `ebpf:"tern_tc"`
+	TernXdp     *ebpf.ProgramSpec `ebpf:"tern_xdp"`
+	TernXdpPass *ebpf.ProgramSpec `ebpf:"tern_xdp_pass"`
 }
 
 // ternMapSpecs contains maps before they are loaded into the kernel.
@@ -191,12 +195,16 @@ type ternVariables struct {
 //
 // It can be passed to loadTernObjects or ebpf.CollectionSpec.LoadAndAssign.
 type ternPrograms struct {
-	TernTc *ebpf.Program `ebpf:"tern_tc"`
+	TernTc      *ebpf.Program `ebpf:"tern_tc"`
+	TernXdp     *ebpf.Program `ebpf:"tern_xdp"`
+	TernXdpPass *ebpf.Program `ebpf:"tern_xdp_pass"`
 }
 
 func (p *ternPrograms) Close() error {
 	return _TernClose(
 		p.TernTc,
+		p.TernXdp,
+		p.TernXdpPass,
 	)
 }
 

@@ -473,10 +473,288 @@ int tern_tc(struct __sk_buff *skb)
 		return TC_ACT_OK;
 	if ((h.first[0] & 0xc0) == 0x40 && h.udp_len >= sizeof(struct udphdr) + 4) {
 		int rc = tc_c2p(skb, &h);
-		if (rc >= 0 || rc == TC_ACT_SHOT)
+			if (rc >= 0)
 			return rc;
 	}
 	return tc_p2c(skb, &h);
+}
+
+/* --------------------------------------------------------------- xdp -- */
+
+// XDP sees frames, not skbs: there is no CHECKSUM_PARTIAL state, so the
+// UDP checksum in the frame is taken as a full one (or 0 for none), and
+// the headers move instead of the payload (bpf_xdp_adjust_head).
+
+struct frame_hdrs {
+	__u8 pad[2]; /* aligns ip to 4 bytes */
+	struct ethhdr eth;
+	struct iphdr ip;
+	struct udphdr udp;
+};
+
+#define FRAME_HDRS (ETH_HLEN + sizeof(struct iphdr) + sizeof(struct udphdr))
+
+static __always_inline __u16 fold(__u64 s)
+{
+	s = (s & 0xffffffff) + (s >> 32);
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	return (__u16)s;
+}
+
+static __always_inline __u16 ip_csum(struct iphdr *ip)
+{
+	__u16 *w = (__u16 *)ip;
+	__u32 s = 0;
+	ip->check = 0;
+#pragma unroll
+	for (int i = 0; i < (int)(sizeof(*ip) / 2); i++)
+		s += w[i];
+	return ~fold(s);
+}
+
+// The UDP checksum words that change: pseudo-header addresses and length,
+// the header's ports and length, and the ChannelData header (0 where it
+// is absent).
+struct udp_words {
+	__be32 saddr, daddr;
+	__be32 plen;   /* pseudo-header length as a 32-bit word */
+	__be16 sport, dport;
+	__be32 ulen;   /* header length, the checksum field left out */
+	__be32 chdr;
+};
+
+static __always_inline __be16 udp_csum_update(__be16 old, struct udp_words *from, struct udp_words *to)
+{
+	if (old == 0)
+		return 0; /* no checksum over IPv4: there is still none */
+	__s64 d = bpf_csum_diff((__be32 *)from, sizeof(*from), (__be32 *)to, sizeof(*to),
+				~(__u32)(__u16)old & 0xffff);
+	if (d < 0)
+		return 0;
+	__u16 c = ~fold((__u64)d);
+	return c ? c : 0xffff;
+}
+
+// xdp_out finishes a rewritten frame: to the next hop when the lookup
+// found one, up this host's stack when the destination is local.
+static __always_inline int xdp_out(struct ethhdr *eth, struct bpf_fib_lookup *f, int verdict)
+{
+	if (verdict == 0)
+		return XDP_PASS;
+	__builtin_memcpy(eth->h_dest, f->dmac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, f->smac, ETH_ALEN);
+	return bpf_redirect(f->ifindex, 0);
+}
+
+static __always_inline int xdp_fib_verdict(int rc)
+{
+	if (rc == BPF_FIB_LKUP_RET_NO_NEIGH) {
+		/* XDP cannot resolve a neighbour; the socket path will. */
+		count_stat(STAT_NO_ROUTE);
+		return -1;
+	}
+	return fib_verdict(rc);
+}
+
+static __always_inline int xdp_c2p(struct xdp_md *ctx, struct hdrs *h)
+{
+	struct c2p_key k = {};
+	*(__be32 *)k.client = h->saddr;
+	*(__be32 *)k.listener = h->daddr;
+	k.client_port = h->sport;
+	k.listener_port = h->dport;
+	__builtin_memcpy(&k.channel, h->first, 2);
+	k.family = 4;
+	struct c2p_val *v = bpf_map_lookup_elem(&c2p, &k);
+	if (!v)
+		return -1;
+	if (bpf_ktime_get_ns() >= v->expires) {
+		count_stat(STAT_EXPIRED);
+		return XDP_PASS;
+	}
+	__u16 chlen = ((__u16)h->first[2] << 8) | h->first[3];
+	__u32 room = h->udp_len - sizeof(struct udphdr) - 4;
+	if (chlen > room) {
+		count_stat(STAT_BAD_LENGTH);
+		return XDP_PASS;
+	}
+	__u32 pad = room - chlen;
+	if (pad > 3) {
+		count_stat(STAT_PADDING);
+		return XDP_PASS;
+	}
+	if (pad) {
+		__u8 p[4] = {};
+		asm volatile("" : "+r"(pad));
+		pad &= 3;
+		if (pad == 0 || bpf_xdp_load_bytes(ctx, PL_OFF + 4 + chlen, p, pad) < 0 || p[0] | p[1] | p[2]) {
+			count_stat(STAT_PADDING);
+			return XDP_PASS;
+		}
+	}
+	__be32 saddr = *(__be32 *)v->relay, daddr = *(__be32 *)v->peer;
+	__be16 sport = v->relay_port, dport = v->peer_port;
+	__u32 slot = v->counter;
+	__u16 ip_len = sizeof(struct iphdr) + sizeof(struct udphdr) + chlen;
+
+	struct bpf_fib_lookup f;
+	int verdict = xdp_fib_verdict(fib(ctx, &f, ctx->ingress_ifindex, saddr, daddr, sport, dport, ip_len, h->tos));
+	if (verdict < 0)
+		return XDP_PASS;
+
+	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
+	struct frame_hdrs fh;
+	if (data + FRAME_HDRS > end)
+		return XDP_PASS;
+	__builtin_memcpy(&fh.eth, data, FRAME_HDRS);
+
+	struct udp_words from = {h->saddr, h->daddr, bpf_htonl(h->udp_len), h->sport, h->dport,
+				 bpf_htonl((__u32)h->udp_len << 16), 0};
+	__builtin_memcpy(&from.chdr, h->first, 4);
+	__u16 ulen = ip_len - sizeof(struct iphdr);
+	struct udp_words to = {saddr, daddr, bpf_htonl(ulen), sport, dport, bpf_htonl((__u32)ulen << 16), 0};
+	fh.udp.check = udp_csum_update(fh.udp.check, &from, &to);
+	fh.udp.source = sport;
+	fh.udp.dest = dport;
+	fh.udp.len = bpf_htons(ulen);
+	fh.ip.saddr = saddr;
+	fh.ip.daddr = daddr;
+	fh.ip.tot_len = bpf_htons(ip_len);
+	fh.ip.ttl = TTL;
+	fh.ip.check = ip_csum(&fh.ip);
+
+	/* From here on the frame is changed: a failure drops it. */
+	if (bpf_xdp_adjust_head(ctx, 4) < 0) {
+		count_stat(STAT_ERROR);
+		return XDP_DROP;
+	}
+	data = (void *)(long)ctx->data;
+	end = (void *)(long)ctx->data_end;
+	if (data + FRAME_HDRS > end) {
+		count_stat(STAT_ERROR);
+		return XDP_DROP;
+	}
+	__builtin_memcpy(data, &fh.eth, FRAME_HDRS);
+	int extra = (int)(end - data) - (int)(ETH_HLEN + ip_len);
+	if (extra > 0 && bpf_xdp_adjust_tail(ctx, -extra) < 0) {
+		count_stat(STAT_ERROR);
+		return XDP_DROP;
+	}
+	data = (void *)(long)ctx->data;
+	end = (void *)(long)ctx->data_end;
+	if (data + sizeof(struct ethhdr) > end) {
+		count_stat(STAT_ERROR);
+		return XDP_DROP;
+	}
+	count(slot, 1, chlen);
+	return xdp_out(data, &f, verdict);
+}
+
+static __always_inline int xdp_p2c(struct xdp_md *ctx, struct hdrs *h)
+{
+	struct p2c_key k = {};
+	*(__be32 *)k.peer = h->saddr;
+	*(__be32 *)k.relay = h->daddr;
+	k.peer_port = h->sport;
+	k.relay_port = h->dport;
+	k.family = 4;
+	struct p2c_val *v = bpf_map_lookup_elem(&p2c, &k);
+	if (!v)
+		return XDP_PASS;
+	if (bpf_ktime_get_ns() >= v->expires) {
+		count_stat(STAT_EXPIRED);
+		return XDP_PASS;
+	}
+	__u32 plen = h->udp_len - sizeof(struct udphdr);
+	if (plen > 0xffff - 64) {
+		count_stat(STAT_TOO_BIG);
+		return XDP_PASS;
+	}
+	__be32 saddr = *(__be32 *)v->listener, daddr = *(__be32 *)v->client;
+	__be16 sport = v->listener_port, dport = v->client_port;
+	__u32 slot = v->counter;
+	__u16 ip_len = sizeof(struct iphdr) + sizeof(struct udphdr) + 4 + plen;
+	struct {
+		__be16 channel;
+		__be16 len;
+	} ch = {v->channel, bpf_htons(plen)};
+
+	struct bpf_fib_lookup f;
+	int verdict = xdp_fib_verdict(fib(ctx, &f, ctx->ingress_ifindex, saddr, daddr, sport, dport, ip_len, h->tos));
+	if (verdict < 0)
+		return XDP_PASS;
+
+	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
+	struct frame_hdrs fh;
+	if (data + FRAME_HDRS > end)
+		return XDP_PASS;
+	__builtin_memcpy(&fh.eth, data, FRAME_HDRS);
+
+	struct udp_words from = {h->saddr, h->daddr, bpf_htonl(h->udp_len), h->sport, h->dport,
+				 bpf_htonl((__u32)h->udp_len << 16), 0};
+	__u16 ulen = ip_len - sizeof(struct iphdr);
+	struct udp_words to = {saddr, daddr, bpf_htonl(ulen), sport, dport, bpf_htonl((__u32)ulen << 16), 0};
+	__builtin_memcpy(&to.chdr, &ch, 4);
+	fh.udp.check = udp_csum_update(fh.udp.check, &from, &to);
+	fh.udp.source = sport;
+	fh.udp.dest = dport;
+	fh.udp.len = bpf_htons(ulen);
+	fh.ip.saddr = saddr;
+	fh.ip.daddr = daddr;
+	fh.ip.tot_len = bpf_htons(ip_len);
+	fh.ip.ttl = TTL;
+	fh.ip.check = ip_csum(&fh.ip);
+
+	if (bpf_xdp_adjust_head(ctx, -4) < 0) {
+		count_stat(STAT_TOO_BIG); /* no headroom: nothing changed yet */
+		return XDP_PASS;
+	}
+	data = (void *)(long)ctx->data;
+	end = (void *)(long)ctx->data_end;
+	if (data + FRAME_HDRS + 4 > end) {
+		count_stat(STAT_ERROR);
+		return XDP_DROP;
+	}
+	__builtin_memcpy(data, &fh.eth, FRAME_HDRS);
+	__builtin_memcpy(data + FRAME_HDRS, &ch, 4);
+	int extra = (int)(end - data) - (int)(ETH_HLEN + ip_len);
+	if (extra > 0 && bpf_xdp_adjust_tail(ctx, -extra) < 0) {
+		count_stat(STAT_ERROR);
+		return XDP_DROP;
+	}
+	data = (void *)(long)ctx->data;
+	end = (void *)(long)ctx->data_end;
+	if (data + sizeof(struct ethhdr) > end) {
+		count_stat(STAT_ERROR);
+		return XDP_DROP;
+	}
+	count(slot, 0, plen);
+	return xdp_out(data, &f, verdict);
+}
+
+SEC("xdp")
+int tern_xdp(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
+	struct hdrs h;
+	if (parse(data, end, (__u32)(end - data), &h) < 0)
+		return XDP_PASS;
+	if ((h.first[0] & 0xc0) == 0x40 && h.udp_len >= sizeof(struct udphdr) + 4) {
+		int rc = xdp_c2p(ctx, &h);
+		if (rc >= 0)
+			return rc;
+	}
+	return xdp_p2c(ctx, &h);
+}
+
+// tern_xdp_pass lets a veth accept frames that XDP redirects into its
+// peer: veth delivers redirected frames only to a peer with an XDP
+// program (or GRO) on. Tern does not attach it; tests and benchmarks do.
+SEC("xdp")
+int tern_xdp_pass(struct xdp_md *ctx)
+{
+	return XDP_PASS;
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
