@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/tern-gw/tern/dataplane/listener"
+	"github.com/tern-gw/tern/dataplane/offload"
 	"github.com/tern-gw/tern/dataplane/stats"
 	"github.com/tern-gw/tern/turn"
 )
@@ -206,11 +207,14 @@ func (s *Server) writeMetrics(w io.Writer) {
 // paths the kernel relays and the Puts that failed.
 func (s *Server) writeOffloadMetrics(p *promWriter) {
 	requested, attached := "None", "None"
-	var installed int
-	var putErrors uint64
+	var (
+		installed int
+		putErrors uint64
+		st        offload.Stats
+	)
 	if s.offload != nil {
 		requested, attached = s.offload.requested, s.offload.attached()
-		installed, putErrors = s.offload.status()
+		installed, putErrors, st = s.offload.status()
 	}
 	p.family("tern_offload_active", "gauge", "1 when the eBPF ChannelData fast path is attached (attached: XDP or TC), 0 when every packet goes through sockets (attached=None: offload off, or requested Auto fell back).")
 	v := uint64(0)
@@ -222,6 +226,16 @@ func (s *Server) writeOffloadMetrics(p *promWriter) {
 	p.sample("tern_offload_paths", "", uint64(installed))
 	p.family("tern_offload_put_errors_total", "counter", "Channel bindings the kernel could not take (maps full, invalid path); they are relayed through sockets.")
 	p.sample("tern_offload_put_errors_total", "", putErrors)
+	p.family("tern_offload_passed_packets_total", "counter", "Packets of an offloaded channel the kernel left to the socket path (expired path, odd length or padding, too big, no route, forwarding off on the interface) or dropped midway (error).")
+	for _, r := range []struct {
+		reason string
+		v      uint64
+	}{
+		{"expired", st.Expired}, {"bad_length", st.BadLength}, {"padding", st.Padding}, {"too_big", st.TooBig},
+		{"no_route", st.NoRoute}, {"forwarding_disabled", st.ForwardingDisabled}, {"error", st.Errors},
+	} {
+		p.sample("tern_offload_passed_packets_total", label("reason", r.reason), r.v)
+	}
 }
 
 // nameDir is the labels of STUNner's listener and cluster counters.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 	"sync"
@@ -37,13 +38,18 @@ type offloadMirror struct {
 	// listeners maps the TURN-UDP listener addresses the programs were
 	// opened with to their listeners' names.
 	listeners map[netip.AddrPort]string
-	paths     map[pathKey]*mirroredPath
+	// relays maps each relay address as advertised (XOR-RELAYED-ADDRESS,
+	// which the engine reports) to the address the socket binds, where
+	// peers' datagrams arrive.
+	relays map[netip.Addr]netip.Addr
+	paths  map[pathKey]*mirroredPath
 	// slots[i] is what counter slot i counts; slotOf its inverse.
 	slots  []slotKey
 	slotOf map[slotKey]uint32
 	// base holds, per slot, the counts of programs closed for a reopen, so
 	// that counters never go backwards.
 	base        []offload.Counters
+	baseStats   offload.Stats
 	putErrors   uint64
 	lastPutWarn time.Time
 }
@@ -92,6 +98,25 @@ func udpListenerAddrs(cfg *config.Config) map[netip.AddrPort]string {
 	return m
 }
 
+// relayAddrs maps the advertised relay addresses of r (as bindAdvertised
+// returns it) to their bind addresses.
+func relayAddrs(r config.Relay) map[netip.Addr]netip.Addr {
+	m := map[netip.Addr]netip.Addr{}
+	all := append([]config.RelayAddress{{Address: r.Address, PublicAddress: r.PublicAddress}}, r.ExtraAddresses...)
+	for _, ra := range all {
+		bind, err := netip.ParseAddr(ra.Address)
+		if err != nil {
+			continue
+		}
+		bind = bind.Unmap()
+		m[bind] = bind
+		if pub, err := netip.ParseAddr(ra.PublicAddress); err == nil {
+			m[pub.Unmap()] = bind
+		}
+	}
+	return m
+}
+
 // newOffloadMirror opens the offload programs for cfg in mode (not None).
 // Under Auto, a kernel or a process that cannot run them
 // (offload.ErrUnsupported) leaves the mirror inactive with one log line
@@ -103,6 +128,7 @@ func newOffloadMirror(mode string, cfg *config.Config, log *slog.Logger) (*offlo
 		return m, nil
 	}
 	m.listeners = udpListenerAddrs(cfg)
+	m.relays = relayAddrs(bindAdvertised(cfg.Relay, slog.New(slog.DiscardHandler)))
 	off, err := offload.Open(m.offloadConfig())
 	switch {
 	case err == nil:
@@ -122,6 +148,12 @@ func (m *offloadMirror) offloadConfig() offload.Config {
 		c.Listeners = append(c.Listeners, a)
 	}
 	slices.SortFunc(c.Listeners, func(a, b netip.AddrPort) int { return a.Compare(b) })
+	for _, bind := range m.relays {
+		if !slices.Contains(c.Relays, bind) {
+			c.Relays = append(c.Relays, bind)
+		}
+	}
+	slices.SortFunc(c.Relays, func(a, b netip.Addr) int { return a.Compare(b) })
 	return c
 }
 
@@ -153,10 +185,14 @@ func (m *offloadMirror) PathUp(ev turn.PathEvent) {
 		mp = &mirroredPath{}
 		m.paths[k] = mp
 	}
+	relay := ev.Relay
+	if bind, ok := m.relays[relay.Addr().Unmap()]; ok {
+		relay = netip.AddrPortFrom(bind, relay.Port())
+	}
 	mp.p = offload.Path{
 		Client:   ev.FiveTuple.Client,
 		Listener: ev.FiveTuple.Server,
-		Relay:    ev.Relay,
+		Relay:    relay,
 		Peer:     ev.Peer,
 		Channel:  ev.Channel,
 		Expires:  time.Unix(0, ev.Expires),
@@ -242,20 +278,23 @@ func (m *offloadMirror) PathDown(ev turn.PathEvent) {
 }
 
 // setListeners follows a reconfiguration: when the set of TURN-UDP
-// listener addresses changed, the programs are reopened for the new set and
+// listener addresses or relay addresses changed, the programs are reopened for the new set and
 // every path still reported goes back in. A reopen that fails leaves every
 // packet to the socket path, with the reason logged. Paths of listeners
 // that went are withdrawn by the engine (CloseTransport) before this runs.
 func (m *offloadMirror) setListeners(cfg *config.Config) {
 	next := udpListenerAddrs(cfg)
+	// A relay change restarted every listener, so no path of the old
+	// relay addresses is left.
+	relays := relayAddrs(bindAdvertised(cfg.Relay, slog.New(slog.DiscardHandler)))
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.off == nil || mapsEqual(next, m.listeners) {
-		m.listeners = next
+	if m.off == nil || (maps.Equal(next, m.listeners) && maps.Equal(relays, m.relays)) {
+		m.listeners, m.relays = next, relays
 		return
 	}
 	m.closeLocked()
-	m.listeners = next
+	m.listeners, m.relays = next, relays
 	off, err := offload.Open(m.offloadConfig())
 	if err != nil {
 		m.log.Error("offload: reopening for new listeners failed, relaying through sockets", "error", err.Error())
@@ -276,18 +315,6 @@ func (m *offloadMirror) clusterOf(mp *mirroredPath) uint32 {
 	return 0
 }
 
-func mapsEqual(a, b map[netip.AddrPort]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
-}
-
 // closeLocked keeps the counts of the programs in base and closes them.
 // The caller holds m.mu.
 func (m *offloadMirror) closeLocked() {
@@ -304,6 +331,7 @@ func (m *offloadMirror) closeLocked() {
 		b.PeerToClientPackets += c.PeerToClientPackets
 		b.PeerToClientBytes += c.PeerToClientBytes
 	})
+	m.baseStats = addStats(m.baseStats, m.off.Stats())
 	if err := m.off.Close(); err != nil {
 		m.log.Warn("offload: closing", "error", err.Error())
 	}
@@ -366,14 +394,30 @@ func (m *offloadMirror) fold(byListener map[string]*stats.Sum) {
 	}
 }
 
-// status returns the installed paths and the failed Puts, for /metrics.
-func (m *offloadMirror) status() (installed int, putErrors uint64) {
+func addStats(a, b offload.Stats) offload.Stats {
+	a.Expired += b.Expired
+	a.BadLength += b.BadLength
+	a.Padding += b.Padding
+	a.TooBig += b.TooBig
+	a.NoRoute += b.NoRoute
+	a.ForwardingDisabled += b.ForwardingDisabled
+	a.Errors += b.Errors
+	return a
+}
+
+// status returns the installed paths, the failed Puts and the kernel's
+// pass and drop reasons, for /metrics.
+func (m *offloadMirror) status() (installed int, putErrors uint64, st offload.Stats) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	st = m.baseStats
+	if m.off != nil {
+		st = addStats(st, m.off.Stats())
+	}
 	for _, mp := range m.paths {
 		if mp.installed {
 			installed++
 		}
 	}
-	return installed, m.putErrors
+	return installed, m.putErrors, st
 }
