@@ -42,6 +42,8 @@ type offloadMirror struct {
 	// which the engine reports) to the address the socket binds, where
 	// peers' datagrams arrive.
 	relays map[netip.Addr]netip.Addr
+	// relay is the relay config with bind addresses, for wildcardAddr.
+	relay config.Relay
 	paths  map[pathKey]*mirroredPath
 	// slots[i] is what counter slot i counts; slotOf its inverse.
 	slots  []slotKey
@@ -84,18 +86,38 @@ func offloadMode(cfg *config.Config, flag string) (string, error) {
 	return cfg.Offload.EngineMode(), nil
 }
 
-// udpListenerAddrs returns the TURN-UDP listeners of cfg that the kernel can
-// serve, by address: those bound to a specific IP.
-func udpListenerAddrs(cfg *config.Config) map[netip.AddrPort]string {
+// udpListenerAddrs returns the TURN-UDP listeners of cfg by address. A
+// listener bound to a wildcard is taken at the relay's bind address of its
+// family (wildcardAddr): the pod's IP, which is where its clients'
+// datagrams arrive in a Kubernetes pod.
+func udpListenerAddrs(cfg *config.Config, relay config.Relay) map[netip.AddrPort]string {
 	m := map[netip.AddrPort]string{}
 	for _, l := range cfg.Listeners {
 		ip, err := netip.ParseAddr(l.Address)
-		if l.Protocol != config.ProtoTURNUDP || err != nil || ip.IsUnspecified() {
+		if l.Protocol != config.ProtoTURNUDP || err != nil {
 			continue
 		}
-		m[netip.AddrPortFrom(ip.Unmap(), uint16(l.Port))] = l.Name
+		a := wildcardAddr(netip.AddrPortFrom(ip.Unmap(), uint16(l.Port)), relay)
+		if !a.Addr().IsUnspecified() {
+			m[a] = l.Name
+		}
 	}
 	return m
+}
+
+// wildcardAddr returns a, or for an unspecified IP the relay bind address
+// of its family at a's port (a itself when there is none).
+func wildcardAddr(a netip.AddrPort, relay config.Relay) netip.AddrPort {
+	if !a.Addr().IsUnspecified() {
+		return a
+	}
+	all := append([]config.RelayAddress{{Address: relay.Address}}, relay.ExtraAddresses...)
+	for _, ra := range all {
+		if ip, err := netip.ParseAddr(ra.Address); err == nil && !ip.IsUnspecified() && ip.Unmap().Is4() == a.Addr().Unmap().Is4() {
+			return netip.AddrPortFrom(ip.Unmap(), a.Port())
+		}
+	}
+	return a
 }
 
 // relayAddrs maps the advertised relay addresses of r (as bindAdvertised
@@ -127,8 +149,9 @@ func newOffloadMirror(mode string, cfg *config.Config, log *slog.Logger) (*offlo
 	if mode == config.OffloadNone {
 		return m, nil
 	}
-	m.listeners = udpListenerAddrs(cfg)
-	m.relays = relayAddrs(bindAdvertised(cfg.Relay, slog.New(slog.DiscardHandler)))
+	m.relay = bindAdvertised(cfg.Relay, slog.New(slog.DiscardHandler))
+	m.listeners = udpListenerAddrs(cfg, m.relay)
+	m.relays = relayAddrs(m.relay)
 	off, err := offload.Open(m.offloadConfig())
 	switch {
 	case err == nil:
@@ -189,15 +212,16 @@ func (m *offloadMirror) PathUp(ev turn.PathEvent) {
 	if bind, ok := m.relays[relay.Addr().Unmap()]; ok {
 		relay = netip.AddrPortFrom(bind, relay.Port())
 	}
+	listener := wildcardAddr(ev.FiveTuple.Server, m.relay)
 	mp.p = offload.Path{
 		Client:   ev.FiveTuple.Client,
-		Listener: ev.FiveTuple.Server,
+		Listener: listener,
 		Relay:    relay,
 		Peer:     ev.Peer,
 		Channel:  ev.Channel,
 		Expires:  time.Unix(0, ev.Expires),
 	}
-	m.install(mp, m.listeners[ev.FiveTuple.Server], ev.Cluster)
+	m.install(mp, m.listeners[listener], ev.Cluster)
 }
 
 // install puts mp into the kernel under the slot of (listener, cluster),
@@ -283,18 +307,18 @@ func (m *offloadMirror) PathDown(ev turn.PathEvent) {
 // packet to the socket path, with the reason logged. Paths of listeners
 // that went are withdrawn by the engine (CloseTransport) before this runs.
 func (m *offloadMirror) setListeners(cfg *config.Config) {
-	next := udpListenerAddrs(cfg)
 	// A relay change restarted every listener, so no path of the old
 	// relay addresses is left.
-	relays := relayAddrs(bindAdvertised(cfg.Relay, slog.New(slog.DiscardHandler)))
+	relay := bindAdvertised(cfg.Relay, slog.New(slog.DiscardHandler))
+	next, relays := udpListenerAddrs(cfg, relay), relayAddrs(relay)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.off == nil || (maps.Equal(next, m.listeners) && maps.Equal(relays, m.relays)) {
-		m.listeners, m.relays = next, relays
+		m.listeners, m.relays, m.relay = next, relays, relay
 		return
 	}
 	m.closeLocked()
-	m.listeners, m.relays = next, relays
+	m.listeners, m.relays, m.relay = next, relays, relay
 	off, err := offload.Open(m.offloadConfig())
 	if err != nil {
 		m.log.Error("offload: reopening for new listeners failed, relaying through sockets", "error", err.Error())
@@ -302,8 +326,8 @@ func (m *offloadMirror) setListeners(cfg *config.Config) {
 	}
 	m.off = off
 	m.log.Info("offload reattached for new listeners", "engine", string(off.Attached()), "listeners", len(next))
-	for k, mp := range m.paths {
-		m.install(mp, m.listeners[k.ft.Server], m.clusterOf(mp))
+	for _, mp := range m.paths {
+		m.install(mp, m.listeners[mp.p.Listener], m.clusterOf(mp))
 	}
 }
 
