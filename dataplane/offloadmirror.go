@@ -44,7 +44,7 @@ type offloadMirror struct {
 	relays map[netip.Addr]netip.Addr
 	// relay is the relay config with bind addresses, for wildcardAddr.
 	relay config.Relay
-	paths  map[pathKey]*mirroredPath
+	paths map[pathKey]*mirroredPath
 	// slots[i] is what counter slot i counts; slotOf its inverse.
 	slots  []slotKey
 	slotOf map[slotKey]uint32
