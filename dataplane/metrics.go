@@ -222,6 +222,17 @@ func (s *Server) writeOffloadMetrics(p *promWriter) {
 		v = 1
 	}
 	p.sample("tern_offload_active", label("requested", requested)+","+label("attached", attached), v)
+	var kernel stats.Sum
+	if s.offload != nil {
+		byListener := map[string]*stats.Sum{}
+		s.offload.fold(byListener)
+		for _, k := range byListener {
+			kernel.Add(k)
+		}
+	}
+	p.family("tern_offload_packets_total", "counter", "Datagrams the kernel relayed without a socket, to peers (client_to_peer) and to clients (peer_to_client); they are counted in the listener, cluster and peer series too.")
+	p.sample("tern_offload_packets_total", label("direction", "client_to_peer"), kernel.PeerTx)
+	p.sample("tern_offload_packets_total", label("direction", "peer_to_client"), kernel.PeerRx)
 	p.family("tern_offload_paths", "gauge", "Channel bindings the kernel relays.")
 	p.sample("tern_offload_paths", "", uint64(installed))
 	p.family("tern_offload_put_errors_total", "counter", "Channel bindings the kernel could not take (maps full, invalid path); they are relayed through sockets.")
