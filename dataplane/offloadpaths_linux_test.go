@@ -14,6 +14,7 @@ import (
 	"github.com/pion/stun/v2"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/stats"
 	"github.com/tern-gw/tern/internal/testenv"
 	"github.com/tern-gw/tern/turn"
 )
@@ -324,5 +325,77 @@ func requireOffloadRoot(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		testenv.SkipOrFail(t, "offload path tests need root (BPF, a network namespace of their own)")
+	}
+}
+
+// TestOffloadReopen: a reconfiguration that adds a listener reopens the
+// programs for the new set; the paths the engine reported go back in and
+// keep relaying in the kernel, and the kernel's counts carry on from
+// before the reopen.
+func TestOffloadReopen(t *testing.T) {
+	if inFreshNetns(t) {
+		return
+	}
+	requireOffloadRoot(t)
+	r := newPathRig(t)
+	r.allocate()
+	r.relayed("before", true)
+	count := func() uint64 {
+		k := map[string]*stats.Sum{}
+		r.mirror.fold(k)
+		if k["udp"] == nil {
+			return 0
+		}
+		return k["udp"].PeerTx + k["udp"].PeerRx
+	}
+	before := count()
+	if before != 2 {
+		t.Errorf("kernel counted %d packets, want 2", before)
+	}
+	extra := udp4(t, "127.0.0.2")
+	cfg := &config.Config{
+		Listeners: []config.Listener{
+			{Name: "udp", Protocol: config.ProtoTURNUDP, Address: "127.0.0.1", Port: int(r.ft.Server.Port())},
+			{Name: "udp2", Protocol: config.ProtoTURNUDP, Address: "127.0.0.2", Port: extra.LocalAddr().(*net.UDPAddr).Port},
+		},
+		Relay: config.Relay{Address: "127.0.99.1"},
+	}
+	r.mirror.setListeners(cfg)
+	if !r.mirror.active() {
+		t.Fatal("reopen failed")
+	}
+	if n, _, _ := r.mirror.status(); n != 1 {
+		t.Errorf("%d paths installed after the reopen, want 1", n)
+	}
+	r.relayed("after", true)
+	if after := count(); after != before+2 {
+		t.Errorf("kernel counted %d after the reopen, want %d", after, before+2)
+	}
+}
+
+// TestOffloadPutFailure: a path the kernel cannot take (IPv6, which the
+// programs do not relay yet) is counted and left to the socket path, and
+// its PathDown is no error.
+func TestOffloadPutFailure(t *testing.T) {
+	if inFreshNetns(t) {
+		return
+	}
+	requireOffloadRoot(t)
+	r := newPathRig(t)
+	ev := turn.PathEvent{
+		FiveTuple: turn.FiveTuple{Client: netip.MustParseAddrPort("[::1]:5000"), Server: netip.MustParseAddrPort("[::1]:3478"), Proto: turn.ProtoUDP},
+		Relay:     netip.MustParseAddrPort("[::1]:6000"), Peer: netip.MustParseAddrPort("[::1]:7000"),
+		Channel: 0x4001, Expires: time.Now().Add(time.Minute).UnixNano(), Cluster: 1,
+	}
+	r.mirror.mu.Lock()
+	r.mirror.listeners[ev.FiveTuple.Server] = "udp6" // as if a listener were there
+	r.mirror.mu.Unlock()
+	r.mirror.PathUp(ev)
+	if n, fails, _ := r.mirror.status(); n != 0 || fails != 1 {
+		t.Errorf("installed %d, put errors %d; want 0 and 1", n, fails)
+	}
+	r.mirror.PathDown(ev)
+	if len(r.mirror.paths) != 0 {
+		t.Errorf("path kept after PathDown")
 	}
 }
