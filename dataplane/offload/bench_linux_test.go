@@ -149,3 +149,38 @@ func socketRelay(listener, relay *net.UDPConn, peer netip.AddrPort) {
 		_, _ = relay.WriteToUDPAddrPort(buf[4:4+l], peer)
 	}
 }
+
+// BenchmarkProgram runs each program once per iteration through
+// BPF_PROG_TEST_RUN: "relay" on a 160-byte ChannelData datagram that
+// matches a path (rewritten and passed up, as for a local peer), "pass"
+// on a STUN request that matches none (the cost every other packet pays
+// for the program being attached). Each figure includes the syscall and
+// the kernel building the skb or frame, the same in both, so relay-pass
+// is the rewrite's own cost.
+//
+//	go test -run '^$' -bench Program ./dataplane/offload/
+func BenchmarkProgram(b *testing.B) {
+	r := newRunner(b)
+	relay := frame(runClient, runListener, channelData(0x4001, bytes.Repeat([]byte{0xab}, 160), 0))
+	stun := frame(runClient, runListener, stunBinding)
+	for _, hook := range []Mode{TC, XDP} {
+		for _, c := range []struct {
+			name string
+			in   []byte
+		}{{"relay", relay}, {"pass", stun}} {
+			b.Run(string(hook)+"/"+c.name, func(b *testing.B) {
+				err := inNetns(b, r.ns, func() error {
+					for b.Loop() {
+						if _, _, err := r.runHere(hook, c.in); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+			})
+		}
+	}
+}

@@ -83,6 +83,25 @@ type xdpCtx struct{ Data, DataEnd, DataMeta, IngressIfindex, RxQueue, EgressIfin
 // run runs hook's program on in and returns its verdict and output.
 func (r *runner) run(t testing.TB, hook Mode, in []byte) (uint32, []byte) {
 	t.Helper()
+	var (
+		ret uint32
+		out []byte
+		err error
+	)
+	if ierr := inNetns(t, r.ns, func() error {
+		ret, out, err = r.runHere(hook, in)
+		return nil
+	}); ierr != nil {
+		t.Fatal(ierr)
+	}
+	if err != nil {
+		t.Fatalf("run %s: %v", hook, err)
+	}
+	return ret, out
+}
+
+// runHere is run on a thread already in r.ns.
+func (r *runner) runHere(hook Mode, in []byte) (uint32, []byte, error) {
 	out := make([]byte, len(in)+256)
 	opts := ebpf.RunOptions{Data: in, DataOut: out}
 	prog := r.o.objs.TernTc
@@ -95,20 +114,8 @@ func (r *runner) run(t testing.TB, hook Mode, in []byte) (uint32, []byte) {
 		binary.NativeEndian.PutUint32(c[40:], 1)
 		opts.Context = c
 	}
-	var (
-		ret uint32
-		err error
-	)
-	if ierr := inNetns(t, r.ns, func() error {
-		ret, err = prog.Run(&opts)
-		return nil
-	}); ierr != nil {
-		t.Fatal(ierr)
-	}
-	if err != nil {
-		t.Fatalf("run %s: %v", hook, err)
-	}
-	return ret, opts.DataOut
+	ret, err := prog.Run(&opts)
+	return ret, opts.DataOut, err
 }
 
 // The verdicts the programs return (linux/pkt_cls.h, linux/bpf.h).
