@@ -17,7 +17,7 @@ import (
 // With it off, a local sender's datagrams carry a full UDP checksum
 // instead of CHECKSUM_PARTIAL's pseudo-header sum, so the checksums the
 // programs write can be checked on the wire.
-func setTxChecksum(t *testing.T, ns, ifname string, on bool) {
+func setTxChecksum(t testing.TB, ns, ifname string, on bool) {
 	t.Helper()
 	err := inNetns(t, ns, func() error {
 		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM, 0)

@@ -94,7 +94,7 @@ func inNetns(t testing.TB, name string, fn func() error) error {
 }
 
 // xdpPass attaches tern_xdp_pass to ifname in ns until the test ends.
-func xdpPass(t *testing.T, ns, ifname string) {
+func xdpPass(t testing.TB, ns, ifname string) {
 	t.Helper()
 	var objs ternObjects
 	if err := loadTernObjects(&objs, nil); err != nil {

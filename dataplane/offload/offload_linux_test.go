@@ -22,7 +22,7 @@ type topo struct {
 	pvethP, pvethT     string // peer side, tern side of the peer veth
 }
 
-func newTopo(t *testing.T) topo {
+func newTopo(t testing.TB) topo {
 	t.Helper()
 	requireRoot(t)
 	u := uniq()
@@ -44,7 +44,7 @@ func newTopo(t *testing.T) topo {
 }
 
 // listen opens a UDP socket on addr inside namespace ns, closed in t.Cleanup.
-func listen(t *testing.T, ns, addr string) *net.UDPConn {
+func listen(t testing.TB, ns, addr string) *net.UDPConn {
 	t.Helper()
 	var c *net.UDPConn
 	err := inNetns(t, ns, func() error {
@@ -62,7 +62,7 @@ func listen(t *testing.T, ns, addr string) *net.UDPConn {
 // openIn opens the offload inside namespace ns. Where the kernel refuses
 // BPF the test is skipped with the reason (under CI too: root and a
 // kernel that refuses is not a broken setup but a refusal).
-func openIn(t *testing.T, ns string, cfg Config) *Offload {
+func openIn(t testing.TB, ns string, cfg Config) *Offload {
 	t.Helper()
 	var o *Offload
 	err := inNetns(t, ns, func() error {
@@ -96,7 +96,7 @@ var stunBinding = []byte{0, 1, 0, 0, 0x21, 0x12, 0xa4, 0x42, 1, 2, 3, 4, 5, 6, 7
 
 // recv reads one datagram within a generous deadline: a packet that does
 // not come fails the test, which never waits on the absence of one.
-func recv(t *testing.T, c *net.UDPConn) ([]byte, netip.AddrPort) {
+func recv(t testing.TB, c *net.UDPConn) ([]byte, netip.AddrPort) {
 	t.Helper()
 	buf := make([]byte, 4096)
 	if err := c.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
@@ -109,14 +109,14 @@ func recv(t *testing.T, c *net.UDPConn) ([]byte, netip.AddrPort) {
 	return buf[:n], netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
 }
 
-func send(t *testing.T, c *net.UDPConn, to string, b []byte) {
+func send(t testing.TB, c *net.UDPConn, to string, b []byte) {
 	t.Helper()
 	if _, err := c.WriteToUDPAddrPort(b, netip.MustParseAddrPort(to)); err != nil {
 		t.Fatalf("send to %s: %v", to, err)
 	}
 }
 
-func expect(t *testing.T, what string, c *net.UDPConn, want []byte, wantFrom string) {
+func expect(t testing.TB, what string, c *net.UDPConn, want []byte, wantFrom string) {
 	t.Helper()
 	got, from := recv(t, c)
 	if !bytes.Equal(got, want) {

@@ -74,14 +74,15 @@ type ternSlotCounters struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	ternMapC2p          = "c2p"
-	ternMapCounters     = "counters"
-	ternMapP2c          = "p2c"
-	ternMapScratch      = "scratch"
-	ternMapStats        = "stats"
-	ternProgTernTc      = "tern_tc"
-	ternProgTernXdp     = "tern_xdp"
-	ternProgTernXdpPass = "tern_xdp_pass"
+	ternMapC2p            = "c2p"
+	ternMapCounters       = "counters"
+	ternMapP2c            = "p2c"
+	ternMapScratch        = "scratch"
+	ternMapStats          = "stats"
+	ternProgTernTc        = "tern_tc"
+	ternProgTernXdp       = "tern_xdp"
+	ternProgTernXdpPass   = "tern_xdp_pass"
+	ternVarL4CsumIpv6Flag = "l4_csum_ipv6_flag"
 )
 
 // loadTern returns the embedded CollectionSpec for tern.
@@ -146,6 +147,7 @@ type ternMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type ternVariableSpecs struct {
+	L4CsumIpv6Flag *ebpf.VariableSpec `ebpf:"l4_csum_ipv6_flag"`
 }
 
 // ternObjects contains all objects after they have been loaded into the kernel.
@@ -189,6 +191,7 @@ func (m *ternMaps) Close() error {
 //
 // It can be passed to loadTernObjects or ebpf.CollectionSpec.LoadAndAssign.
 type ternVariables struct {
+	L4CsumIpv6Flag *ebpf.Variable `ebpf:"l4_csum_ipv6_flag"`
 }
 
 // ternPrograms contains all programs after they have been loaded into the kernel.
