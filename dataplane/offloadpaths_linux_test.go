@@ -373,9 +373,9 @@ func TestOffloadReopen(t *testing.T) {
 	}
 }
 
-// TestOffloadPutFailure: a path the kernel cannot take (IPv6, which the
-// programs do not relay yet) is counted and left to the socket path, and
-// its PathDown is no error.
+// TestOffloadPutFailure: a path the kernel cannot take (here its client
+// is IPv4 and the rest IPv6, which no program relays) is counted and left
+// to the socket path, and its PathDown is no error.
 func TestOffloadPutFailure(t *testing.T) {
 	if inFreshNetns(t) {
 		return
@@ -383,7 +383,7 @@ func TestOffloadPutFailure(t *testing.T) {
 	requireOffloadRoot(t)
 	r := newPathRig(t)
 	ev := turn.PathEvent{
-		FiveTuple: turn.FiveTuple{Client: netip.MustParseAddrPort("[::1]:5000"), Server: netip.MustParseAddrPort("[::1]:3478"), Proto: turn.ProtoUDP},
+		FiveTuple: turn.FiveTuple{Client: netip.MustParseAddrPort("127.0.0.1:5000"), Server: netip.MustParseAddrPort("[::1]:3478"), Proto: turn.ProtoUDP},
 		Relay:     netip.MustParseAddrPort("[::1]:6000"), Peer: netip.MustParseAddrPort("[::1]:7000"),
 		Channel: 0x4001, Expires: time.Now().Add(time.Minute).UnixNano(), Cluster: 1,
 	}
