@@ -94,9 +94,9 @@ func podSecurity(user *corev1.PodSecurityContext, hostNetwork bool, lowPort int3
 // bpf_links, measured on Linux 6.18 (ternd under setpriv with a bounding
 // set of only these): BPF (bpf(2): programs, maps), NET_ADMIN (networking
 // program types, tc/XDP attach) and PERFMON (without it the verifier
-// refuses the programs' reads of partly initialized stack: "invalid read
-// from stack"). SYS_ADMIN is not needed: the programs use plain hash,
-// array and per-CPU maps.
+// applies its unprivileged rules and refuses the programs' pointer
+// arithmetic and reads of partly initialized stack). SYS_ADMIN is not
+// needed: the programs use plain hash, array and per-CPU maps.
 var offloadCapabilities = []corev1.Capability{"BPF", "NET_ADMIN", "PERFMON"}
 
 // containerSecurity returns the container security context: user's when
