@@ -79,6 +79,9 @@ bench:
 bench-micro:
 	go test -run='^$$' -bench=. -benchmem ./turn/...
 
+# Includes dataplane/offload's bpf2go step, which needs clang, llvm-strip, libbpf-dev and
+# linux-libc-dev (apt-get install clang llvm libbpf-dev); its outputs are committed, so a build
+# needs none of them.
 generate:
 	go generate ./...
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"github.com/tern-gw/tern/dataplane/allowlist"
 	"github.com/tern-gw/tern/dataplane/config"
@@ -45,6 +46,9 @@ func (s *Server) Reconfigure(next *config.Config) error {
 		return errors.New("server closed")
 	}
 	prev := s.cfg
+	if prevMode, nextMode := prev.Offload.EngineMode(), next.Offload.EngineMode(); prevMode != nextMode || !slices.Equal(prev.Offload.Interfaces, next.Offload.Interfaces) {
+		s.log.Warn("offload settings changed: they take effect when ternd restarts", "running", prevMode, "configured", nextMode)
+	}
 	relayChanged := !prev.Relay.Equal(next.Relay)
 	restartAll := prev.Auth.Realm != next.Auth.Realm || relayChanged
 	if restartAll {
@@ -113,6 +117,10 @@ func (s *Server) Reconfigure(next *config.Config) error {
 			l.SetAllowlist(al)
 			l.SetConnLimits(connLimits(next))
 		}
+	}
+	if s.offload != nil {
+		// Listeners that went have withdrawn their paths (CloseTransport).
+		s.offload.setListeners(next)
 	}
 	if err := s.startListeners(next, start); err != nil {
 		errs = append(errs, err)

@@ -69,6 +69,9 @@ type Options struct {
 	// reports 0 for the listener, cluster, peer and byte counters. It is
 	// there to measure what counting costs (BENCHMARKS.md).
 	NoCounters bool
+	// OffloadEngine, when set, overrides the config's offload.engine
+	// (ternd --offload-engine): None, Auto, XDP or TC, case-insensitive.
+	OffloadEngine string
 }
 
 // I/O modes of Options.IOMode.
@@ -85,6 +88,9 @@ type Server struct {
 	engine *turn.Engine
 	relays *relay.Pool
 	dns    *allowlist.Resolver // STRICT_DNS clusters' answers; see dns.go
+	// offload mirrors the engine's channel paths into the kernel fast
+	// path (offloadmirror.go); nil with offload engine None.
+	offload *offloadMirror
 	// secrets re-reads credential files when they change; see
 	// credentials.go. Nil until Start.
 	secrets *secretWatch
@@ -147,13 +153,31 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	mode, err := offloadMode(cfg, opts.OffloadEngine)
+	if err != nil {
+		return nil, err
+	}
 	s.relays, err = relay.NewPool(bindAdvertised(cfg.Relay, opts.Logger), relay.Options{Workers: opts.RelayThreads, Mode: udpio.Mode(opts.IOMode), GSO: opts.GSO, NoCounters: opts.NoCounters})
 	if err != nil {
 		return nil, fmt.Errorf("relay workers: %w", err)
 	}
-	s.engine, err = turn.New(turn.Config{Settings: settings, Relays: s.relays, Clock: s.clock, Logger: s.log, Software: "tern"})
+	var paths turn.PathObserver
+	if mode != config.OffloadNone {
+		if s.offload, err = newOffloadMirror(mode, cfg, s.log); err != nil {
+			s.relays.Close()
+			return nil, err
+		}
+		// A fallen-back Auto needs no observer: nothing is mirrored.
+		if s.offload.active() {
+			paths = s.offload
+		}
+	}
+	s.engine, err = turn.New(turn.Config{Settings: settings, Relays: s.relays, Clock: s.clock, Logger: s.log, Software: "tern", PathObserver: paths})
 	if err != nil {
 		s.relays.Close()
+		if s.offload != nil {
+			s.offload.close()
+		}
 		return nil, err
 	}
 	s.relays.Start(s.engine)
@@ -379,6 +403,9 @@ func (s *Server) Close() {
 		l.Close()
 	}
 	s.engine.Close()
+	if s.offload != nil {
+		s.offload.close()
+	}
 	s.relays.Close()
 	close(s.stop)
 	s.bg.Wait()

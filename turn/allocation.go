@@ -105,6 +105,11 @@ type channel struct {
 	// two loads instead of a lookup. A removed permission has expires 0,
 	// so a stale pointer sends permitted to the index.
 	perm atomic.Pointer[permission]
+	// shown and shownCluster are the expiry and cluster last reported to
+	// the PathObserver, shown 0 when the path is not reported up. Under
+	// the allocation's mu.
+	shown        int64
+	shownCluster uint32
 }
 
 func (c *channel) peerKey() peerKey { return c.key }
@@ -133,9 +138,12 @@ type Allocation struct {
 	byPeer index[channel, *channel]
 	nums   atomic.Pointer[chanNumbers] // made at the first ChannelBind
 
-	mu       sync.Mutex // serializes writers of this allocation
-	lastTxID [12]byte   // Allocate transaction that created it, for retransmissions
-	token    uint64     // RESERVATION-TOKEN that Allocate returned, 0 if none
+	mu sync.Mutex // serializes writers of this allocation
+	// obs hears this allocation's channel paths: the engine's
+	// PathObserver for a plain TURN-UDP allocation, nil otherwise.
+	obs      PathObserver
+	lastTxID [12]byte // Allocate transaction that created it, for retransmissions
+	token    uint64   // RESERVATION-TOKEN that Allocate returned, 0 if none
 }
 
 // Relay returns the allocation's relay socket.
@@ -279,6 +287,9 @@ func (a *Allocation) bindChannel(number uint16, peer netip.AddrPort, now, expire
 		old.expires.Store(expires)
 		old.cluster.Store(cluster)
 		old.perm.Store(a.permissionFor(peer.Addr(), permExpires, cluster))
+		if a.obs != nil {
+			a.syncPath(old, now)
+		}
 		return bound
 	}
 	other := a.byPeer.get(k)
@@ -300,6 +311,9 @@ func (a *Allocation) bindChannel(number uint16, peer netip.AddrPort, now, expire
 	c.perm.Store(a.permissionFor(peer.Addr(), permExpires, cluster))
 	a.byPeer.insert(c)
 	nums.slot(number, true).Store(c)
+	if a.obs != nil {
+		a.syncPath(c, now)
+	}
 	return bound
 }
 
@@ -312,6 +326,9 @@ func btoi(b bool) int {
 
 // unbind removes channel c. The caller holds a.mu.
 func (a *Allocation) unbind(nums *chanNumbers, c *channel) {
+	if a.obs != nil {
+		a.pathDown(c)
+	}
 	a.byPeer.removeIf(func(o *channel) bool { return o == c })
 	nums.slot(c.number, true).CompareAndSwap(c, nil)
 }
@@ -328,6 +345,9 @@ func (a *Allocation) dropChannels(drop func(*channel) bool) {
 		if !drop(c) {
 			return false
 		}
+		if a.obs != nil {
+			a.pathDown(c)
+		}
 		nums.slot(c.number, true).CompareAndSwap(c, nil)
 		return true
 	})
@@ -335,16 +355,25 @@ func (a *Allocation) dropChannels(drop func(*channel) bool) {
 
 // prune drops expired permissions and channels. The caller holds a.mu.
 func (a *Allocation) prune(now int64) {
-	a.perms.removeIf(func(p *permission) bool { return p.expires.Load() <= now })
+	gone := a.perms.removeIf(func(p *permission) bool { return p.expires.Load() <= now })
 	a.dropChannels(func(c *channel) bool { return c.expires.Load() <= now })
 	// (A removed permission had expired, which is what channel.perm's
-	// readers check.)
+	// readers check.) Channels that outlive their peer's permission are no
+	// longer relayable.
+	if gone > 0 && a.obs != nil {
+		a.syncPaths(now)
+	}
 }
 
 // revoke drops permissions and channels whose peer the transport no longer
 // allows (after a route change), and files those that stay under the
 // cluster that now admits them. The caller holds a.mu.
-func (a *Allocation) revoke(allowed func(netip.AddrPort) (uint32, bool)) {
+func (a *Allocation) revoke(allowed func(netip.AddrPort) (uint32, bool), now int64) {
+	defer func() {
+		if a.obs != nil {
+			a.syncPaths(now)
+		}
+	}()
 	a.dropChannels(func(c *channel) bool {
 		cluster, ok := allowed(c.peer)
 		if ok {

@@ -115,6 +115,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Software, when set, is sent in SOFTWARE on responses.
 	Software string
+	// PathObserver, when set, hears the channel bindings of plain
+	// TURN-UDP allocations come and go (see PathObserver). Nil costs
+	// nothing.
+	PathObserver PathObserver
 }
 
 // Engine is the TURN server state machine. It is safe for concurrent use by
@@ -124,6 +128,7 @@ type Engine struct {
 	clock    Clock
 	log      *slog.Logger
 	software string
+	paths    PathObserver
 	nonces   *nonceMaker
 	settings atomic.Pointer[Settings]
 	allocs   table
@@ -153,6 +158,7 @@ func New(cfg Config) (*Engine, error) {
 		clock:    cfg.Clock,
 		log:      cfg.Logger,
 		software: cfg.Software,
+		paths:    cfg.PathObserver,
 		nonces:   newNonceMaker(),
 		perUser:  map[string]int{},
 		perIP:    map[netip.Addr]int{},

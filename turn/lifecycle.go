@@ -114,7 +114,16 @@ func (e *Engine) deleteAllocation(a *Allocation, reason string) {
 	if !e.allocs.remove(a) {
 		return
 	}
-	a.deleted.Store(true)
+	if a.obs != nil {
+		// Under mu, so that a ChannelBind racing with the delete either
+		// reports its path before the PathDown below or sees deleted.
+		a.mu.Lock()
+		a.deleted.Store(true)
+		a.byPeer.each(a.pathDown)
+		a.mu.Unlock()
+	} else {
+		a.deleted.Store(true)
+	}
 	if err := a.relay.Close(); err != nil {
 		e.log.Warn("closing relay socket", "client", a.FiveTuple.String(), "error", err)
 	}
@@ -150,9 +159,10 @@ func (e *Engine) Sweep() int {
 // Revalidate drops the permissions and channel bindings that a transport's
 // listener no longer allows, after its routes changed. Allocations stay.
 func (e *Engine) Revalidate() {
+	now := e.now()
 	e.allocs.each(func(a *Allocation) {
 		a.mu.Lock()
-		a.revoke(a.Transport.PeerCluster)
+		a.revoke(a.Transport.PeerCluster, now)
 		a.mu.Unlock()
 	})
 }

@@ -213,3 +213,17 @@ func (t *chanNumbers) slot(n uint16, create bool) *atomic.Pointer[channel] {
 	}
 	return &p[i%chanPageSize]
 }
+
+// each calls f for every entry. The caller holds the allocation's mu, so
+// f may not insert or remove.
+func (x *index[T, P]) each(f func(*T)) {
+	sp := x.slots.Load()
+	if sp == nil {
+		return
+	}
+	for i := range *sp {
+		if e := (*sp)[i].Load(); e != nil {
+			f(e)
+		}
+	}
+}

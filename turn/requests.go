@@ -380,6 +380,9 @@ func (q *req) allocate() []byte {
 		}
 	}
 	a := &Allocation{FiveTuple: q.ft, Transport: q.tr, Username: q.usr, lastTxID: q.m.TransactionID}
+	if q.ft.Proto == ProtoUDP {
+		a.obs = e.paths
+	}
 	relay, token, err := e.relays.Allocate(a, rr)
 	if err != nil {
 		e.releaseQuota(q.usr, clientIP, slots)
@@ -446,7 +449,14 @@ func (q *req) refresh(a *Allocation) []byte {
 		return q.success(lifetimeAttr(0))
 	}
 	lt := q.lifetime()
-	a.expires.Store(q.now.Add(lt).UnixNano())
+	if a.obs != nil {
+		a.mu.Lock()
+		a.expires.Store(q.now.Add(lt).UnixNano())
+		a.syncPaths(q.now.UnixNano())
+		a.mu.Unlock()
+	} else {
+		a.expires.Store(q.now.Add(lt).UnixNano())
+	}
 	return q.success(lifetimeAttr(lt))
 }
 
@@ -504,6 +514,9 @@ func (q *req) createPermission(a *Allocation) []byte {
 	if room {
 		for i, ip := range ips {
 			a.addPermission(ip, exp, clusters[i])
+		}
+		if a.obs != nil {
+			a.syncPaths(q.now.UnixNano())
 		}
 	}
 	a.mu.Unlock()

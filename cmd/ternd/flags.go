@@ -25,6 +25,7 @@ type flags struct {
 
 	cfgPath, gwPath, gwName, cmRef, cmKey, kubecfg string
 	level, logFormat, id, pprofAt, ioMode          string
+	offloadEngine                                  string
 	watch, verbose, showVer, gso, legacyChannels   bool
 	packetCounters                                 bool
 	threads, relays, bufs                          int
@@ -83,6 +84,7 @@ func newFlags() *flags {
 	fs.BoolVar(&f.legacyChannels, "legacy-channel-numbers", false, "accept RFC 5766's channel numbers 0x4000-0x7FFF (as limits.legacyChannelNumbers), for old clients such as coturn's turnutils_uclient; RFC 8656 allows 0x4000-0x4FFF")
 	fs.BoolVar(&f.packetCounters, "packet-counters", true, "count packets and bytes per listener, cluster and peer direction for /metrics (per-worker counters); false leaves those series at 0, to measure what counting costs")
 	fs.BoolVar(&f.gso, "gso", true, "send runs of same-size datagrams to one destination as one UDP GSO message (Linux 4.18+; off where unsupported)")
+	fs.StringVar(&f.offloadEngine, "offload-engine", "", "eBPF ChannelData fast path for TURN-UDP listeners: None, Auto (falls back to sockets where BPF is refused), XDP or TC; overrides the config's offload.engine (docs/offload-control.md)")
 	fs.StringVar(&f.ioMode, "io", dataplane.IOThreads, "how workers wait for packets: threads (blocking system calls, one thread per worker) or poller (Go netpoller)")
 	fs.DurationVar(&f.grace, "grace-period", time.Hour, "on SIGTERM, how long existing allocations may keep relaying before ternd exits (a second signal exits at once)")
 	fs.BoolVar(&f.showVer, "version", false, "print the version and the git revision, and exit")
@@ -133,6 +135,14 @@ func (f *flags) parse(args []string, stdout, stderr io.Writer) int {
 	default:
 		fmt.Fprintf(stderr, "ternd: --log-format: want text or json, got %q\n", f.logFormat)
 		return 2
+	}
+	if f.offloadEngine != "" {
+		m, err := config.NormalizeOffloadEngine(f.offloadEngine)
+		if err != nil {
+			fmt.Fprintf(stderr, "ternd: --offload-engine: %v\n", err)
+			return 2
+		}
+		f.offloadEngine = m
 	}
 	if f.id == "" && os.Getenv("STUNNER_NAME") != "" {
 		// stunnerd's default id, from the variables STUNner's pods set.

@@ -113,13 +113,13 @@ func run(args []string) int {
 	cf.setLogger(log, source)
 
 	opts := dataplane.Options{UDPThreads: f.threads, RelayThreads: f.relays, SocketBuffer: f.bufs, IOMode: f.ioMode, GSO: f.gso, NoCounters: !f.packetCounters,
-		LegacyChannelNumbers: f.legacyChannels, Logger: log}
+		LegacyChannelNumbers: f.legacyChannels, OffloadEngine: f.offloadEngine, Logger: log}
 	if !fromFlags {
 		opts.LogLevel = lvl // the config's admin.logLevel stays in charge
 	}
 	srv, err := dataplane.New(cfg, opts)
 	if err != nil {
-		log.Error("invalid config", "file", source, "error", err)
+		log.Error("cannot start the dataplane", "file", source, "error", err)
 		return 1
 	}
 	sig := make(chan os.Signal, 2)

@@ -11,7 +11,11 @@
 // without the other's dependencies.
 package config
 
-import "slices"
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
 
 // Version is the only config schema version this package understands.
 const Version = "v1"
@@ -40,6 +44,62 @@ type Config struct {
 	Clusters  []Cluster  `json:"clusters,omitempty"`
 	Relay     Relay      `json:"relay"`
 	Limits    Limits     `json:"limits"`
+	// Offload is the kernel fast path for TURN-UDP ChannelData
+	// (docs/offload.md). Omitted, it is off.
+	Offload Offload `json:"offload,omitzero"`
+}
+
+// Offload engines of Offload.Engine: STUNner's Dataplane.spec.offloadEngine
+// values (its TCMux is read as TC).
+const (
+	OffloadNone = "None"
+	OffloadAuto = "Auto"
+	OffloadXDP  = "XDP"
+	OffloadTC   = "TC"
+)
+
+// Offload selects the eBPF ChannelData fast path: the kernel relays
+// ChannelData of the channel bindings the TURN engine reports, between a
+// TURN-UDP listener's clients and their peers, without the packets reaching
+// a socket.
+type Offload struct {
+	// Engine is None (the default: every packet through sockets), Auto
+	// (XDP where the driver supports it, tc elsewhere, and the socket path
+	// with a log line where BPF is refused or the kernel is too old), XDP
+	// or TC (that hook or ternd fails to start). Case-insensitive; TCMux is
+	// read as TC. SetDefaults normalizes the spelling and leaves "" alone:
+	// use EngineMode.
+	Engine string `json:"engine,omitempty"`
+	// Interfaces names the network interfaces to attach to; empty means
+	// those that carry a TURN-UDP listener's or a relay address.
+	Interfaces []string `json:"interfaces,omitempty"`
+}
+
+// EngineMode returns Engine normalized, OffloadNone when unset or invalid
+// (Validate reports the latter).
+func (o Offload) EngineMode() string {
+	e, err := NormalizeOffloadEngine(o.Engine)
+	if err != nil {
+		return OffloadNone
+	}
+	return e
+}
+
+// NormalizeOffloadEngine maps an engine name, case-insensitively, to one of
+// the Offload* constants ("" is OffloadNone, "TCMux" OffloadTC); any other
+// string is an error naming the accepted values.
+func NormalizeOffloadEngine(s string) (string, error) {
+	switch strings.ToLower(s) {
+	case "", "none":
+		return OffloadNone, nil
+	case "auto":
+		return OffloadAuto, nil
+	case "xdp":
+		return OffloadXDP, nil
+	case "tc", "tcmux":
+		return OffloadTC, nil
+	}
+	return "", fmt.Errorf("must be None, Auto, XDP or TC, got %q", s)
 }
 
 // Admin holds process-level settings.

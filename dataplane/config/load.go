@@ -155,6 +155,11 @@ func (c *Config) SetDefaults() {
 	c.Limits.ConnectionIdleTimeout = cmp.Or(c.Limits.ConnectionIdleTimeout, DefaultConnectionIdleTimeout)
 	c.Limits.ConnectionsPerIP = cmp.Or(c.Limits.ConnectionsPerIP, DefaultConnectionsPerIP)
 	c.Limits.MaxConnections = cmp.Or(c.Limits.MaxConnections, DefaultMaxConnections)
+	// An unset engine stays unset (it means None), so that configs without
+	// offload render and compare as before.
+	if e, err := NormalizeOffloadEngine(c.Offload.Engine); err == nil && c.Offload.Engine != "" {
+		c.Offload.Engine = e
+	}
 }
 
 // NormalizeAuthType maps an auth type, case-insensitively, to AuthStatic

@@ -248,3 +248,45 @@ func TestQuotaDefaults(t *testing.T) {
 		})
 	}
 }
+
+// TestParseOffload: offload.engine takes STUNner's values in any case and
+// TCMux as TC, is left unset (None) when omitted, and anything else is an
+// error naming the field.
+func TestParseOffload(t *testing.T) {
+	for _, tc := range []struct{ in, want, err string }{
+		{"", "", ""},
+		{"offload: {engine: none}", OffloadNone, ""},
+		{"offload: {engine: auto, interfaces: [eth0]}", OffloadAuto, ""},
+		{"offload: {engine: Xdp}", OffloadXDP, ""},
+		{"offload: {engine: TCMux}", OffloadTC, ""},
+		{"offload: {engine: tc}", OffloadTC, ""},
+		{"offload: {engine: bpf}", "", `offload.engine: must be None, Auto, XDP or TC, got "bpf"`},
+		{"offload: {engin: Auto}", "", `unknown field "engin"`},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			c, err := Parse([]byte(minimalYAML+tc.in+"\n"), nil)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Offload.Engine != tc.want {
+				t.Errorf("engine %q, want %q", c.Offload.Engine, tc.want)
+			}
+			if want := cmpOr(tc.want, OffloadNone); c.Offload.EngineMode() != want {
+				t.Errorf("EngineMode %q, want %q", c.Offload.EngineMode(), want)
+			}
+		})
+	}
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

@@ -211,12 +211,15 @@ func (s *Stunnerd) Convert(opts StunnerdOptions) (*Config, []string, error) {
 	if s.Admin.UserQuota > 0 {
 		c.Limits.AllocationsPerUser = s.Admin.UserQuota
 	}
-	if e := s.Admin.OffloadEngine; e != "" && !strings.EqualFold(e, "none") {
-		note("admin.offload_engine: %q ignored: Tern has no offload engine", e)
+	if e := s.Admin.OffloadEngine; e != "" {
+		if m, err := NormalizeOffloadEngine(e); err != nil {
+			note("admin.offload_engine: %q ignored: %v", e, err)
+		} else if m != OffloadNone {
+			c.Offload.Engine = m
+			note("admin.offload_engine: %q read as offload.engine %s", e, m)
+		}
 	}
-	if len(s.Admin.OffloadInterfaces) > 0 {
-		note("admin.offload_interfaces ignored: Tern has no offload engine")
-	}
+	c.Offload.Interfaces = s.Admin.OffloadInterfaces
 	if s.Admin.LicenseConfig != nil {
 		note("admin.license_config ignored: Tern needs no license")
 	}

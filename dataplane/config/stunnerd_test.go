@@ -127,12 +127,15 @@ listeners: [{name: udp}]
 	if err != nil {
 		t.Fatal(err)
 	}
+	if c.Offload.Engine != OffloadXDP {
+		t.Errorf("offload %+v", c.Offload)
+	}
 	if c.Admin.HealthAddress != "" || c.Admin.MetricsAddress != ":9090" || c.Auth.Type != AuthStatic {
 		t.Errorf("admin %+v, auth type %q", c.Admin, c.Auth.Type)
 	}
 	want := []string{
 		"admin.metrics_endpoint: metrics are served on /metrics, not /stats",
-		`admin.offload_engine: "XDP" ignored: Tern has no offload engine`,
+		`admin.offload_engine: "XDP" read as offload.engine XDP`,
 		"admin.license_config ignored: Tern needs no license",
 		"auth.credentials.extra ignored: only username, password and secret are used",
 	}

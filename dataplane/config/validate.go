@@ -222,6 +222,24 @@ func (c *Config) Validate() error {
 		}
 	}
 
+	// offload
+	if e, err := NormalizeOffloadEngine(c.Offload.Engine); err != nil {
+		bad("offload.engine", "%v", err)
+	} else if e != c.Offload.Engine && c.Offload.Engine != "" {
+		bad("offload.engine", "must be spelled %q (SetDefaults normalizes it), got %q", e, c.Offload.Engine)
+	}
+	seenIf := map[string]int{}
+	for i, name := range c.Offload.Interfaces {
+		p := fmt.Sprintf("offload.interfaces[%d]", i)
+		if j, dup := seenIf[name]; dup {
+			bad(p, "%q is already offload.interfaces[%d]", name, j)
+		}
+		seenIf[name] = i
+		if !validIfName(name) {
+			bad(p, "must be an interface name (1-15 bytes, no '/', ':' or white space), got %q", name)
+		}
+	}
+
 	return errors.Join(errs...)
 }
 
@@ -384,4 +402,13 @@ func parseLevelName(s string) (slog.Level, error) {
 		return LevelDisable, nil
 	}
 	return 0, fmt.Errorf("unknown log level %q: want trace, debug, info, warn, error or disable", s)
+}
+
+// validIfName reports whether s can name a Linux network interface
+// (IFNAMSIZ-1 bytes, as dev_valid_name checks).
+func validIfName(s string) bool {
+	if s == "" || len(s) > 15 || s == "." || s == ".." {
+		return false
+	}
+	return !strings.ContainsFunc(s, func(r rune) bool { return r == '/' || r == ':' || unicode.IsSpace(r) || r < 0x20 })
 }

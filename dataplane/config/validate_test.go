@@ -33,6 +33,8 @@ func TestValidateOK(t *testing.T) {
 		{"relay single port", func(c *Config) { c.Relay.MinPort, c.Relay.MaxPort = 1, 1 }},
 		{"password file", func(c *Config) { c.Auth.Password, c.Auth.PasswordFile = "", "/etc/tern/auth/password" }},
 		{"shared secret file", func(c *Config) { c.Auth = Auth{Type: AuthEphemeral, Realm: "r", SharedSecretFile: "/s"} }},
+		{"offload auto", func(c *Config) { c.Offload = Offload{Engine: OffloadAuto, Interfaces: []string{"eth0", "lo"}} }},
+		{"offload unset", func(c *Config) { c.Offload = Offload{} }},
 		{"node public addresses", func(c *Config) {
 			c.Relay.NodePublicAddresses = map[string]string{"node-a": "203.0.113.1", "node-b": "2001:db8::1"}
 		}},
@@ -57,6 +59,12 @@ func TestValidateRules(t *testing.T) {
 	}{
 		{"version empty", func(c *Config) { c.Version = "" }, `version: must be "v1", got ""`},
 		{"version wrong", func(c *Config) { c.Version = "v2" }, `version: must be "v1", got "v2"`},
+		{"offload engine unknown", func(c *Config) { c.Offload.Engine = "eBPF" }, `offload.engine: must be None, Auto, XDP or TC, got "eBPF"`},
+		{"offload engine not normalized", func(c *Config) { c.Offload.Engine = "tcmux" }, `offload.engine: must be spelled "TC"`},
+		{"offload interface empty", func(c *Config) { c.Offload.Interfaces = []string{""} }, `offload.interfaces[0]: must be an interface name`},
+		{"offload interface too long", func(c *Config) { c.Offload.Interfaces = []string{"abcdefghijklmnop"} }, `offload.interfaces[0]: must be an interface name`},
+		{"offload interface slash", func(c *Config) { c.Offload.Interfaces = []string{"eth0", "a/b"} }, `offload.interfaces[1]: must be an interface name`},
+		{"offload interface twice", func(c *Config) { c.Offload.Interfaces = []string{"eth0", "eth0"} }, `offload.interfaces[1]: "eth0" is already offload.interfaces[0]`},
 
 		{"log level", func(c *Config) { c.Admin.LogLevel = "verbose" }, `admin.logLevel: unknown log level "verbose"`},
 		{"log level stunner form", func(c *Config) { c.Admin.LogLevel = "all:LOUD" }, `admin.logLevel: invalid log level "all:LOUD"`},

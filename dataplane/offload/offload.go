@@ -121,6 +121,11 @@ type Config struct {
 	// Listeners are the TURN-UDP listener addresses whose ChannelData the
 	// kernel may relay.
 	Listeners []netip.AddrPort
+	// Relays are the addresses relay sockets bind; with no Interfaces the
+	// interfaces carrying them get the programs too, so that peers'
+	// datagrams arriving there are relayed. Peers reached through another
+	// interface (a CNI bridge, say) need Interfaces to name it.
+	Relays []netip.Addr
 }
 
 // Validate reports a Config Open cannot use.
@@ -129,6 +134,36 @@ func (c Config) Validate() error {
 	case Auto, XDP, TC:
 	default:
 		return fmt.Errorf("offload: mode %q: want Auto, XDP or TC", c.Mode)
+	}
+	return nil
+}
+
+// validate reports a Path the kernel cannot relay: an invalid address or
+// port, mixed address families, IPv6 (the programs relay IPv4 only so
+// far), a channel number outside 0x4000-0x7FFF (RFC 8656 §12 allows
+// 0x4000-0x4FFF; RFC 5766 allowed up to 0x7FFF), a zero Expires or a
+// Counter of MaxCounters or more.
+func (p Path) validate() error {
+	addrs := []struct {
+		name string
+		ap   netip.AddrPort
+	}{{"client", p.Client}, {"listener", p.Listener}, {"relay", p.Relay}, {"peer", p.Peer}}
+	for _, a := range addrs {
+		if !a.ap.IsValid() || a.ap.Port() == 0 || a.ap.Addr().Unmap().IsUnspecified() {
+			return fmt.Errorf("offload: path %s address %v: want an address and a non-zero port", a.name, a.ap)
+		}
+		if !a.ap.Addr().Unmap().Is4() {
+			return fmt.Errorf("offload: path %s address %v: only IPv4 paths are relayed in the kernel", a.name, a.ap)
+		}
+	}
+	if p.Channel < 0x4000 || p.Channel > 0x7FFF {
+		return fmt.Errorf("offload: path channel number %#04x: want 0x4000-0x7FFF", p.Channel)
+	}
+	if p.Expires.IsZero() {
+		return errors.New("offload: path has no Expires")
+	}
+	if p.Counter >= MaxCounters {
+		return fmt.Errorf("offload: path counter slot %d: want 0-%d", p.Counter, MaxCounters-1)
 	}
 	return nil
 }

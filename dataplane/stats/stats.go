@@ -128,6 +128,16 @@ func (s *Sum) Cluster(id uint32) ClusterSum {
 	return ClusterSum{}
 }
 
+// AddCluster adds c to the counters of cluster id: counts made outside the
+// Workers (the kernel fast path's) join the same totals.
+func (s *Sum) AddCluster(id uint32, c ClusterSum) {
+	d := s.cluster(id)
+	d.Rx += c.Rx
+	d.RxBytes += c.RxBytes
+	d.Tx += c.Tx
+	d.TxBytes += c.TxBytes
+}
+
 // Add adds o to s.
 func (s *Sum) Add(o *Sum) {
 	s.Rx += o.Rx

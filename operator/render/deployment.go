@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/tern-gw/tern/dataplane/config"
 	stnrv1 "github.com/tern-gw/tern/operator/api/v1"
 )
 
@@ -59,7 +60,8 @@ func (r *renderer) deployment(gw *gwapiv1.Gateway, dp *stnrv1.Dataplane, listene
 		}
 	}
 	lowPort := lowestPort(c.Ports)
-	c.SecurityContext = containerSecurity(spec.ContainerSecurityContext, lowPort)
+	offloading := offloadEngine(dp) != config.OffloadNone
+	c.SecurityContext = containerSecurity(spec.ContainerSecurityContext, lowPort, offloading)
 	if !spec.DisableHealthCheck {
 		c.Ports = append(c.Ports, corev1.ContainerPort{Name: "health", ContainerPort: HealthPort, Protocol: corev1.ProtocolTCP})
 		c.LivenessProbe = httpProbe("/live")
@@ -76,7 +78,7 @@ func (r *renderer) deployment(gw *gwapiv1.Gateway, dp *stnrv1.Dataplane, listene
 		Affinity:                      spec.Affinity,
 		Tolerations:                   spec.Tolerations,
 		TopologySpreadConstraints:     spec.TopologySpreadConstraints,
-		SecurityContext:               podSecurity(spec.SecurityContext, spec.HostNetwork, lowPort),
+		SecurityContext:               podSecurity(spec.SecurityContext, spec.HostNetwork, lowPort, offloading),
 		ImagePullSecrets:              spec.ImagePullSecrets,
 		TerminationGracePeriodSeconds: ptr(int64(defaultTerminationGracePeriodSeconds)),
 		Volumes: []corev1.Volume{{

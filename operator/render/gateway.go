@@ -3,6 +3,7 @@ package render
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -115,6 +116,9 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 	}
 
 	res.Status = r.gatewayStatus(gw, &res, listeners, fatal, dpProblem, addrs, usable)
+	if mode := offloadEngine(dp); mode != config.OffloadNone && res.Config != nil {
+		res.Status.Conditions = append(res.Status.Conditions, offloadCondition(mode, gw.Generation))
+	}
 	return res
 }
 
@@ -283,6 +287,9 @@ func (r *renderer) buildConfig(gw *gwapiv1.Gateway, gc *stnrv1.GatewayConfig, au
 	}
 	if gc.Spec.UserQuota != nil {
 		cfg.Limits.AllocationsPerUser = int(*gc.Spec.UserQuota)
+	}
+	if mode := offloadEngine(dp); mode != config.OffloadNone {
+		cfg.Offload = config.Offload{Engine: mode, Interfaces: slices.Clone(dp.Spec.OffloadInterfaces)}
 	}
 	cfg.SetDefaults()
 	return cfg

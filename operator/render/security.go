@@ -58,13 +58,17 @@ func lowestPort(ports []corev1.ContainerPort) int32 {
 //   - with hostNetwork that sysctl would be the node's, which a pod may not
 //     set, so ternd runs as root, with NET_BIND_SERVICE as its only
 //     capability, no privilege escalation and a read-only root.
-func podSecurity(user *corev1.PodSecurityContext, hostNetwork bool, lowPort int32) *corev1.PodSecurityContext {
+//
+// The offload engine (offload true) needs BPF capabilities, which likewise
+// reach only a root process: ternd then runs as root with the
+// capabilities containerSecurity adds and no others.
+func podSecurity(user *corev1.PodSecurityContext, hostNetwork bool, lowPort int32, offload bool) *corev1.PodSecurityContext {
 	sc := &corev1.PodSecurityContext{}
 	if user != nil {
 		sc = user.DeepCopy()
 	}
 	uid, nonRoot := int64(dataplaneUID), true
-	if lowPort > 0 && hostNetwork {
+	if (lowPort > 0 && hostNetwork) || offload {
 		uid, nonRoot = 0, false
 	}
 	if sc.RunAsUser == nil {
@@ -85,12 +89,23 @@ func podSecurity(user *corev1.PodSecurityContext, hostNetwork bool, lowPort int3
 	return sc
 }
 
+// offloadCapabilities are what the offload engine needs on Linux 6.x to
+// load tc and XDP programs and their maps and attach them through
+// bpf_links, measured on Linux 6.18 (ternd under setpriv with a bounding
+// set of only these): BPF (bpf(2): programs, maps), NET_ADMIN (networking
+// program types, tc/XDP attach) and PERFMON (without it the verifier
+// applies its unprivileged rules and refuses the programs' pointer
+// arithmetic and reads of partly initialized stack). SYS_ADMIN is not
+// needed: the programs use plain hash, array and per-CPU maps.
+var offloadCapabilities = []corev1.Capability{"BPF", "NET_ADMIN", "PERFMON"}
+
 // containerSecurity returns the container security context: user's when
 // given, with each field it leaves unset filled from the defaults: no
 // privilege escalation, a read-only root filesystem, and every capability
 // dropped but NET_BIND_SERVICE when a listener is below port 1024
-// (lowPort > 0). A user's capabilities replace the defaults whole.
-func containerSecurity(user *corev1.SecurityContext, lowPort int32) *corev1.SecurityContext {
+// (lowPort > 0) and offloadCapabilities when the offload engine is
+// requested (offload). A user's capabilities replace the defaults whole.
+func containerSecurity(user *corev1.SecurityContext, lowPort int32, offload bool) *corev1.SecurityContext {
 	sc := &corev1.SecurityContext{}
 	if user != nil {
 		sc = user.DeepCopy()
@@ -105,6 +120,9 @@ func containerSecurity(user *corev1.SecurityContext, lowPort int32) *corev1.Secu
 		sc.Capabilities = &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}
 		if lowPort > 0 {
 			sc.Capabilities.Add = []corev1.Capability{"NET_BIND_SERVICE"}
+		}
+		if offload {
+			sc.Capabilities.Add = append(sc.Capabilities.Add, offloadCapabilities...)
 		}
 	}
 	return sc

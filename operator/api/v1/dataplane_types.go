@@ -113,12 +113,21 @@ type DataplaneSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds,omitempty"`
 
-	// OffloadEngine is accepted for compatibility with STUNner and ignored.
+	// OffloadEngine selects the eBPF ChannelData fast path for TURN-UDP
+	// listeners, rendered into the config's offload.engine: None (the
+	// default) relays through sockets; Auto attaches where it can and falls
+	// back to sockets with a log line where BPF is refused; XDP and TC
+	// attach that hook or the pod fails to start (TCMux is read as TC).
+	// When not None, the container runs as root with the capabilities BPF
+	// needs (BPF, NET_ADMIN, PERFMON) unless containerSecurityContext sets
+	// its own, and the Gateway gets the condition OffloadRequested.
 	// +optional
 	// +kubebuilder:validation:Enum=None;Auto;XDP;TC;TCMux
 	OffloadEngine string `json:"offloadEngine,omitempty"`
 
-	// OffloadInterfaces is accepted for compatibility with STUNner and ignored.
+	// OffloadInterfaces names the interfaces the fast path attaches to,
+	// rendered into the config's offload.interfaces; empty means those that
+	// carry a listener or relay address.
 	// +optional
 	OffloadInterfaces []string `json:"offloadInterfaces,omitempty"`
 

@@ -1,0 +1,434 @@
+package offload
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
+)
+
+// MaxPaths is the number of Paths the maps hold (each direction is one
+// hash entry of its own map). Put fails once they are full.
+const MaxPaths = 65536
+
+// Offload is a loaded and attached set of offload programs and their maps.
+// Its methods are safe for concurrent use.
+type Offload struct {
+	mu       sync.Mutex
+	objs     ternObjects
+	links    []link.Link
+	attached Mode
+	ifaces   []string
+	hooks    map[string]Mode
+}
+
+// Open loads the programs, creates the maps and attaches to cfg's
+// interfaces through bpf_links (tcx for TC, XDP links for XDP) that this
+// process owns: when it exits or crashes the kernel detaches the programs
+// and frees the maps, so nothing stays behind and nothing is pinned. It
+// returns an error wrapping ErrUnsupported where BPF is refused or the
+// kernel lacks what the programs need (tcx needs Linux 6.6).
+func Open(cfg Config) (*Offload, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	names, err := cfg.interfaces()
+	if err != nil {
+		return nil, err
+	}
+	if len(names) == 0 {
+		return nil, errors.New("offload: no interface to attach to (no Interfaces, and no interface carries a listener address)")
+	}
+	// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK; later ones
+	// to the cgroup, and RemoveMemlock then changes nothing.
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
+	}
+	o := &Offload{}
+	if err := loadTernObjects(&o.objs, nil); err != nil {
+		return nil, unsupported("load programs", err)
+	}
+	o.hooks = map[string]Mode{}
+	for _, name := range names {
+		ifc, err := net.InterfaceByName(name)
+		if err != nil {
+			o.Close()
+			return nil, fmt.Errorf("offload: interface %q: %w", name, err)
+		}
+		l, hook, err := o.attach(cfg.Mode, ifc)
+		if err != nil {
+			o.Close()
+			return nil, err
+		}
+		o.links = append(o.links, l)
+		o.hooks[name] = hook
+	}
+	o.attached = TC
+	if len(o.hooks) > 0 {
+		o.attached = XDP
+		for _, h := range o.hooks {
+			if h != XDP {
+				o.attached = TC
+			}
+		}
+	}
+	o.ifaces = names
+	return o, nil
+}
+
+// attach attaches the program for mode to ifc and returns the hook used.
+// Auto takes native (driver) XDP where the driver has it, except on lo
+// and veth, and tc elsewhere. A veth's XDP sees a local sender's
+// CHECKSUM_PARTIAL datagrams with only a pseudo-header checksum, which it
+// cannot tell from full ones, and redirected frames reach a veth's peer
+// only where that peer runs XDP itself or has GRO on; tc has neither
+// problem. XDP mode takes native XDP, else generic (skb) XDP.
+func (o *Offload) attach(mode Mode, ifc *net.Interface) (link.Link, Mode, error) {
+	if mode == Auto && !xdpCandidate(ifc) {
+		mode = TC
+	}
+	if mode == Auto || mode == XDP {
+		l, err := link.AttachXDP(link.XDPOptions{Program: o.objs.TernXdp, Interface: ifc.Index, Flags: link.XDPDriverMode})
+		if err == nil {
+			return l, XDP, nil
+		}
+		if mode == XDP {
+			l, gerr := link.AttachXDP(link.XDPOptions{Program: o.objs.TernXdp, Interface: ifc.Index, Flags: link.XDPGenericMode})
+			if gerr == nil {
+				return l, XDP, nil
+			}
+			return nil, None, unsupported(fmt.Sprintf("attach XDP to %s (native: %v)", ifc.Name, err), gerr)
+		}
+	}
+	l, err := link.AttachTCX(link.TCXOptions{
+		Interface: ifc.Index,
+		Program:   o.objs.TernTc,
+		Attach:    ebpf.AttachTCXIngress,
+	})
+	if err != nil {
+		return nil, None, unsupported(fmt.Sprintf("attach tcx ingress to %s", ifc.Name), err)
+	}
+	return l, TC, nil
+}
+
+// xdpCandidate reports whether Auto tries native XDP on ifc: not on lo
+// and not on a veth (see attach).
+func xdpCandidate(ifc *net.Interface) bool {
+	if ifc.Flags&net.FlagLoopback != 0 {
+		return false
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	info, err := unix.IoctlGetEthtoolDrvinfo(fd, ifc.Name)
+	if err != nil {
+		return false
+	}
+	return unix.ByteSliceToString(info.Driver[:]) != "veth"
+}
+
+// Hooks returns each attached interface's hook, XDP or TC.
+func (o *Offload) Hooks() map[string]Mode {
+	if o == nil {
+		return nil
+	}
+	m := make(map[string]Mode, len(o.hooks))
+	for k, v := range o.hooks {
+		m[k] = v
+	}
+	return m
+}
+
+// unsupported wraps err in ErrUnsupported where it says the kernel refused
+// or lacks something, and keeps other errors as they are.
+func unsupported(what string, err error) error {
+	var verr *ebpf.VerifierError
+	if errors.As(err, &verr) {
+		// The verifier rejecting the program is a bug, not a refusal.
+		return fmt.Errorf("offload: %s: %w", what, err)
+	}
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) ||
+		errors.Is(err, ebpf.ErrNotSupported) || errors.Is(err, unix.EINVAL) ||
+		errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EOPNOTSUPP) {
+		return fmt.Errorf("%w: %s: %v", ErrUnsupported, what, err)
+	}
+	return fmt.Errorf("offload: %s: %w", what, err)
+}
+
+// interfaces returns cfg.Interfaces, or else the names of the interfaces
+// that carry a listener or relay address (every interface with an address
+// of that family for an unspecified one).
+func (c Config) interfaces() ([]string, error) {
+	if len(c.Interfaces) > 0 {
+		return c.Interfaces, nil
+	}
+	var want []netip.Addr
+	for _, l := range c.Listeners {
+		want = append(want, l.Addr().Unmap())
+	}
+	for _, r := range c.Relays {
+		want = append(want, r.Unmap())
+	}
+	ifcs, err := net.Interfaces()
+	if err != nil {
+		return nil, fmt.Errorf("offload: list interfaces: %w", err)
+	}
+	var names []string
+	for _, ifc := range ifcs {
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		if carries(addrs, want) {
+			names = append(names, ifc.Name)
+		}
+	}
+	return names, nil
+}
+
+func carries(addrs []net.Addr, want []netip.Addr) bool {
+	for _, a := range addrs {
+		n, ok := a.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		ip, ok := netip.AddrFromSlice(n.IP)
+		if !ok {
+			continue
+		}
+		ip = ip.Unmap()
+		for _, w := range want {
+			if w == ip || (w.IsUnspecified() && w.Is4() == ip.Is4()) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Attached returns the hook the programs run on: XDP when every interface
+// has XDP, TC when any has tc (Hooks tells each).
+func (o *Offload) Attached() Mode {
+	if o == nil {
+		return None
+	}
+	return o.attached
+}
+
+// Interfaces returns the names of the interfaces the programs are attached to.
+func (o *Offload) Interfaces() []string {
+	if o == nil {
+		return nil
+	}
+	return append([]string(nil), o.ifaces...)
+}
+
+// Put installs or replaces p (both directions). It returns an error when
+// the maps are full (MaxPaths) or p is not a valid path: an address
+// invalid or of mixed families, IPv6 (not relayed in the kernel yet), a
+// channel number outside 0x4000-0x7FFF, a zero Expires or a Counter of
+// MaxCounters or more.
+func (o *Offload) Put(p Path) error {
+	ck, cv, pk, pv, err := p.entries(monotonicNow())
+	if err != nil {
+		return err
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err := o.objs.P2c.Update(&pk, &pv, ebpf.UpdateAny); err != nil {
+		return full("peer->client", err)
+	}
+	if err := o.objs.C2p.Update(&ck, &cv, ebpf.UpdateAny); err != nil {
+		_ = o.objs.P2c.Delete(&pk)
+		return full("client->peer", err)
+	}
+	return nil
+}
+
+func full(dir string, err error) error {
+	if errors.Is(err, unix.E2BIG) {
+		return fmt.Errorf("offload: %s map full (%d paths): %w", dir, MaxPaths, err)
+	}
+	return fmt.Errorf("offload: put %s entry: %w", dir, err)
+}
+
+// Delete withdraws p (both directions); a path not installed is no error.
+// The kernel relays none of p's packets that arrive after Delete returns.
+func (o *Offload) Delete(p Path) error {
+	ck, _, pk, _, err := p.entries(0)
+	if err != nil {
+		return err
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var errs []error
+	if err := o.objs.C2p.Delete(&ck); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		errs = append(errs, fmt.Errorf("offload: delete client->peer entry: %w", err))
+	}
+	if err := o.objs.P2c.Delete(&pk); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		errs = append(errs, fmt.Errorf("offload: delete peer->client entry: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// Counters calls fn for every counter slot that has counted something,
+// with its packets and bytes summed over CPUs.
+func (o *Offload) Counters(fn func(slot uint32, c Counters)) {
+	var (
+		slot uint32
+		per  []ternSlotCounters
+	)
+	it := o.objs.Counters.Iterate()
+	for it.Next(&slot, &per) {
+		var c Counters
+		for _, v := range per {
+			c.ClientToPeerPackets += v.C2pPackets
+			c.ClientToPeerBytes += v.C2pBytes
+			c.PeerToClientPackets += v.P2cPackets
+			c.PeerToClientBytes += v.P2cBytes
+		}
+		if c != (Counters{}) {
+			fn(slot, c)
+		}
+	}
+}
+
+// Stats counts, summed over CPUs since Open, the packets that matched a
+// Path but went to the socket path anyway, by reason, and the packets a
+// failed rewrite dropped.
+type Stats struct {
+	// Expired packets matched a Path whose Expires had passed.
+	Expired uint64
+	// BadLength ChannelData claimed more bytes than its datagram carries.
+	BadLength uint64
+	// Padding: over 3 bytes, or non-zero bytes, after the ChannelData.
+	Padding uint64
+	// TooBig packets were longer than the programs move (2048 payload
+	// bytes) or would exceed the egress MTU once rewritten.
+	TooBig uint64
+	// NoRoute: the kernel's FIB had no route to the destination.
+	NoRoute uint64
+	// ForwardingDisabled: net.ipv4.conf.<in>.forwarding is 0 on the
+	// interface the packet arrived on, so bpf_fib_lookup refuses.
+	ForwardingDisabled uint64
+	// Errors: a helper failed midway through a rewrite; the packet was
+	// dropped.
+	Errors uint64
+}
+
+// Stats returns the pass and drop reason counters.
+func (o *Offload) Stats() Stats {
+	var s Stats
+	fields := []*uint64{&s.Expired, &s.BadLength, &s.Padding, &s.TooBig, &s.NoRoute, &s.ForwardingDisabled, &s.Errors}
+	for i, f := range fields {
+		var per []uint64
+		if err := o.objs.Stats.Lookup(uint32(i), &per); err != nil {
+			continue
+		}
+		for _, v := range per {
+			*f += v
+		}
+	}
+	return s
+}
+
+// Close detaches the programs and frees the maps. Programs are attached
+// through bpf_links owned by this process, so a crash detaches them too.
+func (o *Offload) Close() error {
+	if o == nil {
+		return nil
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var errs []error
+	for _, l := range o.links {
+		if err := l.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	o.links = nil
+	if err := o.objs.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// monotonicNow returns CLOCK_MONOTONIC in ns, the clock of bpf_ktime_get_ns.
+func monotonicNow() uint64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return 0
+	}
+	return uint64(ts.Nano())
+}
+
+// entries converts p into both directions' map keys and values, with
+// p.Expires as CLOCK_MONOTONIC ns given now, that clock's reading.
+func (p Path) entries(now uint64) (ternC2pKey, ternC2pVal, ternP2cKey, ternP2cVal, error) {
+	var (
+		ck ternC2pKey
+		cv ternC2pVal
+		pk ternP2cKey
+		pv ternP2cVal
+	)
+	if err := p.validate(); err != nil {
+		return ck, cv, pk, pv, err
+	}
+	exp := now
+	if d := time.Until(p.Expires); d > 0 {
+		exp += uint64(d)
+	}
+	ch := be16(p.Channel)
+	ck = ternC2pKey{
+		Client: addr16(p.Client.Addr()), Listener: addr16(p.Listener.Addr()),
+		ClientPort: be16(p.Client.Port()), ListenerPort: be16(p.Listener.Port()),
+		Channel: ch, Family: 4,
+	}
+	cv = ternC2pVal{
+		Relay: addr16(p.Relay.Addr()), Peer: addr16(p.Peer.Addr()),
+		RelayPort: be16(p.Relay.Port()), PeerPort: be16(p.Peer.Port()),
+		Counter: p.Counter, Expires: exp,
+	}
+	pk = ternP2cKey{
+		Peer: addr16(p.Peer.Addr()), Relay: addr16(p.Relay.Addr()),
+		PeerPort: be16(p.Peer.Port()), RelayPort: be16(p.Relay.Port()),
+		Family: 4,
+	}
+	pv = ternP2cVal{
+		Client: addr16(p.Client.Addr()), Listener: addr16(p.Listener.Addr()),
+		ClientPort: be16(p.Client.Port()), ListenerPort: be16(p.Listener.Port()),
+		Channel: ch, Counter: p.Counter, Expires: exp,
+	}
+	return ck, cv, pk, pv, nil
+}
+
+// be16 returns the uint16 whose in-memory bytes are v in network order,
+// as the programs read ports and channel numbers from packets.
+func be16(v uint16) uint16 {
+	var b [2]byte
+	binary.BigEndian.PutUint16(b[:], v)
+	return binary.NativeEndian.Uint16(b[:])
+}
+
+// addr16 lays an address out as the maps do: IPv4 in the first 4 bytes.
+func addr16(a netip.Addr) [16]uint8 {
+	var out [16]uint8
+	a = a.Unmap()
+	if a.Is4() {
+		b := a.As4()
+		copy(out[:], b[:])
+	} else {
+		out = a.As16()
+	}
+	return out
+}

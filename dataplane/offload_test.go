@@ -1,0 +1,213 @@
+package dataplane
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/stats"
+	"github.com/tern-gw/tern/internal/testenv"
+)
+
+// syncBuffer is a log sink tests read while the server writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// inFreshNetns runs the calling test again, as root, in a network
+// namespace of its own (unshare -n, lo up, forwarding on there: the
+// programs' FIB lookups need it), so that the programs it
+// attaches never touch the host's interfaces; the namespace goes when the
+// run ends. It returns true in the outer run, which then has nothing left
+// to do. Unprivileged, the test runs here: BPF is refused anyway.
+func inFreshNetns(t *testing.T) bool {
+	t.Helper()
+	if os.Getenv("TERN_TEST_NETNS") == t.Name() || os.Geteuid() != 0 {
+		return false
+	}
+	_, err := exec.LookPath("unshare")
+	testenv.Require(t, "unshare (util-linux)", err)
+	cmd := exec.Command("unshare", "--net", "--", "sh", "-c", `ip link set lo up && sysctl -qw net.ipv4.conf.all.forwarding=1 net.ipv4.conf.lo.forwarding=1 && exec "$@"`, "sh",
+		os.Args[0], "-test.run=^"+regexp.QuoteMeta(t.Name())+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), "TERN_TEST_NETNS="+t.Name())
+	out, err := cmd.CombinedOutput()
+	t.Logf("in a network namespace of its own:\n%s", out)
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()) {
+		t.Fatalf("%v", err)
+	}
+	return true
+}
+
+// startOffload runs a dataplane from cfg with the --offload-engine flag
+// value flag, logging into the returned buffer.
+func startOffload(t *testing.T, cfg *config.Config, flag string) (*Server, *syncBuffer, error) {
+	t.Helper()
+	logs := &syncBuffer{}
+	srv, err := New(cfg, Options{UDPThreads: 2, RelayThreads: 2, OffloadEngine: flag, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		return nil, logs, err
+	}
+	if err := srv.Start(); err != nil {
+		srv.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	return srv, logs, nil
+}
+
+// relayEchoes relays n echoes through a pion client's allocation to a
+// loopback peer: the first go out as Send indications, the rest over the
+// channel pion binds.
+func relayEchoes(t *testing.T, cfg *config.Config, n int) {
+	t.Helper()
+	peer := startEchoPeer(t, "127.0.0.1")
+	relay, err := dialClient(t, cfg.Listeners[0], cfg.Auth.Realm, "user", "pass").Allocate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if !echo(relay, peer.addr(), []byte(fmt.Sprint("offload echo ", i)), 2*time.Second) {
+			t.Fatalf("echo %d lost", i)
+		}
+	}
+}
+
+// TestOffloadNoneChangesNothing: with offload.engine None (and no flag)
+// there is no mirror and no engine observer, the socket path relays and
+// counts as always, and /metrics says offload is off.
+func TestOffloadNoneChangesNothing(t *testing.T) {
+	cfg := testConfig(t, 24700, 24719)
+	cfg.Offload = config.Offload{Engine: config.OffloadNone}
+	srv, logs, err := startOffload(t, cfg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if srv.offload != nil {
+		t.Fatal("offload None built a mirror")
+	}
+	const n = 20
+	relayEchoes(t, cfg, n)
+	testenv.Eventually(t, 2*time.Second, func() error {
+		fams := families(t, cfg)
+		for _, w := range []struct {
+			name, labels string
+			want         float64
+		}{
+			{"tern_offload_active", "attached=None,requested=None", 0},
+			{"tern_offload_paths", "", 0},
+			{"tern_offload_put_errors_total", "", 0},
+			{"stunner_cluster_packets_total", "direction=tx,name=local", n},
+			{"stunner_cluster_packets_total", "direction=rx,name=local", n},
+			{"tern_peer_packets_total", "direction=tx", n},
+		} {
+			if v, ok := value(fams, w.name, w.labels); !ok || v != w.want {
+				return fmt.Errorf("%s{%s} = %v (present %v), want %v", w.name, w.labels, v, ok, w.want)
+			}
+		}
+		return nil
+	})
+	if strings.Contains(logs.String(), "offload") {
+		t.Errorf("offload None logged about offload:\n%s", logs)
+	}
+}
+
+// TestOffloadAuto: Auto either attaches the programs (root with BPF) or
+// falls back to the socket path with one log line saying why; either way
+// the dataplane relays every echo and /metrics says which.
+func TestOffloadAuto(t *testing.T) {
+	if inFreshNetns(t) {
+		return
+	}
+	cfg := testConfig(t, 24720, 24739)
+	cfg.Offload = config.Offload{Engine: config.OffloadAuto}
+	srv, logs, err := startOffload(t, cfg, "")
+	if err != nil {
+		t.Fatalf("Auto must not fail to start: %v", err)
+	}
+	attached := srv.offload.attached()
+	if attached == config.OffloadNone {
+		if n := strings.Count(logs.String(), "offload unavailable, relaying through sockets"); n != 1 {
+			t.Errorf("fallback logged %d times:\n%s", n, logs)
+		}
+		if srv.offload.active() {
+			t.Error("fallen back but active")
+		}
+	}
+	t.Logf("attached: %s", attached)
+	const n = 200
+	relayEchoes(t, cfg, n)
+	want, wantPaths := 0.0, 0.0
+	if attached != config.OffloadNone {
+		want, wantPaths = 1, 1 // the channel pion bound
+	}
+	// Whichever path carried them, every echo is counted once each way.
+	testenv.Eventually(t, 2*time.Second, func() error {
+		fams := families(t, cfg)
+		for _, w := range []struct {
+			name, labels string
+			want         float64
+		}{
+			{"tern_offload_active", "attached=" + attached + ",requested=Auto", want},
+			{"tern_offload_paths", "", wantPaths},
+			{"stunner_cluster_packets_total", "direction=tx,name=local", n},
+			{"stunner_cluster_packets_total", "direction=rx,name=local", n},
+			{"tern_peer_packets_total", "direction=tx", n},
+			{"tern_peer_packets_total", "direction=rx", n},
+		} {
+			if v, ok := value(fams, w.name, w.labels); !ok || v != w.want {
+				return fmt.Errorf("%s{%s} = %v (present %v), want %v", w.name, w.labels, v, ok, w.want)
+			}
+		}
+		return nil
+	})
+	kernel := map[string]*stats.Sum{}
+	srv.offload.fold(kernel)
+	if k := kernel["udp"]; k != nil {
+		t.Logf("relayed in the kernel: %d to the peer, %d from it, of %d each way", k.PeerTx, k.PeerRx, n)
+	} else if attached != config.OffloadNone {
+		t.Errorf("attached, but the kernel relayed nothing: stats %+v", srv.offload.off.Stats())
+	}
+}
+
+// TestOffloadFlag: --offload-engine overrides the config, and a value
+// that is not an engine is refused naming the flag. XDP either attaches or
+// fails New with an error naming the engine: it never falls back.
+func TestOffloadFlag(t *testing.T) {
+	if inFreshNetns(t) {
+		return
+	}
+	cfg := testConfig(t, 24740, 24759)
+	if _, _, err := startOffload(t, cfg, "ebpf"); err == nil || !strings.Contains(err.Error(), "--offload-engine") {
+		t.Errorf("bad flag: %v", err)
+	}
+	srv, _, err := startOffload(t, cfg, "xdp")
+	switch {
+	case err != nil:
+		if !strings.Contains(err.Error(), "offload engine XDP") {
+			t.Errorf("XDP refused without naming it: %v", err)
+		}
+	case srv.offload.attached() != config.OffloadXDP:
+		t.Errorf("XDP requested, %s attached", srv.offload.attached())
+	}
+}

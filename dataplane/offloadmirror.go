@@ -1,0 +1,447 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/offload"
+	"github.com/tern-gw/tern/dataplane/stats"
+	"github.com/tern-gw/tern/turn"
+)
+
+// putErrorLogInterval is how often a failing offload Put is logged: the
+// path stays in user space, and a full map would otherwise log per
+// ChannelBind.
+const putErrorLogInterval = 10 * time.Second
+
+// offloadMirror is the engine's turn.PathObserver when the kernel fast path
+// runs: it installs each channel path the engine reports into the offload
+// maps (offload.Put), replaces it when its expiry or cluster moves, and
+// withdraws it (offload.Delete) when the engine says it is gone, so that
+// the kernel never relays what the engine would refuse. It keeps every
+// reported path, installed or not, so that reopening the programs for a
+// new listener set puts them back.
+type offloadMirror struct {
+	log       *slog.Logger
+	requested string // config.Offload* mode asked for
+	ifaces    []string
+
+	mu  sync.Mutex
+	off *offload.Offload // nil: every packet through sockets
+	// listeners maps the TURN-UDP listener addresses the programs were
+	// opened with to their listeners' names.
+	listeners map[netip.AddrPort]string
+	// relays maps each relay address as advertised (XOR-RELAYED-ADDRESS,
+	// which the engine reports) to the address the socket binds, where
+	// peers' datagrams arrive.
+	relays map[netip.Addr]netip.Addr
+	// relay is the relay config with bind addresses, for wildcardAddr.
+	relay config.Relay
+	paths map[pathKey]*mirroredPath
+	// slots[i] is what counter slot i counts; slotOf its inverse.
+	slots  []slotKey
+	slotOf map[slotKey]uint32
+	// base holds, per slot, the counts of programs closed for a reopen, so
+	// that counters never go backwards.
+	base        []offload.Counters
+	baseStats   offload.Stats
+	putErrors   uint64
+	lastPutWarn time.Time
+}
+
+type pathKey struct {
+	ft turn.FiveTuple
+	ch uint16
+}
+
+type mirroredPath struct {
+	p         offload.Path
+	installed bool
+}
+
+// slotKey is what one kernel counter slot counts: the packets of one
+// listener to and from one cluster's peers.
+type slotKey struct {
+	listener string
+	cluster  uint32
+}
+
+// offloadMode returns the engine mode in force: ternd's --offload-engine
+// when given, else the config's.
+func offloadMode(cfg *config.Config, flag string) (string, error) {
+	if flag != "" {
+		m, err := config.NormalizeOffloadEngine(flag)
+		if err != nil {
+			return "", fmt.Errorf("--offload-engine: %w", err)
+		}
+		return m, nil
+	}
+	return cfg.Offload.EngineMode(), nil
+}
+
+// udpListenerAddrs returns the TURN-UDP listeners of cfg by address. A
+// listener bound to a wildcard is taken at the relay's bind address of its
+// family (wildcardAddr): the pod's IP, which is where its clients'
+// datagrams arrive in a Kubernetes pod.
+func udpListenerAddrs(cfg *config.Config, relay config.Relay) map[netip.AddrPort]string {
+	m := map[netip.AddrPort]string{}
+	for _, l := range cfg.Listeners {
+		ip, err := netip.ParseAddr(l.Address)
+		if l.Protocol != config.ProtoTURNUDP || err != nil {
+			continue
+		}
+		a := wildcardAddr(netip.AddrPortFrom(ip.Unmap(), uint16(l.Port)), relay)
+		if !a.Addr().IsUnspecified() {
+			m[a] = l.Name
+		}
+	}
+	return m
+}
+
+// wildcardAddr returns a, or for an unspecified IP the relay bind address
+// of its family at a's port (a itself when there is none).
+func wildcardAddr(a netip.AddrPort, relay config.Relay) netip.AddrPort {
+	if !a.Addr().IsUnspecified() {
+		return a
+	}
+	all := append([]config.RelayAddress{{Address: relay.Address}}, relay.ExtraAddresses...)
+	for _, ra := range all {
+		if ip, err := netip.ParseAddr(ra.Address); err == nil && !ip.IsUnspecified() && ip.Unmap().Is4() == a.Addr().Unmap().Is4() {
+			return netip.AddrPortFrom(ip.Unmap(), a.Port())
+		}
+	}
+	return a
+}
+
+// relayAddrs maps the advertised relay addresses of r (as bindAdvertised
+// returns it) to their bind addresses.
+func relayAddrs(r config.Relay) map[netip.Addr]netip.Addr {
+	m := map[netip.Addr]netip.Addr{}
+	all := append([]config.RelayAddress{{Address: r.Address, PublicAddress: r.PublicAddress}}, r.ExtraAddresses...)
+	for _, ra := range all {
+		bind, err := netip.ParseAddr(ra.Address)
+		if err != nil {
+			continue
+		}
+		bind = bind.Unmap()
+		m[bind] = bind
+		if pub, err := netip.ParseAddr(ra.PublicAddress); err == nil {
+			m[pub.Unmap()] = bind
+		}
+	}
+	return m
+}
+
+// newOffloadMirror opens the offload programs for cfg in mode (not None).
+// Under Auto, a kernel or a process that cannot run them
+// (offload.ErrUnsupported) leaves the mirror inactive with one log line
+// saying why; under XDP or TC, and for any other error, it fails.
+func newOffloadMirror(mode string, cfg *config.Config, log *slog.Logger) (*offloadMirror, error) {
+	m := &offloadMirror{log: log, requested: mode, ifaces: slices.Clone(cfg.Offload.Interfaces),
+		paths: map[pathKey]*mirroredPath{}, slotOf: map[slotKey]uint32{}}
+	if mode == config.OffloadNone {
+		return m, nil
+	}
+	m.relay = bindAdvertised(cfg.Relay, slog.New(slog.DiscardHandler))
+	m.listeners = udpListenerAddrs(cfg, m.relay)
+	m.relays = relayAddrs(m.relay)
+	off, err := offload.Open(m.offloadConfig())
+	switch {
+	case err == nil:
+		m.off = off
+		log.Info("offload attached", "engine", string(off.Attached()), "requested", mode, "listeners", len(m.listeners))
+	case mode == config.OffloadAuto && errors.Is(err, offload.ErrUnsupported):
+		log.Warn("offload unavailable, relaying through sockets", "requested", mode, "reason", err.Error())
+	default:
+		return nil, fmt.Errorf("offload engine %s: %w", mode, err)
+	}
+	return m, nil
+}
+
+func (m *offloadMirror) offloadConfig() offload.Config {
+	c := offload.Config{Mode: offload.Mode(m.requested), Interfaces: m.ifaces}
+	for a := range m.listeners {
+		c.Listeners = append(c.Listeners, a)
+	}
+	slices.SortFunc(c.Listeners, func(a, b netip.AddrPort) int { return a.Compare(b) })
+	for _, bind := range m.relays {
+		if !slices.Contains(c.Relays, bind) {
+			c.Relays = append(c.Relays, bind)
+		}
+	}
+	slices.SortFunc(c.Relays, func(a, b netip.Addr) int { return a.Compare(b) })
+	return c
+}
+
+// active reports whether the kernel relays: the engine needs the mirror
+// as its PathObserver only then.
+func (m *offloadMirror) active() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.off != nil
+}
+
+// attached returns the hook in use, config.OffloadNone when none.
+func (m *offloadMirror) attached() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.off == nil {
+		return config.OffloadNone
+	}
+	return string(m.off.Attached())
+}
+
+// PathUp implements turn.PathObserver: it installs or replaces the path.
+func (m *offloadMirror) PathUp(ev turn.PathEvent) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := pathKey{ev.FiveTuple, ev.Channel}
+	mp := m.paths[k]
+	if mp == nil {
+		mp = &mirroredPath{}
+		m.paths[k] = mp
+	}
+	relay := ev.Relay
+	if bind, ok := m.relays[relay.Addr().Unmap()]; ok {
+		relay = netip.AddrPortFrom(bind, relay.Port())
+	}
+	listener := wildcardAddr(ev.FiveTuple.Server, m.relay)
+	mp.p = offload.Path{
+		Client:   ev.FiveTuple.Client,
+		Listener: listener,
+		Relay:    relay,
+		Peer:     ev.Peer,
+		Channel:  ev.Channel,
+		Expires:  time.Unix(0, ev.Expires),
+	}
+	m.install(mp, m.listeners[listener], ev.Cluster)
+}
+
+// install puts mp into the kernel under the slot of (listener, cluster),
+// or leaves it to the socket path: no programs, a listener the programs
+// do not serve, no slot left, or a failed Put. The caller holds m.mu.
+func (m *offloadMirror) install(mp *mirroredPath, listener string, cluster uint32) {
+	mp.p.Counter = 0
+	if m.off == nil || listener == "" {
+		m.withdraw(mp)
+		return
+	}
+	slot, ok := m.slot(slotKey{listener, cluster})
+	if !ok {
+		m.putFailed(mp, errors.New("no counter slot left"))
+		return
+	}
+	mp.p.Counter = slot
+	if err := m.off.Put(mp.p); err != nil {
+		m.putFailed(mp, err)
+		return
+	}
+	mp.installed = true
+}
+
+// putFailed leaves mp in user space (withdrawing an earlier version, which
+// may carry a stale expiry) and logs at most every putErrorLogInterval.
+// The caller holds m.mu.
+func (m *offloadMirror) putFailed(mp *mirroredPath, err error) {
+	m.withdraw(mp)
+	m.putErrors++
+	if now := time.Now(); now.Sub(m.lastPutWarn) >= putErrorLogInterval {
+		m.lastPutWarn = now
+		m.log.Warn("offload: path left to the socket path", "client", mp.p.Client.String(), "peer", mp.p.Peer.String(),
+			"channel", mp.p.Channel, "error", err.Error(), "failures", m.putErrors)
+	}
+}
+
+// withdraw deletes mp from the kernel if it is there. The caller holds m.mu.
+func (m *offloadMirror) withdraw(mp *mirroredPath) {
+	if !mp.installed {
+		return
+	}
+	mp.installed = false
+	if m.off == nil {
+		return
+	}
+	if err := m.off.Delete(mp.p); err != nil {
+		// The kernel stops relaying it at Expires anyway.
+		m.log.Warn("offload: deleting a path", "client", mp.p.Client.String(), "peer", mp.p.Peer.String(),
+			"channel", mp.p.Channel, "error", err.Error())
+	}
+}
+
+// slot returns the counter slot of k, numbering a new one on first use.
+// The caller holds m.mu.
+func (m *offloadMirror) slot(k slotKey) (uint32, bool) {
+	if s, ok := m.slotOf[k]; ok {
+		return s, true
+	}
+	if len(m.slots) >= offload.MaxCounters {
+		return 0, false
+	}
+	s := uint32(len(m.slots))
+	m.slots = append(m.slots, k)
+	m.slotOf[k] = s
+	return s, true
+}
+
+// PathDown implements turn.PathObserver: it withdraws the path.
+func (m *offloadMirror) PathDown(ev turn.PathEvent) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := pathKey{ev.FiveTuple, ev.Channel}
+	if mp := m.paths[k]; mp != nil {
+		m.withdraw(mp)
+		delete(m.paths, k)
+	}
+}
+
+// setListeners follows a reconfiguration: when the set of TURN-UDP
+// listener addresses or relay addresses changed, the programs are reopened for the new set and
+// every path still reported goes back in. A reopen that fails leaves every
+// packet to the socket path, with the reason logged. Paths of listeners
+// that went are withdrawn by the engine (CloseTransport) before this runs.
+func (m *offloadMirror) setListeners(cfg *config.Config) {
+	// A relay change restarted every listener, so no path of the old
+	// relay addresses is left.
+	relay := bindAdvertised(cfg.Relay, slog.New(slog.DiscardHandler))
+	next, relays := udpListenerAddrs(cfg, relay), relayAddrs(relay)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.off == nil || (maps.Equal(next, m.listeners) && maps.Equal(relays, m.relays)) {
+		m.listeners, m.relays, m.relay = next, relays, relay
+		return
+	}
+	m.closeLocked()
+	m.listeners, m.relays, m.relay = next, relays, relay
+	off, err := offload.Open(m.offloadConfig())
+	if err != nil {
+		m.log.Error("offload: reopening for new listeners failed, relaying through sockets", "error", err.Error())
+		return
+	}
+	m.off = off
+	m.log.Info("offload reattached for new listeners", "engine", string(off.Attached()), "listeners", len(next))
+	for _, mp := range m.paths {
+		m.install(mp, m.listeners[mp.p.Listener], m.clusterOf(mp))
+	}
+}
+
+// clusterOf returns the cluster whose slot mp was last counted under.
+func (m *offloadMirror) clusterOf(mp *mirroredPath) uint32 {
+	if int(mp.p.Counter) < len(m.slots) {
+		return m.slots[mp.p.Counter].cluster
+	}
+	return 0
+}
+
+// closeLocked keeps the counts of the programs in base and closes them.
+// The caller holds m.mu.
+func (m *offloadMirror) closeLocked() {
+	if m.off == nil {
+		return
+	}
+	m.off.Counters(func(slot uint32, c offload.Counters) {
+		for int(slot) >= len(m.base) {
+			m.base = append(m.base, offload.Counters{})
+		}
+		b := &m.base[slot]
+		b.ClientToPeerPackets += c.ClientToPeerPackets
+		b.ClientToPeerBytes += c.ClientToPeerBytes
+		b.PeerToClientPackets += c.PeerToClientPackets
+		b.PeerToClientBytes += c.PeerToClientBytes
+	})
+	m.baseStats = addStats(m.baseStats, m.off.Stats())
+	if err := m.off.Close(); err != nil {
+		m.log.Warn("offload: closing", "error", err.Error())
+	}
+	m.off = nil
+	for _, mp := range m.paths {
+		mp.installed = false
+	}
+}
+
+// close detaches the programs; the socket path serves from then on.
+func (m *offloadMirror) close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closeLocked()
+}
+
+// fold adds what the kernel relayed to the metrics' counters, per listener
+// name, the way the socket path counts it: a ChannelData datagram from a
+// client is a listener rx packet of payload+4 bytes, a peer tx packet and
+// a cluster tx packet of payload bytes; a datagram from a peer the other
+// way round.
+func (m *offloadMirror) fold(byListener map[string]*stats.Sum) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	counts := make([]offload.Counters, len(m.slots))
+	copy(counts, m.base)
+	if m.off != nil {
+		m.off.Counters(func(slot uint32, c offload.Counters) {
+			if int(slot) < len(counts) {
+				s := &counts[slot]
+				s.ClientToPeerPackets += c.ClientToPeerPackets
+				s.ClientToPeerBytes += c.ClientToPeerBytes
+				s.PeerToClientPackets += c.PeerToClientPackets
+				s.PeerToClientBytes += c.PeerToClientBytes
+			}
+		})
+	}
+	for slot, c := range counts {
+		if c == (offload.Counters{}) {
+			continue
+		}
+		k := m.slots[slot]
+		sum := byListener[k.listener]
+		if sum == nil {
+			sum = &stats.Sum{}
+			byListener[k.listener] = sum
+		}
+		sum.Rx += c.ClientToPeerPackets
+		sum.RxBytes += c.ClientToPeerBytes + 4*c.ClientToPeerPackets
+		sum.PeerTx += c.ClientToPeerPackets
+		sum.PeerTxBytes += c.ClientToPeerBytes
+		sum.Tx += c.PeerToClientPackets
+		sum.TxBytes += c.PeerToClientBytes + 4*c.PeerToClientPackets
+		sum.PeerRx += c.PeerToClientPackets
+		sum.PeerRxBytes += c.PeerToClientBytes
+		sum.AddCluster(k.cluster, stats.ClusterSum{
+			Rx: c.PeerToClientPackets, RxBytes: c.PeerToClientBytes,
+			Tx: c.ClientToPeerPackets, TxBytes: c.ClientToPeerBytes,
+		})
+	}
+}
+
+func addStats(a, b offload.Stats) offload.Stats {
+	a.Expired += b.Expired
+	a.BadLength += b.BadLength
+	a.Padding += b.Padding
+	a.TooBig += b.TooBig
+	a.NoRoute += b.NoRoute
+	a.ForwardingDisabled += b.ForwardingDisabled
+	a.Errors += b.Errors
+	return a
+}
+
+// status returns the installed paths, the failed Puts and the kernel's
+// pass and drop reasons, for /metrics.
+func (m *offloadMirror) status() (installed int, putErrors uint64, st offload.Stats) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st = m.baseStats
+	if m.off != nil {
+		st = addStats(st, m.off.Stats())
+	}
+	for _, mp := range m.paths {
+		if mp.installed {
+			installed++
+		}
+	}
+	return installed, m.putErrors, st
+}
