@@ -39,7 +39,12 @@ func newTopo(t testing.TB) topo {
 	for _, l := range [][2]string{{tp.client, tp.cvethC}, {tp.tern, tp.cvethT}, {tp.tern, tp.pvethT}, {tp.peer, tp.pvethP}} {
 		run(t, "ip", "-n", l[0], "link", "set", l[1], "up")
 	}
+	run(t, "ip", "-n", tp.client, "addr", "add", "fd00:1::2/64", "dev", tp.cvethC, "nodad")
+	run(t, "ip", "-n", tp.tern, "addr", "add", "fd00:1::1/64", "dev", tp.cvethT, "nodad")
+	run(t, "ip", "-n", tp.tern, "addr", "add", "fd00:2::1/64", "dev", tp.pvethT, "nodad")
+	run(t, "ip", "-n", tp.peer, "addr", "add", "fd00:2::2/64", "dev", tp.pvethP, "nodad")
 	run(t, "ip", "netns", "exec", tp.tern, "sysctl", "-q", "-w", "net.ipv4.conf.all.forwarding=1")
+	run(t, "ip", "netns", "exec", tp.tern, "sysctl", "-q", "-w", "net.ipv6.conf.all.forwarding=1")
 	return tp
 }
 
@@ -49,7 +54,7 @@ func listen(t testing.TB, ns, addr string) *net.UDPConn {
 	var c *net.UDPConn
 	err := inNetns(t, ns, func() error {
 		var err error
-		c, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.MustParseAddrPort(addr)))
+		c, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.MustParseAddrPort(addr)))
 		return err
 	})
 	if err != nil {
@@ -135,12 +140,22 @@ const (
 	strangerAddr = "10.0.2.2:29003"
 )
 
-func testPath(expires time.Time) Path {
+func testPath(expires time.Time) Path { return v4.path(expires) }
+
+// addrSet is a path's four addresses in newTopo's namespaces.
+type addrSet struct{ client, listener, relay, peer string }
+
+var (
+	v4 = addrSet{clientAddr, listenerAddr, relayAddr, peerAddr}
+	v6 = addrSet{"[fd00:1::2]:29001", "[fd00:1::1]:29100", "[fd00:2::1]:29200", "[fd00:2::2]:29002"}
+)
+
+func (a addrSet) path(expires time.Time) Path {
 	return Path{
-		Client:   netip.MustParseAddrPort(clientAddr),
-		Listener: netip.MustParseAddrPort(listenerAddr),
-		Relay:    netip.MustParseAddrPort(relayAddr),
-		Peer:     netip.MustParseAddrPort(peerAddr),
+		Client:   netip.MustParseAddrPort(a.client),
+		Listener: netip.MustParseAddrPort(a.listener),
+		Relay:    netip.MustParseAddrPort(a.relay),
+		Peer:     netip.MustParseAddrPort(a.peer),
 		Channel:  0x4001,
 		Expires:  expires,
 		Counter:  7,
@@ -148,6 +163,12 @@ func testPath(expires time.Time) Path {
 }
 
 func TestVethRelay(t *testing.T) {
+	t.Run("IPv4", func(t *testing.T) { testVethRelay(t, v4, strangerAddr) })
+	t.Run("IPv6", func(t *testing.T) { testVethRelay(t, v6, "[fd00:2::2]:29003") })
+}
+
+func testVethRelay(t *testing.T, a addrSet, strangerAddr string) {
+	clientAddr, listenerAddr, relayAddr, peerAddr := a.client, a.listener, a.relay, a.peer
 	tp := newTopo(t)
 	listener := listen(t, tp.tern, listenerAddr)
 	relay := listen(t, tp.tern, relayAddr)
@@ -160,12 +181,12 @@ func TestVethRelay(t *testing.T) {
 	o := openIn(t, tp.tern, Config{
 		Mode:      Auto,
 		Listeners: []netip.AddrPort{netip.MustParseAddrPort(listenerAddr)},
-		Relays:    []netip.Addr{netip.MustParseAddr("10.0.2.1")},
+		Relays:    []netip.Addr{netip.MustParseAddrPort(relayAddr).Addr()},
 	})
 	if o.Attached() != TC || len(o.Interfaces()) != 2 {
 		t.Fatalf("attached %s to %v, want TC on 2 interfaces", o.Attached(), o.Interfaces())
 	}
-	p := testPath(time.Now().Add(time.Hour))
+	p := a.path(time.Now().Add(time.Hour))
 	if err := o.Put(p); err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +239,7 @@ func TestVethRelay(t *testing.T) {
 	expect(t, "after Delete", relay, []byte("after delete"), peerAddr)
 
 	// Expired: the entry stays but the kernel no longer relays it.
-	if err := o.Put(testPath(time.Now().Add(-time.Second))); err != nil {
+	if err := o.Put(a.path(time.Now().Add(-time.Second))); err != nil {
 		t.Fatal(err)
 	}
 	send(t, client, listenerAddr, cd)
@@ -238,11 +259,13 @@ func TestVethRelay(t *testing.T) {
 // the rewritten ones are right, for odd and even lengths and padding.
 func TestVethChecksums(t *testing.T) {
 	for _, mode := range []Mode{TC, XDP} {
-		t.Run(string(mode), func(t *testing.T) { testVethChecksums(t, mode) })
+		t.Run(string(mode)+"/IPv4", func(t *testing.T) { testVethChecksums(t, mode, v4) })
+		t.Run(string(mode)+"/IPv6", func(t *testing.T) { testVethChecksums(t, mode, v6) })
 	}
 }
 
-func testVethChecksums(t *testing.T, mode Mode) {
+func testVethChecksums(t *testing.T, mode Mode, a addrSet) {
+	clientAddr, listenerAddr, relayAddr, peerAddr := a.client, a.listener, a.relay, a.peer
 	tp := newTopo(t)
 	setTxChecksum(t, tp.client, tp.cvethC, false)
 	setTxChecksum(t, tp.peer, tp.pvethP, false)
@@ -267,7 +290,7 @@ func testVethChecksums(t *testing.T, mode Mode) {
 	if o.Attached() != mode {
 		t.Fatalf("attached %s, want %s", o.Attached(), mode)
 	}
-	if err := o.Put(testPath(time.Now().Add(time.Hour))); err != nil {
+	if err := o.Put(a.path(time.Now().Add(time.Hour))); err != nil {
 		t.Fatal(err)
 	}
 	relay, listener := netip.MustParseAddrPort(relayAddr), netip.MustParseAddrPort(listenerAddr)
