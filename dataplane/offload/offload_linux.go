@@ -277,6 +277,7 @@ func (o *Offload) Put(p Path) error {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.dropStale(&ck, &cv, &pk, &pv)
 	if err := o.objs.P2c.Update(&pk, &pv, ebpf.UpdateAny); err != nil {
 		return full("peer->client", err)
 	}
@@ -285,6 +286,28 @@ func (o *Offload) Put(p Path) error {
 		return full("client->peer", err)
 	}
 	return nil
+}
+
+// dropStale deletes the other half of an entry that Put is about to
+// replace with a different counterpart: the client->peer entry of the
+// (client, listener, channel) the replaced peer->client entry led to, and
+// the peer->client entry of the peer the replaced client->peer entry led
+// to. The engine deletes a binding before it rebinds, but a stale half
+// left behind would relay to the old destination.
+func (o *Offload) dropStale(ck *ternC2pKey, cv *ternC2pVal, pk *ternP2cKey, pv *ternP2cVal) {
+	var oldC ternC2pVal
+	if o.objs.C2p.Lookup(ck, &oldC) == nil && (oldC.Relay != cv.Relay || oldC.Peer != cv.Peer ||
+		oldC.RelayPort != cv.RelayPort || oldC.PeerPort != cv.PeerPort) {
+		stale := ternP2cKey{Peer: oldC.Peer, Relay: oldC.Relay, PeerPort: oldC.PeerPort, RelayPort: oldC.RelayPort, Family: ck.Family}
+		_ = o.objs.P2c.Delete(&stale)
+	}
+	var oldP ternP2cVal
+	if o.objs.P2c.Lookup(pk, &oldP) == nil && (oldP.Client != pv.Client || oldP.Listener != pv.Listener ||
+		oldP.ClientPort != pv.ClientPort || oldP.ListenerPort != pv.ListenerPort || oldP.Channel != pv.Channel) {
+		stale := ternC2pKey{Client: oldP.Client, Listener: oldP.Listener, ClientPort: oldP.ClientPort,
+			ListenerPort: oldP.ListenerPort, Channel: oldP.Channel, Family: pk.Family}
+		_ = o.objs.C2p.Delete(&stale)
+	}
 }
 
 func full(dir string, err error) error {

@@ -1,6 +1,7 @@
 package offload
 
 import (
+	"bytes"
 	"net/netip"
 	"strings"
 	"testing"
@@ -61,5 +62,42 @@ func TestPutRejects(t *testing.T) {
 	}
 	if c2p != MaxPaths || p2c != MaxPaths {
 		t.Errorf("maps hold %d and %d entries, want %d each", c2p, p2c, MaxPaths)
+	}
+}
+
+// TestPutReplaces rebinds a channel to another peer and checks that the
+// old peer's datagrams no longer reach the client in the kernel.
+func TestPutReplaces(t *testing.T) {
+	r := newRunner(t)
+	count := func() (c2p, p2c int) {
+		for it := r.o.objs.C2p.Iterate(); it.Next(new(ternC2pKey), new(ternC2pVal)); c2p++ {
+		}
+		for it := r.o.objs.P2c.Iterate(); it.Next(new(ternP2cKey), new(ternP2cVal)); p2c++ {
+		}
+		return c2p, p2c
+	}
+	c0, p0 := count()
+	p := Path{
+		Client: netip.MustParseAddrPort(runClient), Listener: netip.MustParseAddrPort(runListener),
+		Relay: netip.MustParseAddrPort(runRelay), Peer: netip.MustParseAddrPort("127.0.0.5:29002"),
+		Channel: 0x4001, Expires: time.Now().Add(time.Hour), Counter: 1,
+	}
+	if err := r.o.Put(p); err != nil {
+		t.Fatal(err)
+	}
+	if c, p := count(); c != c0 || p != p0 {
+		t.Errorf("after rebinding: %d and %d entries, want %d and %d", c, p, c0, p0)
+	}
+	in := frame(runPeer, runRelay, []byte("old peer"))
+	if ret, out := r.run(t, TC, in); ret != tcActOK || !bytes.Equal(out, in) {
+		t.Errorf("the old peer's datagram was relayed: %d %x", ret, out)
+	}
+	// Another channel for the same peer and relay replaces the other way.
+	p.Channel = 0x4002
+	if err := r.o.Put(p); err != nil {
+		t.Fatal(err)
+	}
+	if c, p := count(); c != c0 || p != p0 {
+		t.Errorf("after renumbering: %d and %d entries, want %d and %d", c, p, c0, p0)
 	}
 }

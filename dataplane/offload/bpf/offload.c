@@ -583,6 +583,8 @@ int tern_tc(struct __sk_buff *skb)
 {
 	if (skb->protocol != bpf_htons(ETH_P_IP) && skb->protocol != bpf_htons(ETH_P_IPV6))
 		return TC_ACT_OK;
+	if (skb->gso_size)
+		return TC_ACT_OK; /* a GRO train of datagrams, not one */
 	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
 	__u32 want = PL_OFF(skb->protocol == bpf_htons(ETH_P_IPV6)) + 4;
 	if (data + want > end && skb->len > ETH_HLEN) {
