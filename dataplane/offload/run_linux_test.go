@@ -270,7 +270,7 @@ func FuzzPrograms(f *testing.F) {
 // trimmed returns ip cut to the length its header claims, as the
 // receiving stack would read it.
 func trimmed(ip []byte) []byte {
-	n := len(ip)
+	var n int
 	if ip[0]>>4 == 6 {
 		n = 40 + int(binary.BigEndian.Uint16(ip[4:6]))
 	} else {
