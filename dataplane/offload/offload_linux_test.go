@@ -406,3 +406,29 @@ func TestLoopbackXDP(t *testing.T) {
 	}
 	expect(t, "raw client->peer", peer, []byte("full checksum"), re)
 }
+
+// TestVethMTU: a peer datagram that would exceed the client link's MTU
+// once the ChannelData header is added takes the socket path; one that
+// fits is relayed in the kernel.
+func TestVethMTU(t *testing.T) {
+	tp := newTopo(t)
+	run(t, "ip", "-n", tp.tern, "link", "set", tp.cvethT, "mtu", "1300")
+	run(t, "ip", "-n", tp.client, "link", "set", tp.cvethC, "mtu", "1300")
+	listen(t, tp.tern, listenerAddr)
+	relay := listen(t, tp.tern, relayAddr)
+	client := listen(t, tp.client, clientAddr)
+	peer := listen(t, tp.peer, peerAddr)
+	o := openIn(t, tp.tern, Config{Mode: TC, Interfaces: []string{tp.cvethT, tp.pvethT}})
+	if err := o.Put(testPath(time.Now().Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	fits := bytes.Repeat([]byte{1}, 1300-28-4) // 1300 bytes once relayed
+	send(t, peer, relayAddr, fits)
+	expect(t, "fits", client, channelData(0x4001, fits, 0), listenerAddr)
+	over := bytes.Repeat([]byte{2}, 1300-28-3) // 1301 bytes once relayed
+	send(t, peer, relayAddr, over)
+	expect(t, "over the MTU", relay, over, peerAddr)
+	if s := o.Stats(); s.TooBig != 1 {
+		t.Errorf("stats %+v, want TooBig 1", s)
+	}
+}

@@ -278,3 +278,62 @@ func trimmed(ip []byte) []byte {
 	}
 	return ip[:max(0, min(n, len(ip)))]
 }
+
+// TestProgramPasses gives both programs packets that match the installed
+// path's addresses but must go to the socket path, and checks that they
+// come back unchanged with TC_ACT_OK / XDP_PASS and are counted where a
+// reason applies.
+func TestProgramPasses(t *testing.T) {
+	r := newRunner(t)
+	cd := channelData(0x4001, []byte("payload!"), 0)
+	withIP := func(b []byte, edit func(ip []byte)) []byte {
+		edit(b[14:])
+		return b
+	}
+	options := func() []byte { // ihl 6: one 4-byte option (NOPs + EOL)
+		b := frame(runClient, runListener, cd)
+		b = append(b[:34:34], append([]byte{1, 1, 1, 0}, b[34:]...)...)
+		b[14] = 0x46
+		binary.BigEndian.PutUint16(b[16:], uint16(len(b)-14))
+		return b
+	}
+	cases := []struct {
+		name string
+		in   []byte
+	}{
+		{"STUN", frame(runClient, runListener, stunBinding)},
+		{"unbound channel", frame(runClient, runListener, channelData(0x4002, []byte("x"), 3))},
+		{"other client", frame("127.0.0.9:29001", runListener, cd)},
+		{"peer without path", frame("127.0.0.4:29009", runRelay, []byte("x"))},
+		{"length over datagram", frame(runClient, runListener, cd[:len(cd)-1])},
+		{"4 padding bytes", frame(runClient, runListener, channelData(0x4001, []byte("x"), 7))},
+		{"non-zero padding", frame(runClient, runListener, append(channelData(0x4001, []byte("x"), 0), 0, 1, 0))},
+		{"IP options", options()},
+		{"more fragments", withIP(frame(runClient, runListener, cd), func(ip []byte) { ip[6] |= 0x20 })},
+		{"fragment offset", withIP(frame(runClient, runListener, cd), func(ip []byte) { ip[7] = 1 })},
+		{"TCP", withIP(frame(runClient, runListener, cd), func(ip []byte) { ip[9] = unix.IPPROTO_TCP })},
+		{"IPv6 hop-by-hop", withIP(frame(runClient6, runListener6, cd), func(ip []byte) { ip[6] = 0 })},
+	}
+	for _, hook := range []Mode{TC, XDP} {
+		before := r.o.Stats()
+		for _, c := range cases {
+			in := append([]byte(nil), c.in...)
+			ret, out := r.run(t, hook, in)
+			if ret != pass(hook) || !bytes.Equal(out, c.in) {
+				t.Errorf("%s %s: verdict %d, out %x, want it passed unchanged", hook, c.name, ret, out)
+			}
+		}
+		after := r.o.Stats()
+		if d := after.BadLength - before.BadLength; d != 1 {
+			t.Errorf("%s: BadLength counted %d, want 1", hook, d)
+		}
+		if d := after.Padding - before.Padding; d != 2 {
+			t.Errorf("%s: Padding counted %d, want 2", hook, d)
+		}
+	}
+	var got Counters
+	r.o.Counters(func(_ uint32, c Counters) { got = c })
+	if got != (Counters{}) {
+		t.Errorf("counters %+v after passing everything", got)
+	}
+}
