@@ -60,6 +60,44 @@ func benchVethRelay(b *testing.B, mode string) {
 		}
 	}
 
+	measureRelay(b, client, peer, listenerAddr)
+}
+
+// BenchmarkLoopbackRelay is BenchmarkVethRelay on 127.0.0.x in one
+// namespace: socket relay against tc on lo (Auto's choice there).
+//
+//	go test -run '^$' -bench LoopbackRelay -benchtime 300000x ./dataplane/offload/
+func BenchmarkLoopbackRelay(b *testing.B) {
+	for _, mode := range []string{"socket", "TC"} {
+		b.Run(mode, func(b *testing.B) {
+			requireRoot(b)
+			ns := newNetns(b, uniq()+"b")
+			run(b, "ip", "netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv4.conf.all.forwarding=1")
+			listener := listen(b, ns, runListener)
+			relay := listen(b, ns, runRelay)
+			client := listen(b, ns, runClient)
+			peer := listen(b, ns, runPeer)
+			if mode == "socket" {
+				go socketRelay(listener, relay, netip.MustParseAddrPort(runPeer))
+			} else {
+				o := openIn(b, ns, Config{Mode: TC, Interfaces: []string{"lo"}})
+				p := Path{
+					Client: netip.MustParseAddrPort(runClient), Listener: netip.MustParseAddrPort(runListener),
+					Relay: netip.MustParseAddrPort(runRelay), Peer: netip.MustParseAddrPort(runPeer),
+					Channel: 0x4001, Expires: time.Now().Add(time.Hour),
+				}
+				if err := o.Put(p); err != nil {
+					b.Fatal(err)
+				}
+			}
+			measureRelay(b, client, peer, runListener)
+		})
+	}
+}
+
+// measureRelay sends b.N ChannelData datagrams from client to listener,
+// counts what peer receives, and reports pkts/s, loss% and cpu-ns/pkt.
+func measureRelay(b *testing.B, client, peer *net.UDPConn, listenerAddr string) {
 	payload := bytes.Repeat([]byte{0xab}, 160) // an Opus-sized datagram
 	pkt := channelData(0x4001, payload, 0)
 	to := net.UDPAddrFromAddrPort(netip.MustParseAddrPort(listenerAddr))

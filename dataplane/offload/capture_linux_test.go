@@ -46,7 +46,7 @@ func setTxChecksum(t testing.TB, ns, ifname string, on bool) {
 	}
 }
 
-// capture is an AF_PACKET socket that sees the IPv4 packets an interface
+// capture is an AF_PACKET socket that sees the IP packets an interface
 // receives, before UDP checks their checksums.
 type capture struct{ fd int }
 
@@ -58,7 +58,7 @@ func newCapture(t *testing.T, ns, ifname string) *capture {
 		if err != nil {
 			return err
 		}
-		proto := int(htons(unix.ETH_P_IP))
+		proto := int(htons(unix.ETH_P_ALL))
 		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM, proto)
 		if err != nil {
 			return err
@@ -79,8 +79,8 @@ func newCapture(t *testing.T, ns, ifname string) *capture {
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
-// next returns the next UDP datagram from src, checking that its IPv4
-// header checksum and UDP checksum are right.
+// next returns the payload of the next UDP datagram from src, checking
+// that its lengths and checksums are right.
 func (c *capture) next(t *testing.T, src netip.AddrPort) []byte {
 	t.Helper()
 	buf := make([]byte, 65536)
@@ -91,17 +91,24 @@ func (c *capture) next(t *testing.T, src netip.AddrPort) []byte {
 			t.Fatalf("capture: %v", err)
 		}
 		p := buf[:n]
-		if len(p) < 28 || p[0] != 0x45 || p[9] != unix.IPPROTO_UDP {
+		var from netip.AddrPort
+		hl := 20
+		switch {
+		case len(p) >= 28 && p[0] == 0x45 && p[9] == unix.IPPROTO_UDP:
+			from = netip.AddrPortFrom(netip.AddrFrom4([4]byte(p[12:16])), binary.BigEndian.Uint16(p[20:22]))
+		case len(p) >= 48 && p[0]>>4 == 6 && p[6] == unix.IPPROTO_UDP:
+			hl = 40
+			from = netip.AddrPortFrom(netip.AddrFrom16([16]byte(p[8:24])), binary.BigEndian.Uint16(p[40:42]))
+		default:
 			continue
 		}
-		from := netip.AddrPortFrom(netip.AddrFrom4([4]byte(p[12:16])), binary.BigEndian.Uint16(p[20:22]))
 		if from != src {
 			continue
 		}
-		if err := checkIPv4UDP(p); err != nil {
+		if err := checkUDP(p); err != nil {
 			t.Fatalf("captured %x: %v", p, err)
 		}
-		return p[28:]
+		return p[hl+8:]
 	}
 	t.Fatalf("capture: nothing from %v", src)
 	return nil
@@ -125,9 +132,15 @@ func fold(s uint32) uint16 {
 	return uint16(s)
 }
 
-// checkIPv4UDP verifies an IPv4 packet's lengths, header checksum and
-// UDP checksum (which must be present).
-func checkIPv4UDP(p []byte) error {
+// checkUDP verifies an IPv4 or IPv6 UDP packet's lengths and checksums
+// (the UDP one must be present).
+func checkUDP(p []byte) error {
+	if len(p) > 0 && p[0]>>4 == 6 {
+		return checkIPv6UDP(p)
+	}
+	if len(p) < 28 {
+		return fmt.Errorf("%d bytes", len(p))
+	}
 	if int(binary.BigEndian.Uint16(p[2:4])) != len(p) {
 		return fmt.Errorf("IP total length %d, packet %d bytes", binary.BigEndian.Uint16(p[2:4]), len(p))
 	}
@@ -142,6 +155,24 @@ func checkIPv4UDP(p []byte) error {
 		return fmt.Errorf("no UDP checksum")
 	}
 	s := sum16(p[12:20], 0) + unix.IPPROTO_UDP + uint32(len(udp))
+	if fold(sum16(udp, s)) != 0xffff {
+		return fmt.Errorf("bad UDP checksum %#04x", binary.BigEndian.Uint16(udp[6:8]))
+	}
+	return nil
+}
+
+func checkIPv6UDP(p []byte) error {
+	if len(p) < 48 {
+		return fmt.Errorf("%d bytes", len(p))
+	}
+	if int(binary.BigEndian.Uint16(p[4:6]))+40 != len(p) {
+		return fmt.Errorf("IPv6 payload length %d, packet %d bytes", binary.BigEndian.Uint16(p[4:6]), len(p))
+	}
+	udp := p[40:]
+	if int(binary.BigEndian.Uint16(udp[4:6])) != len(udp) {
+		return fmt.Errorf("UDP length %d, datagram %d bytes", binary.BigEndian.Uint16(udp[4:6]), len(udp))
+	}
+	s := sum16(p[8:40], 0) + unix.IPPROTO_UDP + uint32(len(udp))
 	if fold(sum16(udp, s)) != 0xffff {
 		return fmt.Errorf("bad UDP checksum %#04x", binary.BigEndian.Uint16(udp[6:8]))
 	}

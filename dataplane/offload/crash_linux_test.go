@@ -2,11 +2,13 @@ package offload
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,12 +22,56 @@ import (
 // offload in before it waits to be killed.
 const crashChildEnv = "TERN_OFFLOAD_CRASH_CHILD_NETNS"
 
+// refusedChildEnv makes a re-executed test binary give up root and
+// report what Open says.
+const refusedChildEnv = "TERN_OFFLOAD_REFUSED_CHILD"
+
 func TestMain(m *testing.M) {
 	if ns := os.Getenv(crashChildEnv); ns != "" {
 		crashChild(ns)
 		return
 	}
+	if os.Getenv(refusedChildEnv) != "" {
+		refusedChild()
+		return
+	}
 	os.Exit(m.Run())
+}
+
+// refusedChild drops root (and with it every capability) and prints
+// whether Open's error wraps ErrUnsupported, as Auto's fallback needs.
+func refusedChild() {
+	if err := syscall.Setuid(65534); err != nil {
+		fmt.Println("setuid:", err)
+		os.Exit(1)
+	}
+	o, err := Open(Config{Mode: TC, Interfaces: []string{"lo"}})
+	switch {
+	case err == nil:
+		o.Close()
+		fmt.Println("opened")
+	case errors.Is(err, ErrUnsupported):
+		fmt.Println("unsupported:", err)
+	default:
+		fmt.Println("other:", err)
+	}
+	os.Exit(0)
+}
+
+// TestRefusedIsUnsupported runs Open without privileges: its error must
+// wrap ErrUnsupported, which is what makes Auto fall back to sockets.
+func TestRefusedIsUnsupported(t *testing.T) {
+	requireRoot(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), refusedChildEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	if !strings.HasPrefix(string(out), "unsupported:") {
+		t.Fatalf("unprivileged Open: %s", out)
+	}
+	t.Logf("%s", out)
 }
 
 // crashChild opens the offload on lo in namespace ns, says so on stdout

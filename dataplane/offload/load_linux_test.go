@@ -13,7 +13,7 @@ import (
 func TestLoad(t *testing.T) {
 	requireRoot(t)
 	var objs ternObjects
-	err := loadTernObjects(&objs, nil)
+	err := loadObjects(&objs)
 	var verr *ebpf.VerifierError
 	if errors.As(err, &verr) {
 		n := len(verr.Log)

@@ -97,7 +97,7 @@ func inNetns(t testing.TB, name string, fn func() error) error {
 func xdpPass(t testing.TB, ns, ifname string) {
 	t.Helper()
 	var objs ternObjects
-	if err := loadTernObjects(&objs, nil); err != nil {
+	if err := loadObjects(&objs); err != nil {
 		t.Fatalf("load: %v", err)
 	}
 	t.Cleanup(func() { objs.Close() })

@@ -138,12 +138,12 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// validate reports a Path the kernel cannot relay: an invalid address or
-// port, mixed address families, IPv6 (the programs relay IPv4 only so
-// far), a channel number outside 0x4000-0x7FFF (RFC 8656 §12 allows
-// 0x4000-0x4FFF; RFC 5766 allowed up to 0x7FFF), a zero Expires or a
-// Counter of MaxCounters or more.
-func (p Path) validate() error {
+// validateKey reports a Path whose map keys cannot be built: an invalid
+// or unspecified address, a zero port, mixed address families
+// (IPv4-mapped IPv6 addresses count as IPv4), or a channel number outside
+// 0x4000-0x7FFF (RFC 8656 §12 allows 0x4000-0x4FFF; RFC 5766 allowed up
+// to 0x7FFF).
+func (p Path) validateKey() error {
 	addrs := []struct {
 		name string
 		ap   netip.AddrPort
@@ -152,12 +152,21 @@ func (p Path) validate() error {
 		if !a.ap.IsValid() || a.ap.Port() == 0 || a.ap.Addr().Unmap().IsUnspecified() {
 			return fmt.Errorf("offload: path %s address %v: want an address and a non-zero port", a.name, a.ap)
 		}
-		if !a.ap.Addr().Unmap().Is4() {
-			return fmt.Errorf("offload: path %s address %v: only IPv4 paths are relayed in the kernel", a.name, a.ap)
+		if a.ap.Addr().Unmap().Is4() != p.Client.Addr().Unmap().Is4() {
+			return fmt.Errorf("offload: path %s address %v and client address %v: mixed address families", a.name, a.ap, p.Client)
 		}
 	}
 	if p.Channel < 0x4000 || p.Channel > 0x7FFF {
 		return fmt.Errorf("offload: path channel number %#04x: want 0x4000-0x7FFF", p.Channel)
+	}
+	return nil
+}
+
+// validate is validateKey and also refuses a zero Expires or a Counter of
+// MaxCounters or more.
+func (p Path) validate() error {
+	if err := p.validateKey(); err != nil {
+		return err
 	}
 	if p.Expires.IsZero() {
 		return errors.New("offload: path has no Expires")

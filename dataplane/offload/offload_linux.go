@@ -53,7 +53,7 @@ func Open(cfg Config) (*Offload, error) {
 		return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
 	}
 	o := &Offload{}
-	if err := loadTernObjects(&o.objs, nil); err != nil {
+	if err := loadObjects(&o.objs); err != nil {
 		return nil, unsupported("load programs", err)
 	}
 	o.hooks = map[string]Mode{}
@@ -149,6 +149,38 @@ func (o *Offload) Hooks() map[string]Mode {
 	return m
 }
 
+// loadObjects loads the programs and maps, telling the programs whether
+// bpf_l4_csum_replace takes BPF_F_IPV6 (Linux 6.16 on): without it an
+// IPv6 CHECKSUM_COMPLETE skb's csum goes wrong on pseudo-header changes
+// (the receiver then verifies in software), with it an older kernel
+// would refuse every IPv6 rewrite.
+func loadObjects(objs *ternObjects) error {
+	spec, err := loadTern()
+	if err != nil {
+		return err
+	}
+	if kernelAtLeast(6, 16) {
+		const bpfFIPv6 = 1 << 7
+		if err := spec.Variables["l4_csum_ipv6_flag"].Set(uint64(bpfFIPv6)); err != nil {
+			return err
+		}
+	}
+	return spec.LoadAndAssign(objs, nil)
+}
+
+// kernelAtLeast reports whether uname's release is major.minor or later.
+func kernelAtLeast(major, minor int) bool {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return false
+	}
+	var ma, mi int
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi); err != nil {
+		return false
+	}
+	return ma > major || ma == major && mi >= minor
+}
+
 // unsupported wraps err in ErrUnsupported where it says the kernel refused
 // or lacks something, and keeps other errors as they are.
 func unsupported(what string, err error) error {
@@ -208,7 +240,7 @@ func carries(addrs []net.Addr, want []netip.Addr) bool {
 		}
 		ip = ip.Unmap()
 		for _, w := range want {
-			if w == ip || (w.IsUnspecified() && w.Is4() == ip.Is4()) {
+			if w == ip || (w.IsUnspecified() && w.Is4() == ip.Is4() && !ip.IsLinkLocalUnicast()) {
 				return true
 			}
 		}
@@ -235,8 +267,8 @@ func (o *Offload) Interfaces() []string {
 
 // Put installs or replaces p (both directions). It returns an error when
 // the maps are full (MaxPaths) or p is not a valid path: an address
-// invalid or of mixed families, IPv6 (not relayed in the kernel yet), a
-// channel number outside 0x4000-0x7FFF, a zero Expires or a Counter of
+// invalid, unspecified or of mixed families, a zero port, a channel
+// number outside 0x4000-0x7FFF, a zero Expires or a Counter of
 // MaxCounters or more.
 func (o *Offload) Put(p Path) error {
 	ck, cv, pk, pv, err := p.entries(monotonicNow())
@@ -245,6 +277,7 @@ func (o *Offload) Put(p Path) error {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.dropStale(&ck, &cv, &pk, &pv)
 	if err := o.objs.P2c.Update(&pk, &pv, ebpf.UpdateAny); err != nil {
 		return full("peer->client", err)
 	}
@@ -255,6 +288,28 @@ func (o *Offload) Put(p Path) error {
 	return nil
 }
 
+// dropStale deletes the other half of an entry that Put is about to
+// replace with a different counterpart: the client->peer entry of the
+// (client, listener, channel) the replaced peer->client entry led to, and
+// the peer->client entry of the peer the replaced client->peer entry led
+// to. The engine deletes a binding before it rebinds, but a stale half
+// left behind would relay to the old destination.
+func (o *Offload) dropStale(ck *ternC2pKey, cv *ternC2pVal, pk *ternP2cKey, pv *ternP2cVal) {
+	var oldC ternC2pVal
+	if o.objs.C2p.Lookup(ck, &oldC) == nil && (oldC.Relay != cv.Relay || oldC.Peer != cv.Peer ||
+		oldC.RelayPort != cv.RelayPort || oldC.PeerPort != cv.PeerPort) {
+		stale := ternP2cKey{Peer: oldC.Peer, Relay: oldC.Relay, PeerPort: oldC.PeerPort, RelayPort: oldC.RelayPort, Family: ck.Family}
+		_ = o.objs.P2c.Delete(&stale)
+	}
+	var oldP ternP2cVal
+	if o.objs.P2c.Lookup(pk, &oldP) == nil && (oldP.Client != pv.Client || oldP.Listener != pv.Listener ||
+		oldP.ClientPort != pv.ClientPort || oldP.ListenerPort != pv.ListenerPort || oldP.Channel != pv.Channel) {
+		stale := ternC2pKey{Client: oldP.Client, Listener: oldP.Listener, ClientPort: oldP.ClientPort,
+			ListenerPort: oldP.ListenerPort, Channel: oldP.Channel, Family: pk.Family}
+		_ = o.objs.C2p.Delete(&stale)
+	}
+}
+
 func full(dir string, err error) error {
 	if errors.Is(err, unix.E2BIG) {
 		return fmt.Errorf("offload: %s map full (%d paths): %w", dir, MaxPaths, err)
@@ -262,9 +317,15 @@ func full(dir string, err error) error {
 	return fmt.Errorf("offload: put %s entry: %w", dir, err)
 }
 
-// Delete withdraws p (both directions); a path not installed is no error.
-// The kernel relays none of p's packets that arrive after Delete returns.
+// Delete withdraws p (both directions); a path not installed is no error,
+// and p's Expires and Counter do not matter. It returns an error for a p
+// Put would refuse for its addresses or channel number. The kernel
+// relays none of p's packets that arrive after Delete returns.
 func (o *Offload) Delete(p Path) error {
+	if err := p.validateKey(); err != nil {
+		return err
+	}
+	p.Expires, p.Counter = time.Unix(1, 0), 0 // not part of the keys
 	ck, _, pk, _, err := p.entries(0)
 	if err != nil {
 		return err
@@ -389,10 +450,14 @@ func (p Path) entries(now uint64) (ternC2pKey, ternC2pVal, ternP2cKey, ternP2cVa
 		exp += uint64(d)
 	}
 	ch := be16(p.Channel)
+	fam := uint8(4)
+	if !p.Client.Addr().Unmap().Is4() {
+		fam = 6
+	}
 	ck = ternC2pKey{
 		Client: addr16(p.Client.Addr()), Listener: addr16(p.Listener.Addr()),
 		ClientPort: be16(p.Client.Port()), ListenerPort: be16(p.Listener.Port()),
-		Channel: ch, Family: 4,
+		Channel: ch, Family: fam,
 	}
 	cv = ternC2pVal{
 		Relay: addr16(p.Relay.Addr()), Peer: addr16(p.Peer.Addr()),
@@ -402,7 +467,7 @@ func (p Path) entries(now uint64) (ternC2pKey, ternC2pVal, ternP2cKey, ternP2cVa
 	pk = ternP2cKey{
 		Peer: addr16(p.Peer.Addr()), Relay: addr16(p.Relay.Addr()),
 		PeerPort: be16(p.Peer.Port()), RelayPort: be16(p.Relay.Port()),
-		Family: 4,
+		Family: fam,
 	}
 	pv = ternP2cVal{
 		Client: addr16(p.Client.Addr()), Listener: addr16(p.Listener.Addr()),

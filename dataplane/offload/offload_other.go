@@ -30,6 +30,9 @@ func (o *Offload) Attached() Mode { return None }
 // Interfaces returns nil.
 func (o *Offload) Interfaces() []string { return nil }
 
+// Hooks returns nil.
+func (o *Offload) Hooks() map[string]Mode { return nil }
+
 // Put returns ErrUnsupported.
 func (o *Offload) Put(p Path) error { return ErrUnsupported }
 

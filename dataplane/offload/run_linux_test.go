@@ -3,6 +3,7 @@ package offload
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -21,11 +22,20 @@ const (
 	runListener = "127.0.0.1:29100"
 	runRelay    = "127.0.0.3:29200"
 	runPeer     = "127.0.0.4:29002"
+
+	runClient6   = "[fd00::2]:29001"
+	runListener6 = "[fd00::1]:29100"
+	runRelay6    = "[fd00::3]:29200"
+	runPeer6     = "[fd00::4]:29002"
 )
 
-// frame builds an Ethernet/IPv4/UDP frame with a valid UDP checksum.
+// frame builds an Ethernet/IP/UDP frame with a valid UDP checksum, IPv6
+// where the addresses are.
 func frame(src, dst string, payload []byte) []byte {
 	s, d := netip.MustParseAddrPort(src), netip.MustParseAddrPort(dst)
+	if s.Addr().Is6() {
+		return frame6(s, d, payload)
+	}
 	b := make([]byte, 14, 14+28+len(payload))
 	binary.BigEndian.PutUint16(b[12:], unix.ETH_P_IP)
 	ip := make([]byte, 20)
@@ -50,6 +60,29 @@ func frame(src, dst string, payload []byte) []byte {
 	return append(b, udp...)
 }
 
+func frame6(s, d netip.AddrPort, payload []byte) []byte {
+	b := make([]byte, 14, 14+48+len(payload))
+	binary.BigEndian.PutUint16(b[12:], unix.ETH_P_IPV6)
+	ip := make([]byte, 40)
+	ip[0], ip[6], ip[7] = 0x60, unix.IPPROTO_UDP, 64
+	binary.BigEndian.PutUint16(ip[4:], uint16(8+len(payload)))
+	sa, da := s.Addr().As16(), d.Addr().As16()
+	copy(ip[8:], sa[:])
+	copy(ip[24:], da[:])
+	udp := make([]byte, 8, 8+len(payload))
+	binary.BigEndian.PutUint16(udp[0:], s.Port())
+	binary.BigEndian.PutUint16(udp[2:], d.Port())
+	binary.BigEndian.PutUint16(udp[4:], uint16(8+len(payload)))
+	udp = append(udp, payload...)
+	c := ^fold(sum16(udp, sum16(ip[8:40], 0)+unix.IPPROTO_UDP+uint32(len(udp))))
+	if c == 0 {
+		c = 0xffff
+	}
+	binary.BigEndian.PutUint16(udp[6:], c)
+	b = append(b, ip...)
+	return append(b, udp...)
+}
+
 // runner holds the programs and maps loaded in a namespace of its own.
 type runner struct {
 	o  *Offload
@@ -60,14 +93,20 @@ func newRunner(t testing.TB) *runner {
 	requireRoot(t)
 	ns := newNetns(t, uniq()+"r")
 	run(t, "ip", "netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv4.conf.all.forwarding=1")
-	o := openIn(t, ns, Config{Mode: TC, Interfaces: []string{"lo"}})
-	p := Path{
-		Client: netip.MustParseAddrPort(runClient), Listener: netip.MustParseAddrPort(runListener),
-		Relay: netip.MustParseAddrPort(runRelay), Peer: netip.MustParseAddrPort(runPeer),
-		Channel: 0x4001, Expires: time.Now().Add(time.Hour), Counter: 1,
+	run(t, "ip", "netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv6.conf.all.forwarding=1")
+	for i := 1; i <= 4; i++ {
+		run(t, "ip", "-n", ns, "addr", "add", fmt.Sprintf("fd00::%d/128", i), "dev", "lo", "nodad")
 	}
-	if err := o.Put(p); err != nil {
-		t.Fatal(err)
+	o := openIn(t, ns, Config{Mode: TC, Interfaces: []string{"lo"}})
+	for _, a := range [][4]string{{runClient, runListener, runRelay, runPeer}, {runClient6, runListener6, runRelay6, runPeer6}} {
+		p := Path{
+			Client: netip.MustParseAddrPort(a[0]), Listener: netip.MustParseAddrPort(a[1]),
+			Relay: netip.MustParseAddrPort(a[2]), Peer: netip.MustParseAddrPort(a[3]),
+			Channel: 0x4001, Expires: time.Now().Add(time.Hour), Counter: 1,
+		}
+		if err := o.Put(p); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return &runner{o: o, ns: ns}
 }
@@ -139,7 +178,16 @@ func pass(hook Mode) uint32 {
 // socket path would send, for both directions and lengths 0-1400.
 func TestProgramRewrite(t *testing.T) {
 	r := newRunner(t)
-	for _, hook := range []Mode{TC, XDP} {
+	for _, c := range []struct {
+		hook                          Mode
+		client, listener, relay, peer string
+	}{
+		{TC, runClient, runListener, runRelay, runPeer},
+		{XDP, runClient, runListener, runRelay, runPeer},
+		{TC, runClient6, runListener6, runRelay6, runPeer6},
+		{XDP, runClient6, runListener6, runRelay6, runPeer6},
+	} {
+		hook, runClient, runListener, runRelay, runPeer := c.hook, c.client, c.listener, c.relay, c.peer
 		for _, n := range []int{0, 1, 2, 3, 7, 100, 1001, 1400} {
 			payload := make([]byte, n)
 			for i := range payload {
@@ -176,6 +224,12 @@ func FuzzPrograms(f *testing.F) {
 	} {
 		f.Add(s)
 	}
+	for _, s := range [][]byte{
+		frame(runClient6, runListener6, channelData(0x4001, []byte("hello"), 3))[14:],
+		frame(runPeer6, runRelay6, []byte("world"))[14:],
+	} {
+		f.Add(s)
+	}
 	r := newRunner(f)
 	f.Fuzz(func(t *testing.T, ip []byte) {
 		if len(ip) < 20 || len(ip) > 3000 {
@@ -184,7 +238,16 @@ func FuzzPrograms(f *testing.F) {
 			// its head- and tailroom.
 			return
 		}
+		// The version nibble picks the EtherType, so that both
+		// families' parsers see what the fuzzer makes.
 		in := append(make([]byte, 12, 14+len(ip)), 0x08, 0x00)
+		if ip[0]>>4 == 6 {
+			if len(ip) < 40 {
+				return
+			}
+			in[13] = 0xdd
+			in[12] = 0x86
+		}
 		in = append(in, ip...)
 		for _, hook := range []Mode{TC, XDP} {
 			ret, out := r.run(t, hook, in)
@@ -194,12 +257,83 @@ func FuzzPrograms(f *testing.F) {
 			if bytes.Equal(out, in) {
 				continue
 			}
-			if err := checkIPv4UDP(out[14:]); err != nil {
+			if err := checkUDP(out[14:]); err != nil {
 				// Only what came in broken may leave broken.
-				if checkIPv4UDP(in[14:14+min(len(in)-14, int(binary.BigEndian.Uint16(ip[2:4])))]) == nil {
+				if checkUDP(trimmed(ip)) == nil {
 					t.Fatalf("%s rewrote %x\ninto %x: %v", hook, in, out, err)
 				}
 			}
 		}
 	})
+}
+
+// trimmed returns ip cut to the length its header claims, as the
+// receiving stack would read it.
+func trimmed(ip []byte) []byte {
+	var n int
+	if ip[0]>>4 == 6 {
+		n = 40 + int(binary.BigEndian.Uint16(ip[4:6]))
+	} else {
+		n = int(binary.BigEndian.Uint16(ip[2:4]))
+	}
+	return ip[:max(0, min(n, len(ip)))]
+}
+
+// TestProgramPasses gives both programs packets that match the installed
+// path's addresses but must go to the socket path, and checks that they
+// come back unchanged with TC_ACT_OK / XDP_PASS and are counted where a
+// reason applies.
+func TestProgramPasses(t *testing.T) {
+	r := newRunner(t)
+	cd := channelData(0x4001, []byte("payload!"), 0)
+	withIP := func(b []byte, edit func(ip []byte)) []byte {
+		edit(b[14:])
+		return b
+	}
+	options := func() []byte { // ihl 6: one 4-byte option (NOPs + EOL)
+		b := frame(runClient, runListener, cd)
+		b = append(b[:34:34], append([]byte{1, 1, 1, 0}, b[34:]...)...)
+		b[14] = 0x46
+		binary.BigEndian.PutUint16(b[16:], uint16(len(b)-14))
+		return b
+	}
+	cases := []struct {
+		name string
+		in   []byte
+	}{
+		{"STUN", frame(runClient, runListener, stunBinding)},
+		{"unbound channel", frame(runClient, runListener, channelData(0x4002, []byte("x"), 3))},
+		{"other client", frame("127.0.0.9:29001", runListener, cd)},
+		{"peer without path", frame("127.0.0.4:29009", runRelay, []byte("x"))},
+		{"length over datagram", frame(runClient, runListener, cd[:len(cd)-1])},
+		{"4 padding bytes", frame(runClient, runListener, channelData(0x4001, []byte("x"), 7))},
+		{"non-zero padding", frame(runClient, runListener, append(channelData(0x4001, []byte("x"), 0), 0, 1, 0))},
+		{"IP options", options()},
+		{"more fragments", withIP(frame(runClient, runListener, cd), func(ip []byte) { ip[6] |= 0x20 })},
+		{"fragment offset", withIP(frame(runClient, runListener, cd), func(ip []byte) { ip[7] = 1 })},
+		{"TCP", withIP(frame(runClient, runListener, cd), func(ip []byte) { ip[9] = unix.IPPROTO_TCP })},
+		{"IPv6 hop-by-hop", withIP(frame(runClient6, runListener6, cd), func(ip []byte) { ip[6] = 0 })},
+	}
+	for _, hook := range []Mode{TC, XDP} {
+		before := r.o.Stats()
+		for _, c := range cases {
+			in := append([]byte(nil), c.in...)
+			ret, out := r.run(t, hook, in)
+			if ret != pass(hook) || !bytes.Equal(out, c.in) {
+				t.Errorf("%s %s: verdict %d, out %x, want it passed unchanged", hook, c.name, ret, out)
+			}
+		}
+		after := r.o.Stats()
+		if d := after.BadLength - before.BadLength; d != 1 {
+			t.Errorf("%s: BadLength counted %d, want 1", hook, d)
+		}
+		if d := after.Padding - before.Padding; d != 2 {
+			t.Errorf("%s: Padding counted %d, want 2", hook, d)
+		}
+	}
+	var got Counters
+	r.o.Counters(func(_ uint32, c Counters) { got = c })
+	if got != (Counters{}) {
+		t.Errorf("counters %+v after passing everything", got)
+	}
 }

@@ -112,9 +112,13 @@ enum stat {
 	STAT_MAX,
 };
 
+// The path maps allocate entries as they are added (BPF_F_NO_PREALLOC):
+// preallocated, 65536 paths would charge ternd's cgroup about 20 MB of
+// kernel memory before the first allocation.
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, MAX_PATHS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct c2p_key);
 	__type(value, struct c2p_val);
 } c2p SEC(".maps");
@@ -122,6 +126,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, MAX_PATHS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct p2c_key);
 	__type(value, struct p2c_val);
 } p2c SEC(".maps");
@@ -583,6 +588,8 @@ int tern_tc(struct __sk_buff *skb)
 {
 	if (skb->protocol != bpf_htons(ETH_P_IP) && skb->protocol != bpf_htons(ETH_P_IPV6))
 		return TC_ACT_OK;
+	if (skb->gso_size)
+		return TC_ACT_OK; /* a GRO train of datagrams, not one */
 	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
 	__u32 want = PL_OFF(skb->protocol == bpf_htons(ETH_P_IPV6)) + 4;
 	if (data + want > end && skb->len > ETH_HLEN) {
