@@ -41,9 +41,13 @@ func TestMain(m *testing.M) {
 // refusedChild drops root (and with it every capability) and prints
 // whether Open's error wraps ErrUnsupported, as Auto's fallback needs.
 func refusedChild() {
-	if err := syscall.Setuid(65534); err != nil {
-		fmt.Println("setuid:", err)
-		os.Exit(1)
+	// "perfmon" children were started by setpriv without CAP_PERFMON and
+	// CAP_SYS_ADMIN; the others give up root here.
+	if os.Getenv(refusedChildEnv) != "perfmon" {
+		if err := syscall.Setuid(65534); err != nil {
+			fmt.Println("setuid:", err)
+			os.Exit(1)
+		}
 	}
 	o, err := Open(Config{Mode: TC, Interfaces: []string{"lo"}})
 	switch {
@@ -70,6 +74,26 @@ func TestRefusedIsUnsupported(t *testing.T) {
 	}
 	if !strings.HasPrefix(string(out), "unsupported:") {
 		t.Fatalf("unprivileged Open: %s", out)
+	}
+	t.Logf("%s", out)
+}
+
+// TestNoPerfmonIsUnsupported runs Open as root without CAP_PERFMON and
+// CAP_SYS_ADMIN, as a pod whose securityContext adds only BPF and
+// NET_ADMIN would: the verifier refuses the programs, and that must read
+// as ErrUnsupported so that Auto falls back instead of exiting.
+func TestNoPerfmonIsUnsupported(t *testing.T) {
+	requireRoot(t)
+	setpriv, err := exec.LookPath("setpriv")
+	testenv.Require(t, "setpriv (util-linux)", err)
+	cmd := exec.Command(setpriv, "--bounding-set", "-perfmon,-sys_admin", "--inh-caps", "-all", os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), refusedChildEnv+"=perfmon")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	if !strings.HasPrefix(string(out), "unsupported:") {
+		t.Fatalf("Open without CAP_PERFMON: %s", out)
 	}
 	t.Logf("%s", out)
 }

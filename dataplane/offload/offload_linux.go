@@ -186,7 +186,13 @@ func kernelAtLeast(major, minor int) bool {
 func unsupported(what string, err error) error {
 	var verr *ebpf.VerifierError
 	if errors.As(err, &verr) {
-		// The verifier rejecting the program is a bug, not a refusal.
+		// Without CAP_PERFMON (or CAP_SYS_ADMIN) the verifier checks the
+		// programs as an unprivileged user's and refuses their pointer
+		// arithmetic: a missing privilege, which Auto falls back on. With
+		// it, a rejection is a bug in the programs.
+		if !hasCapability(unix.CAP_PERFMON) && !hasCapability(unix.CAP_SYS_ADMIN) {
+			return fmt.Errorf("%w: %s: the verifier refuses the programs without CAP_PERFMON: %v", ErrUnsupported, what, err)
+		}
 		return fmt.Errorf("offload: %s: %w", what, err)
 	}
 	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) ||
@@ -496,4 +502,15 @@ func addr16(a netip.Addr) [16]uint8 {
 		out = a.As16()
 	}
 	return out
+}
+
+// hasCapability reports whether the calling thread has capability c in its
+// effective set; false when capget fails.
+func hasCapability(c int) bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return false
+	}
+	return data[c/32].Effective&(1<<(uint(c)%32)) != 0
 }
