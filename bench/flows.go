@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -112,11 +113,15 @@ type FlowsResult struct {
 	// figure of the "direct" target of the same step and repeat (the
 	// generator and peer alone, no server), and NetMachineUSPerPkt the
 	// difference: the server's whole cost to the machine, softirq included.
-	MachineCPU         time.Duration `json:"machine_cpu_ns"`
-	MachineUSPerPkt    float64       `json:"machine_us_per_pkt"`
-	BaselineUSPerPkt   float64       `json:"baseline_us_per_pkt,omitempty"`
-	NetMachineUSPerPkt float64       `json:"net_machine_us_per_pkt,omitempty"`
-	HasBaseline        bool          `json:"has_baseline,omitempty"`
+	MachineCPU time.Duration `json:"machine_cpu_ns"`
+	// MachineBusyPct is MachineCPU over all CPUs' time in the window, %:
+	// near 100 the machine was saturated (the generator, other tenants),
+	// and the whole-machine figures measure its capacity, not the server.
+	MachineBusyPct     float64 `json:"machine_busy_pct"`
+	MachineUSPerPkt    float64 `json:"machine_us_per_pkt"`
+	BaselineUSPerPkt   float64 `json:"baseline_us_per_pkt,omitempty"`
+	NetMachineUSPerPkt float64 `json:"net_machine_us_per_pkt,omitempty"`
+	HasBaseline        bool    `json:"has_baseline,omitempty"`
 	// RTT percentiles (both, webrtc), µs, over RTTSamples round trips.
 	RTTSamples int     `json:"rtt_samples,omitempty"`
 	RTTP50US   float64 `json:"rtt_p50_us,omitempty"`
@@ -174,6 +179,7 @@ func measureFlows(ctx context.Context, t Target, pl flowPlan, sizes []int) Flows
 	}
 	cpu := startCPU(t.PID)
 	m0, merr := procstat.MachineBusy()
+	w0 := time.Now()
 	if pl.upstream {
 		res.Sent, res.Elapsed = sendFromClients(ctx, fs, pl, sizes, base)
 	} else {
@@ -182,6 +188,7 @@ func measureFlows(ctx context.Context, t Target, pl flowPlan, sizes []int) Flows
 	settle(func() uint64 { return peer.got.Load() + rx.packets.Load() })
 	res.ServerCPU, res.HasCPU = cpu.stop()
 	m1, merr2 := procstat.MachineBusy()
+	window := time.Since(w0)
 	rx.stop(fs)
 
 	atPeer, atClients := peer.got.Load(), rx.packets.Load()
@@ -206,6 +213,7 @@ func measureFlows(ctx context.Context, t Target, pl flowPlan, sizes []int) Flows
 	if merr == nil && merr2 == nil && res.Relayed > 0 {
 		res.MachineCPU = m1 - m0
 		res.MachineUSPerPkt = float64(res.MachineCPU.Microseconds()) / float64(res.Relayed)
+		res.MachineBusyPct = 100 * res.MachineCPU.Seconds() / (float64(runtime.NumCPU()) * window.Seconds())
 	}
 	if pl.rtt {
 		rtts := rx.rtts()

@@ -28,6 +28,7 @@ func flKeyOf(r bench.FlowsResult) flKey {
 // flCell is one target at one step: medians over repeats.
 type flCell struct {
 	CPU, Net, Loss, RTT50, RTT99, Delivered float64 // NaN: not measured
+	Busy                                    float64 // the machine's busy %, median
 	Err                                     string
 }
 
@@ -38,8 +39,8 @@ var transportOrder = []turnclient.Proto{turnclient.UDP, turnclient.TCP, turnclie
 // ordered by direction, transport, flows, rate and size.
 func flowCells(rs []bench.FlowsResult) ([]flKey, map[flKey]map[string]flCell) {
 	type acc struct {
-		cpu, net, loss, r50, r99, del []float64
-		err                           string
+		cpu, net, loss, r50, r99, del, busy []float64
+		err                                 string
 	}
 	accs := map[flKey]map[string]*acc{}
 	var keys []flKey
@@ -60,6 +61,7 @@ func flowCells(rs []bench.FlowsResult) ([]flKey, map[flKey]map[string]flCell) {
 		}
 		a.loss = append(a.loss, r.LossPct)
 		a.del = append(a.del, r.DeliveredPPS)
+		a.busy = append(a.busy, r.MachineBusyPct)
 		if r.HasCPU {
 			a.cpu = append(a.cpu, r.CPUPerPacketUS)
 		}
@@ -91,7 +93,8 @@ func flowCells(rs []bench.FlowsResult) ([]flKey, map[flKey]map[string]flCell) {
 		cells[k] = map[string]flCell{}
 		for t, a := range m {
 			cells[k][t] = flCell{CPU: stats.Median(a.cpu), Net: stats.Median(a.net), Loss: stats.Median(a.loss),
-				RTT50: stats.Median(a.r50), RTT99: stats.Median(a.r99), Delivered: stats.Median(a.del), Err: a.err}
+				RTT50: stats.Median(a.r50), RTT99: stats.Median(a.r99), Delivered: stats.Median(a.del),
+				Busy: stats.Median(a.busy), Err: a.err}
 		}
 	}
 	return keys, cells
@@ -129,8 +132,12 @@ func flowRows(rs []bench.FlowsResult, pacing bench.Pacing, machine bool) []flRow
 			if c, ok := m[t]; ok && c.Err != "" {
 				return "error: " + oneLine(c.Err)
 			}
-			if _, ok := m[t]; !ok {
+			c, ok := m[t]
+			if !ok {
 				return "–"
+			}
+			if machine && c.Busy >= saturated {
+				return num(fig(t), 2) + " †"
 			}
 			return num(fig(t), 2)
 		}
@@ -160,6 +167,10 @@ func flowRows(rs []bench.FlowsResult, pacing bench.Pacing, machine bool) []flRow
 	}
 	return out
 }
+
+// saturated is the machine's busy % from which its whole-machine figures
+// are marked: they measure the machine's capacity, not the server.
+const saturated = 90
 
 // baselines is the direct target's whole-machine µs per relayed packet,
 // medians per step apart from its transport (the baseline is UDP always).
