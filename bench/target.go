@@ -64,7 +64,7 @@ func (t Target) AddrFor(p turnclient.Proto) (netip.AddrPort, bool) {
 func ParseTarget(s string) (Target, error) {
 	name, rest, ok := strings.Cut(s, "=")
 	if !ok || name == "" {
-		return Target{}, fmt.Errorf("target %q: want NAME=ADDR[,kind=..][,pid=..][,user=..][,pass=..]", s)
+		return Target{}, fmt.Errorf("target %q: want NAME=ADDR[,kind=..][,pid=..][,user=..][,pass=..][,tcp=..][,tls=..][,dtls=..]", s)
 	}
 	fields := strings.Split(rest, ",")
 	addr, err := netip.ParseAddrPort(fields[0])

@@ -42,7 +42,7 @@ func (l *listFlag) String() string     { return strings.Join(*l, " ") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 func (c *common) register(fs *flag.FlagSet) {
-	fs.Var(&c.targets, "t", "target NAME=ADDR[,kind=turn|raw][,pid=PID][,user=U][,pass=P]; repeatable")
+	fs.Var(&c.targets, "t", "target NAME=ADDR[,kind=turn|raw][,pid=PID][,user=U][,pass=P][,tcp=ADDR][,tls=ADDR][,dtls=ADDR]; repeatable")
 	fs.StringVar(&c.launch, "launch", "", "servers to start and stop: comma list of "+strings.Join(append(launch.Names, launch.Extra...), ",")+", or all (= "+strings.Join(launch.Names, ",")+")")
 	fs.StringVar(&c.ternd, "ternd", "bin/ternd", "ternd binary for -launch")
 	fs.StringVar(&c.workDir, "work-dir", "", "configs and server logs of -launch (default a temporary directory)")
