@@ -184,6 +184,9 @@ func (l *Launcher) Start(name string) (bench.Target, error) {
 			"-threads", fmt.Sprint(l.Threads), "-socket-buffer", fmt.Sprint(l.SocketBuffer)}
 		t.Description = fmt.Sprintf("raw recvmmsg/sendmmsg UDP forwarder (bench/forwarder), no TURN, %d listeners", l.Threads)
 	}
+	if t.TLS.IsValid() && name != "coturn" { // coturn's flags say it already
+		t.Description += fmt.Sprintf("; TURN-TCP on %d, TURN-TLS and TURN-DTLS on %d (self-signed ECDSA P-256)", t.TCP.Port(), t.TLS.Port())
+	}
 	p, err := l.spawn(name, args)
 	if err != nil {
 		return t, err
