@@ -6,6 +6,7 @@ package launch
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -285,10 +286,27 @@ func waitReady(t bench.Target, exited <-chan struct{}, timeout time.Duration) er
 			return errors.New("exited during startup")
 		default:
 		}
-		if probe(t) == nil {
+		if probe(t) == nil && streamsListening(t) {
 			return nil
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	return fmt.Errorf("no answer on %v within %v", t.Addr, timeout)
+}
+
+// streamsListening reports whether t's TURN-TCP and TURN-TLS ports (if it
+// has them) accept connections, so that a step does not race a server
+// that opens its stream listeners after its UDP one.
+func streamsListening(t bench.Target) bool {
+	for _, a := range []netip.AddrPort{t.TCP, t.TLS} {
+		if !a.IsValid() {
+			continue
+		}
+		c, err := net.DialTimeout("tcp", a.String(), time.Second)
+		if err != nil {
+			return false
+		}
+		c.Close()
+	}
+	return true
 }
