@@ -1,6 +1,8 @@
 // Package turnclient is the TURN client side of ternbench: just enough of
-// RFC 8656 over UDP to set up relaying (Allocate with long-term credentials,
-// CreatePermission, ChannelBind, Refresh) on a socket the caller owns, and
+// RFC 8656 to set up relaying (Allocate with long-term credentials,
+// CreatePermission, ChannelBind, Refresh) on a UDP socket the caller owns or
+// over any client transport (Dial: UDP, TCP, TLS, DTLS; streams framed as
+// RFC 8656 §12.5 says, by FrameReader), and
 // to pre-build the frames (ChannelData, Send indications) that the load
 // generator then sends without touching this package again.
 //
