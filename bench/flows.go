@@ -117,7 +117,10 @@ type FlowsResult struct {
 	// MachineBusyPct is MachineCPU over all CPUs' time in the window, %:
 	// near 100 the machine was saturated (the generator, other tenants),
 	// and the whole-machine figures measure its capacity, not the server.
-	MachineBusyPct     float64 `json:"machine_busy_pct"`
+	MachineBusyPct float64 `json:"machine_busy_pct"`
+	// HasMachine is false when /proc/stat could not be read. Its 10 ms
+	// ticks can read 0 over a short window.
+	HasMachine         bool    `json:"has_machine"`
 	MachineUSPerPkt    float64 `json:"machine_us_per_pkt"`
 	BaselineUSPerPkt   float64 `json:"baseline_us_per_pkt,omitempty"`
 	NetMachineUSPerPkt float64 `json:"net_machine_us_per_pkt,omitempty"`
@@ -211,7 +214,7 @@ func measureFlows(ctx context.Context, t Target, pl flowPlan, sizes []int) Flows
 		res.CPUPerPacketUS = float64(res.ServerCPU.Microseconds()) / float64(res.Relayed)
 	}
 	if merr == nil && merr2 == nil && res.Relayed > 0 {
-		res.MachineCPU = m1 - m0
+		res.MachineCPU, res.HasMachine = m1-m0, true
 		res.MachineUSPerPkt = float64(res.MachineCPU.Microseconds()) / float64(res.Relayed)
 		res.MachineBusyPct = 100 * res.MachineCPU.Seconds() / (float64(runtime.NumCPU()) * window.Seconds())
 	}
@@ -274,6 +277,10 @@ func sendFromClients(ctx context.Context, fs []*flowConn, pl flowPlan, sizes []i
 		if pl.rtt {
 			stamp(o.frame[o.at:], seq, base)
 			seq++
+			// A stream burst is its own buffer of copies: stamp each.
+			for j := 0; o.burst != nil && j < n; j++ {
+				copy(o.burst[j*len(o.frame)+o.at:], o.frame[o.at:o.at+stampLen])
+			}
 		}
 		switch {
 		case n == 1:
