@@ -69,6 +69,11 @@ type Options struct {
 	// reports 0 for the listener, cluster, peer and byte counters. It is
 	// there to measure what counting costs (BENCHMARKS.md).
 	NoCounters bool
+	// Linger is how long UDP listener and relay workers (threads mode)
+	// sleep between polls while datagrams reach them closer together than
+	// that, instead of waking for each (internal/sysblock.Linger); 0, the
+	// default, wakes them for each datagram (ternd --linger).
+	Linger time.Duration
 }
 
 // I/O modes of Options.IOMode.
@@ -147,7 +152,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.relays, err = relay.NewPool(bindAdvertised(cfg.Relay, opts.Logger), relay.Options{Workers: opts.RelayThreads, Mode: udpio.Mode(opts.IOMode), GSO: opts.GSO, NoCounters: opts.NoCounters})
+	s.relays, err = relay.NewPool(bindAdvertised(cfg.Relay, opts.Logger), relay.Options{Workers: opts.RelayThreads, Mode: udpio.Mode(opts.IOMode), GSO: opts.GSO, NoCounters: opts.NoCounters, Linger: opts.Linger})
 	if err != nil {
 		return nil, fmt.Errorf("relay workers: %w", err)
 	}
@@ -311,6 +316,7 @@ func (s *Server) listenerEnv(cfg *config.Config) listener.Env {
 		RelayWorkers: s.relays.Workers(),
 		Conns:        connLimits(cfg),
 		NoCounters:   s.opts.NoCounters,
+		Linger:       s.opts.Linger,
 	}
 }
 
