@@ -10,7 +10,7 @@ CI_FUZZTIME ?= 10s
 # hack/imagebuild defaults it to `git describe --tags --always --dirty`.
 VERSION ?=
 
-.PHONY: build run test test-race lint bench bench-micro generate fuzz certs helm-template images deploy-version cluster-e2e
+.PHONY: build run test test-race lint bench bench-webrtc bench-micro generate fuzz certs helm-template images deploy-version cluster-e2e
 
 # A static binary (CGO_ENABLED=0): it runs in an image with no libc, and an idle ternd does not
 # map libc and ld.so (1.5-2 MB of its resident memory).
@@ -70,10 +70,16 @@ lint:
 	go vet ./...
 	go tool staticcheck ./...
 
-# ternd side by side with coturn, pion/turn and a raw UDP forwarder on 127.0.0.1 (10-15 min);
+# ternd side by side with coturn, pion/turn and a raw UDP forwarder on 127.0.0.1 (30-35 min);
 # writes BENCHMARKS.md and bench/results/. `hack/bench.sh --quick` is a one-minute smoke.
 bench:
 	hack/bench.sh
+
+# The WebRTC-shaped matrix alone (issue 14: directions × transports with interleaved flows, the
+# burst view, the webrtc profile at 1,000 and 5,000 allocations), < 20 min; then the report from
+# every result in bench/results/.
+bench-webrtc:
+	hack/bench.sh --webrtc
 
 # The engine's Go benchmarks (ns/op, allocs/op of the relay paths).
 bench-micro:

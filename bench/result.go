@@ -13,6 +13,8 @@ import (
 // results of whichever tests it ran. Reports of several runs merge.
 type Report struct {
 	Meta       Meta               `json:"meta"`
+	Flows      []FlowsResult      `json:"flows,omitempty"`
+	WebRTC     []WebRTCResult     `json:"webrtc,omitempty"`
 	Throughput []ThroughputResult `json:"throughput,omitempty"`
 	Latency    []LatencyResult    `json:"latency,omitempty"`
 	Allocs     []AllocsResult     `json:"allocs,omitempty"`
@@ -92,6 +94,8 @@ func ReadReports(paths ...string) (*Report, error) {
 				out.Meta.Targets = append(out.Meta.Targets, t)
 			}
 		}
+		out.Flows = append(out.Flows, r.Flows...)
+		out.WebRTC = append(out.WebRTC, r.WebRTC...)
 		out.Throughput = append(out.Throughput, r.Throughput...)
 		out.Latency = append(out.Latency, r.Latency...)
 		out.Allocs = append(out.Allocs, r.Allocs...)

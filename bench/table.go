@@ -11,6 +11,20 @@ import (
 func PrintTable(w io.Writer, r *Report) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
 	defer tw.Flush()
+	if len(r.Flows) > 0 {
+		fmt.Fprintln(tw, "flows\ttarget\tstep\trep\tsent\tdelivered pps\tloss %\tserver µs/pkt\tmachine µs/pkt\tbaseline\tnet machine\tRTT p50 µs\tp99 µs\t")
+		for _, x := range r.Flows {
+			flowRow(tw, x.Target, x.FlowsStep.String(), x)
+		}
+		fmt.Fprintln(tw)
+	}
+	if len(r.WebRTC) > 0 {
+		fmt.Fprintln(tw, "webrtc\ttarget\tstep\trep\tsent\tdelivered pps\tloss %\tserver µs/pkt\tmachine µs/pkt\tbaseline\tnet machine\tRTT p50 µs\tp99 µs\t")
+		for _, x := range r.WebRTC {
+			flowRow(tw, x.Target, x.WebRTC.String(), x.FlowsResult)
+		}
+		fmt.Fprintln(tw)
+	}
 	if len(r.Throughput) > 0 {
 		fmt.Fprintln(tw, "throughput\ttarget\tstep\trep\tsent pps\tdelivered pps\tloss %\tCPU µs/pkt\t")
 		for _, x := range r.Throughput {
@@ -43,6 +57,20 @@ func PrintTable(w io.Writer, r *Report) {
 		}
 		fmt.Fprintln(tw)
 	}
+}
+
+func flowRow(w io.Writer, target, step string, x FlowsResult) {
+	base, net := "-", "-"
+	if x.HasBaseline {
+		base, net = fmt.Sprintf("%.2f", x.BaselineUSPerPkt), fmt.Sprintf("%.2f", x.NetMachineUSPerPkt)
+	}
+	rtt50, rtt99 := "-", "-"
+	if x.RTTSamples > 0 {
+		rtt50, rtt99 = fmt.Sprintf("%.0f", x.RTTP50US), fmt.Sprintf("%.0f", x.RTTP99US)
+	}
+	fmt.Fprintf(w, "\t%s\t%s\t%d\t%d\t%.0f\t%.2f\t%s\t%.2f\t%s\t%s\t%s\t%s\t%s\n", target, step, x.Repeat,
+		x.Sent, x.DeliveredPPS, x.LossPct, cpuCell(x.HasCPU && x.Relayed > 0, x.CPUPerPacketUS), x.MachineUSPerPkt,
+		base, net, rtt50, rtt99, errCell(x.Err))
 }
 
 func cpuCell(ok bool, v float64) string {

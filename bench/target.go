@@ -26,6 +26,11 @@ type Target struct {
 	Kind Kind   `json:"kind"`
 	// Addr is the client-facing UDP address.
 	Addr netip.AddrPort `json:"addr"`
+	// TCP, TLS and DTLS are the TURN-TCP, TURN-TLS and TURN-DTLS
+	// addresses, when the server listens on them (the flows tests).
+	TCP  netip.AddrPort `json:"tcp,omitzero"`
+	TLS  netip.AddrPort `json:"tls,omitzero"`
+	DTLS netip.AddrPort `json:"dtls,omitzero"`
 	// Creds are the static credentials (KindTURN only).
 	Creds turnclient.Credentials `json:"-"`
 	// PID is the server process whose CPU time and RSS are read from
@@ -35,7 +40,25 @@ type Target struct {
 	Description string `json:"description,omitempty"`
 }
 
-// ParseTarget parses NAME=ADDR[,kind=turn|raw][,pid=PID][,user=U][,pass=P],
+// AddrFor is the client-facing address of transport p, ok false when the
+// target does not listen on it.
+func (t Target) AddrFor(p turnclient.Proto) (netip.AddrPort, bool) {
+	var a netip.AddrPort
+	switch p {
+	case turnclient.UDP:
+		a = t.Addr
+	case turnclient.TCP:
+		a = t.TCP
+	case turnclient.TLS:
+		a = t.TLS
+	case turnclient.DTLS:
+		a = t.DTLS
+	}
+	return a, a.IsValid()
+}
+
+// ParseTarget parses NAME=ADDR[,kind=turn|raw][,pid=PID][,user=U][,pass=P]
+// [,tcp=ADDR][,tls=ADDR][,dtls=ADDR],
 // e.g. "coturn=127.0.0.1:3478,pid=4242". User and password default to
 // user/pass, the credentials of the bench configs.
 func ParseTarget(s string) (Target, error) {
@@ -60,6 +83,19 @@ func ParseTarget(s string) (Target, error) {
 		case "pid":
 			if t.PID, err = strconv.Atoi(v); err != nil || t.PID <= 0 {
 				return Target{}, fmt.Errorf("target %q: bad pid %q", s, v)
+			}
+		case "tcp", "tls", "dtls":
+			a, err := netip.ParseAddrPort(v)
+			if err != nil {
+				return Target{}, fmt.Errorf("target %q: %s: %v", s, k, err)
+			}
+			switch k {
+			case "tcp":
+				t.TCP = a
+			case "tls":
+				t.TLS = a
+			default:
+				t.DTLS = a
 			}
 		case "user":
 			t.Creds.Username = v

@@ -2,25 +2,38 @@
 # Runs Tern's benchmarks side by side with coturn, pion/turn and the raw
 # forwarder, and regenerates BENCHMARKS.md and the plots in bench/results/.
 #
-#   hack/bench.sh            full run (~15-20 minutes on a 2-core machine)
-#   hack/bench.sh --quick    one-minute smoke: every target works, figures not comparable
+#   hack/bench.sh            full run: the WebRTC-shaped matrix, then the burst measurements
+#                            (~30-35 minutes on a 2-core machine)
+#   hack/bench.sh --webrtc   the WebRTC-shaped matrix alone (flows and webrtc, < 20 minutes;
+#                            make bench-webrtc), then the report from every result present
+#   hack/bench.sh --quick    smoke of everything: every target works, figures not comparable
+#   hack/bench.sh --webrtc --quick   smoke of the WebRTC-shaped matrix
 #
 # Everything runs on 127.0.0.0/8. ternbench starts the servers itself
 # (-launch) and stops only those, by PID. Environment:
 #   TERNBENCH_BASE_PORT  first TURN port (default 23478; the others +100, +200, +300)
 #   TERNBENCH_OUT        results directory (default bench/results)
+#   TERNBENCH_RELAY_IP   relay address of the first server (default 127.0.0.2; the others +1...)
+#   TERNBENCH_REPORT     the markdown written (default BENCHMARKS.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 quick=""
-if [[ "${1:-}" == "--quick" ]]; then
-	quick="-quick"
-elif [[ $# -gt 0 ]]; then
-	echo "usage: $0 [--quick]" >&2
-	exit 2
-fi
+webrtc_only=""
+for a in "$@"; do
+	case "$a" in
+	--quick) quick="-quick" ;;
+	--webrtc) webrtc_only=1 ;;
+	*)
+		echo "usage: $0 [--webrtc] [--quick]" >&2
+		exit 2
+		;;
+	esac
+done
 out="${TERNBENCH_OUT:-bench/results}"
 base="${TERNBENCH_BASE_PORT:-23478}"
+relay="${TERNBENCH_RELAY_IP:-127.0.0.2}"
+report="${TERNBENCH_REPORT:-BENCHMARKS.md}"
 
 if ! command -v turnserver >/dev/null; then
 	echo "coturn is missing: apt-get install -y coturn" >&2
@@ -35,23 +48,51 @@ CGO_ENABLED=0 go build -o bin/ternd ./cmd/ternd # static, as make build and the 
 go build -o bin/ternbench ./cmd/ternbench
 
 work="$(mktemp -d -t ternbench-XXXXXX)"
-common=(-launch all -ternd bin/ternd -work-dir "$work" -base-port "$base" $quick)
+common=(-launch all -ternd bin/ternd -work-dir "$work" -base-port "$base" -relay-ip "$relay" $quick)
 # ternd beside itself with metrics off (issue 12), in a throughput run of their own.
-onoff=(-launch ternd,ternd-nometrics -ternd bin/ternd -work-dir "$work" -base-port "$base" $quick)
+onoff=(-launch ternd,ternd-nometrics -ternd bin/ternd -work-dir "$work" -base-port "$base" -relay-ip "$relay" $quick)
 if [[ -z "$quick" ]]; then
 	repeats=(-repeats 3)
 else
 	repeats=()
 fi
 
-# The exact commands, recorded for BENCHMARKS.md.
+# The exact commands, recorded for BENCHMARKS.md: the WebRTC-shaped
+# matrix's and the burst measurements' apart, so that a --webrtc run keeps
+# the commands of the burst results it reports beside its own.
+wcmds="$out/commands-webrtc.txt"
 cmds="$out/commands.txt"
-: >"$cmds"
 run() {
-	echo "bin/ternbench $*" | sed "s|$work|\$WORK|g" >>"$cmds"
+	echo "bin/ternbench $*" | sed "s|$work|\$WORK|g" >>"$target_cmds"
 	bin/ternbench "$@"
 }
 
+# The WebRTC-shaped matrix (issue 14): every direction over every client
+# transport with interleaved flows (64 allocations, 20k packets/s, 100 B;
+# the forwarder on UDP only), the burst view of the same over UDP and TLS,
+# and the webrtc profile at 1,000 and 5,000 allocations, 20 s each.
+target_cmds="$wcmds"
+: >"$wcmds"
+echo "== flows (interleaved)"
+if [[ -z "$quick" ]]; then
+	run flows "${common[@]}" -repeats 2 -direction c2p,p2c,both -transport udp,tcp,tls,dtls -pacing interleaved \
+		-flows 64 -rates 20k -sizes 100 -duration 3s -o "$out/flows.json"
+	echo "== flows (burst)"
+	run flows "${common[@]}" -repeats 2 -direction c2p,p2c -transport udp,tls -pacing burst \
+		-flows 64 -rates 20k -sizes 100 -duration 3s -o "$out/flows-burst.json"
+	echo "== webrtc"
+	run webrtc "${common[@]}" -allocations 1000,5000 -transport udp -duration 20s -o "$out/webrtc.json"
+else
+	run flows "${common[@]}" -direction c2p,p2c,both -transport udp,tcp,tls,dtls -o "$out/flows.json"
+	run flows "${common[@]}" -direction c2p,p2c -transport udp,tls -pacing burst -o "$out/flows-burst.json"
+	run webrtc "${common[@]}" -o "$out/webrtc.json"
+fi
+
+target_cmds="$cmds"
+if [[ -n "$webrtc_only" ]]; then
+	echo "== (--webrtc: the burst measurements keep their last results)"
+else
+: >"$cmds"
 echo "== throughput"
 if [[ -z "$quick" ]]; then
 	run throughput "${common[@]}" "${repeats[@]}" -clients 8,64 -rates 20k,50k,100k,150k -sizes 100 -duration 3s -o "$out/throughput.json"
@@ -72,21 +113,28 @@ echo "== memory"
 # K=60k needs RLIMIT_NOFILE above 60k for each server's relay sockets;
 # where the hard limit is lower, the result says how many were held and why.
 run memory "${common[@]}" -o "$out/memory.json"
+fi
 
 echo "== report"
+results=()
+for f in flows flows-burst webrtc throughput latency allocs memory; do
+	[[ -f "$out/$f.json" ]] && results+=("$out/$f.json")
+done
+metrics=()
+[[ -f "$out/metrics.json" ]] && metrics=(-metrics "$out/metrics.json")
 {
-	echo "make bench   # = hack/bench.sh; hack/bench.sh --quick for a smoke"
-	echo "# which runs, with WORK a temporary directory:"
+	echo "make bench          # = hack/bench.sh; --quick for a smoke"
+	echo "make bench-webrtc   # = hack/bench.sh --webrtc: the WebRTC-shaped matrix alone, < 20 minutes"
+	echo "# which run, with WORK a temporary directory:"
 	echo "CGO_ENABLED=0 go build -o bin/ternd ./cmd/ternd && go build -o bin/ternbench ./cmd/ternbench"
-	cat "$cmds"
-	echo "bin/ternbench report -o BENCHMARKS.md -plots $out -metrics $out/metrics.json $out/throughput.json $out/latency.json $out/allocs.json $out/memory.json"
+	cat "$wcmds"
+	[[ -f "$cmds" ]] && cat "$cmds"
+	echo "bin/ternbench report -o $report -plots $out ${metrics[*]} ${results[*]}"
 } >"$out/reproduce.txt"
 profile=()
 if [[ -f bench/PROFILE.md ]]; then
 	profile=(-profile bench/PROFILE.md)
 fi
-bin/ternbench report -o BENCHMARKS.md -plots "$out" -commands "$out/reproduce.txt" "${profile[@]}" -metrics "$out/metrics.json" \
-	"$out/throughput.json" "$out/latency.json" "$out/allocs.json" "$out/memory.json" >/dev/null
-rm -f "$cmds"
-echo "wrote BENCHMARKS.md and $out/"
+bin/ternbench report -o "$report" -plots "$out" -commands "$out/reproduce.txt" "${profile[@]}" "${metrics[@]}" "${results[@]}" >/dev/null
+echo "wrote $report and $out/"
 rm -rf "$work"

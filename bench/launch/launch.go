@@ -17,6 +17,7 @@ import (
 
 	"github.com/tern-gw/tern/bench"
 	"github.com/tern-gw/tern/bench/turnclient"
+	"github.com/tern-gw/tern/internal/selfsigned"
 )
 
 // Names are the servers compared ("-launch all"), in the order results list them.
@@ -53,8 +54,17 @@ type Launcher struct {
 	// SocketBuffer is SO_RCVBUF/SO_SNDBUF where a server has a knob for
 	// it, bytes; default 4 MiB (coturn's CLI has none).
 	SocketBuffer int
+	// RelayIP is the relay address of the first server (Names order);
+	// the others take the next ones. Default 127.0.0.2.
+	RelayIP netip.Addr
+	// Streams makes the TURN servers also listen on TURN-TCP (the UDP
+	// port), TURN-TLS and TURN-DTLS (both the UDP port + TLSPortOffset),
+	// with a self-signed certificate written to Dir/cert; the relay leg
+	// stays UDP. The forwarder stays UDP only.
+	Streams bool
 
-	procs []*proc
+	cert, key string
+	procs     []*proc
 }
 
 // Credentials and realm of every launched server.
@@ -86,13 +96,30 @@ func (l *Launcher) defaults() {
 	if l.Turnserver == "" {
 		l.Turnserver = "turnserver"
 	}
+	if !l.RelayIP.IsValid() {
+		l.RelayIP = netip.AddrFrom4([4]byte{127, 0, 0, 2})
+	}
 }
 
 func (l *Launcher) addr(i int) netip.AddrPort {
 	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), uint16(l.BasePort+100*i))
 }
 
-func relayIP(i int) netip.Addr { return netip.AddrFrom4([4]byte{127, 0, 0, byte(2 + i)}) }
+// TLSPortOffset is the TURN-TLS and TURN-DTLS port of a server with
+// Streams, above its UDP port (ternd's metrics and health take +1 and +2).
+const TLSPortOffset = 5
+
+func (l *Launcher) relayIP(i int) netip.Addr {
+	b := l.RelayIP.As4()
+	b[3] += byte(i)
+	return netip.AddrFrom4(b)
+}
+
+// streamAddrs fills t's TCP, TLS and DTLS addresses after its UDP one.
+func streamAddrs(t *bench.Target) {
+	tls := netip.AddrPortFrom(t.Addr.Addr(), t.Addr.Port()+TLSPortOffset)
+	t.TCP, t.TLS, t.DTLS = t.Addr, tls, tls
+}
 
 // Start launches the named server, waits until it answers, and returns it
 // as a target with its PID.
@@ -114,12 +141,21 @@ func (l *Launcher) Start(name string) (bench.Target, error) {
 	if probe(t) == nil || probe(bench.Target{Kind: bench.KindRaw, Addr: t.Addr}) == nil {
 		return t, fmt.Errorf("launch %s: something already answers on %v; stop it or pick another -base-port", name, t.Addr)
 	}
+	if l.Streams && name != "forwarder" {
+		if l.cert == "" {
+			var err error
+			if l.cert, l.key, err = selfsigned.Write(filepath.Join(l.Dir, "cert"), "ternbench", 24*time.Hour); err != nil {
+				return t, err
+			}
+		}
+		streamAddrs(&t)
+	}
 	var args []string
 	switch name {
 	case "ternd", "ternd-nometrics":
 		metrics := name == "ternd"
 		cfg := filepath.Join(l.Dir, name+".yaml")
-		if err := os.WriteFile(cfg, []byte(l.terndConfig(t.Addr, relayIP(i), metrics)), 0o644); err != nil {
+		if err := os.WriteFile(cfg, []byte(l.terndConfig(t.Addr, l.relayIP(i), metrics)), 0o644); err != nil {
 			return t, err
 		}
 		args = []string{l.Ternd, "-c", cfg, "--udp-thread-num", fmt.Sprint(l.Threads),
@@ -130,17 +166,21 @@ func (l *Launcher) Start(name string) (bench.Target, error) {
 			t.Description += ", metrics off (no metricsAddress, `--packet-counters=false`)"
 		}
 	case "coturn":
-		args = l.coturnArgs(t.Addr, relayIP(i))
+		args = l.coturnArgs(t.Addr, l.relayIP(i))
 		t.Description = fmt.Sprintf("coturn (Debian) `%s`", strings.ReplaceAll(shellJoin(args[1:]), l.Dir, "$WORK"))
 	case "pion":
-		args = []string{l.Self, "serve-pion", "-listen", t.Addr.String(), "-relay-ip", relayIP(i).String(),
+		args = []string{l.Self, "serve-pion", "-listen", t.Addr.String(), "-relay-ip", l.relayIP(i).String(),
 			"-min-port", fmt.Sprint(l.MinPort), "-max-port", fmt.Sprint(l.MaxPort),
 			"-threads", fmt.Sprint(l.Threads), "-realm", Realm, "-user", User, "-pass", Pass,
 			"-socket-buffer", fmt.Sprint(l.SocketBuffer)}
+		if l.Streams {
+			args = append(args, "-tcp", t.TCP.String(), "-tls", t.TLS.String(), "-dtls", t.DTLS.String(),
+				"-cert", l.cert, "-key", l.key)
+		}
 		t.Description = fmt.Sprintf("pion/turn v4.1.4 server (bench/pionserver), %d SO_REUSEPORT listeners", l.Threads)
 	case "forwarder":
 		t.Kind = bench.KindRaw
-		args = []string{l.Self, "serve-forwarder", "-listen", t.Addr.String(), "-relay-ip", relayIP(i).String(),
+		args = []string{l.Self, "serve-forwarder", "-listen", t.Addr.String(), "-relay-ip", l.relayIP(i).String(),
 			"-threads", fmt.Sprint(l.Threads), "-socket-buffer", fmt.Sprint(l.SocketBuffer)}
 		t.Description = fmt.Sprintf("raw recvmmsg/sendmmsg UDP forwarder (bench/forwarder), no TURN, %d listeners", l.Threads)
 	}

@@ -33,7 +33,7 @@ listeners:
     address: %s
     port: %d
     routes: [loopback]
-clusters:
+%sclusters:
   - name: loopback
     endpoints: ["127.0.0.0/8"]
 relay:
@@ -44,7 +44,36 @@ limits:
   # The load generator's thousands of clients share one address, and the
   # peers have no per-IP quota.
   allocationsPerIP: -1
-`, metricsAddr, listen.Port()+2, Realm, User, Pass, listen.Addr(), listen.Port(), relay, l.MinPort, l.MaxPort)
+`, metricsAddr, listen.Port()+2, Realm, User, Pass, listen.Addr(), listen.Port(), l.streamListeners(listen), relay, l.MinPort, l.MaxPort)
+}
+
+// streamListeners is the TURN-TCP, TURN-TLS and TURN-DTLS listeners of a
+// ternd config with Streams, or nothing.
+func (l *Launcher) streamListeners(listen netip.AddrPort) string {
+	if !l.Streams {
+		return ""
+	}
+	tls := listen.Port() + TLSPortOffset
+	return fmt.Sprintf(`  - name: tcp
+    protocol: TURN-TCP
+    address: %[1]s
+    port: %[2]d
+    routes: [loopback]
+  - name: tls
+    protocol: TURN-TLS
+    address: %[1]s
+    port: %[3]d
+    cert: %[4]s
+    key: %[5]s
+    routes: [loopback]
+  - name: dtls
+    protocol: TURN-DTLS
+    address: %[1]s
+    port: %[3]d
+    cert: %[4]s
+    key: %[5]s
+    routes: [loopback]
+`, listen.Addr(), listen.Port(), tls, l.cert, l.key)
 }
 
 // coturnArgs is coturn's command line: no config file, UDP only, the same
@@ -52,18 +81,27 @@ limits:
 // loopback peers allowed. coturn has no flag for socket buffer sizes; it
 // sizes its sockets itself.
 func (l *Launcher) coturnArgs(listen netip.AddrPort, relay netip.Addr) []string {
-	return []string{l.Turnserver, "-n",
+	args := []string{l.Turnserver, "-n",
 		"--listening-ip=" + listen.Addr().String(), "--relay-ip=" + relay.String(),
 		"-p", fmt.Sprint(listen.Port()),
 		"--min-port", fmt.Sprint(l.MinPort), "--max-port", fmt.Sprint(l.MaxPort),
 		"--lt-cred-mech", "--user", User + ":" + Pass, "--realm", Realm,
-		"--allow-loopback-peers", "--no-cli", "--no-tls", "--no-dtls", "--no-tcp-relay",
+		"--allow-loopback-peers", "--no-cli", "--no-tcp-relay",
 		"--relay-threads", fmt.Sprint(l.Threads),
 		"--pidfile", filepath.Join(l.Dir, "coturn.pid"),
 		// Its own (empty) user database, not the system's /var/lib/turn.
 		"--db", filepath.Join(l.Dir, "coturn.db"),
 		"--log-file", "stdout", "--simple-log",
 	}
+	if l.Streams {
+		// TURN-TCP on the listening port (coturn's default), TURN-TLS and
+		// TURN-DTLS on the TLS port; relaying stays UDP (--no-tcp-relay).
+		args = append(args, "--tls-listening-port", fmt.Sprint(listen.Port()+TLSPortOffset),
+			"--cert", l.cert, "--pkey", l.key)
+	} else {
+		args = append(args, "--no-tls", "--no-dtls")
+	}
+	return args
 }
 
 func shellJoin(args []string) string {

@@ -19,7 +19,7 @@ func TestTerndConfigValid(t *testing.T) {
 	l.defaults()
 	for _, metrics := range []bool{true, false} {
 		p := filepath.Join(t.TempDir(), "ternd.yaml")
-		if err := os.WriteFile(p, []byte(l.terndConfig(l.addr(0), relayIP(0), metrics)), 0o644); err != nil {
+		if err := os.WriteFile(p, []byte(l.terndConfig(l.addr(0), l.relayIP(0), metrics)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		cfg, err := config.Load(p, nil)
@@ -38,7 +38,7 @@ func TestTerndConfigValid(t *testing.T) {
 func TestCoturnArgs(t *testing.T) {
 	l := &Launcher{Dir: "/w"}
 	l.defaults()
-	args := l.coturnArgs(netip.MustParseAddrPort("127.0.0.1:23578"), relayIP(1))
+	args := l.coturnArgs(netip.MustParseAddrPort("127.0.0.1:23578"), l.relayIP(1))
 	for _, want := range []string{"-n", "--lt-cred-mech", "--allow-loopback-peers", "--no-cli", "--no-tls", "--no-dtls",
 		"--relay-ip=127.0.0.3", "--listening-ip=127.0.0.1", "user:pass", "stunner.l7mp.io", "/w/coturn.db"} {
 		if !slices.Contains(args, want) {
@@ -47,5 +47,35 @@ func TestCoturnArgs(t *testing.T) {
 	}
 	if i := slices.Index(args, "--relay-threads"); i < 0 || args[i+1] != "2" {
 		t.Errorf("relay threads not 2: %v", args)
+	}
+}
+
+// TestStreamsConfig: with Streams, ternd's config has TURN-TCP, TLS and
+// DTLS listeners ternd's loader accepts, and coturn serves TLS and DTLS.
+func TestStreamsConfig(t *testing.T) {
+	l := &Launcher{Dir: t.TempDir(), Streams: true, RelayIP: netip.MustParseAddr("127.0.96.2")}
+	l.defaults()
+	l.cert, l.key = filepath.Join(l.Dir, "tls.crt"), filepath.Join(l.Dir, "tls.key")
+	p := filepath.Join(l.Dir, "ternd.yaml")
+	if err := os.WriteFile(p, []byte(l.terndConfig(l.addr(0), l.relayIP(0), true)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var protos []string
+	for _, ls := range cfg.Listeners {
+		protos = append(protos, ls.Protocol)
+	}
+	if !slices.Equal(protos, []string{"TURN-UDP", "TURN-TCP", "TURN-TLS", "TURN-DTLS"}) || cfg.Listeners[2].Port != 23478+TLSPortOffset {
+		t.Fatalf("listeners %+v", cfg.Listeners)
+	}
+	if cfg.Relay.Address != "127.0.96.2" || l.relayIP(2).String() != "127.0.96.4" {
+		t.Fatalf("relay %s, third %s", cfg.Relay.Address, l.relayIP(2))
+	}
+	args := l.coturnArgs(l.addr(1), l.relayIP(1))
+	if slices.Contains(args, "--no-tls") || slices.Contains(args, "--no-dtls") || !slices.Contains(args, l.cert) {
+		t.Fatalf("coturn args %v", args)
 	}
 }

@@ -5,10 +5,12 @@
 package pionserver
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/netip"
 
+	"github.com/pion/dtls/v3"
 	"github.com/pion/turn/v4"
 
 	"github.com/tern-gw/tern/bench/udpbatch"
@@ -30,6 +32,11 @@ type Config struct {
 	// SocketBuffer is SO_RCVBUF/SO_SNDBUF of the listener sockets in bytes
 	// (0: kernel default).
 	SocketBuffer int
+	// TCP, TLS and DTLS are TURN-TCP, TURN-TLS and TURN-DTLS addresses to
+	// listen on too (zero: none), pion/turn's ListenerConfigs; TLS and
+	// DTLS need Cert and Key (PEM files).
+	TCP, TLS, DTLS netip.AddrPort
+	Cert, Key      string
 }
 
 // Server is a running pion/turn server.
@@ -78,8 +85,26 @@ func Start(c Config) (*Server, error) {
 		}
 		pcs = append(pcs, turn.PacketConnConfig{PacketConn: uc, RelayAddressGenerator: gen, PermissionHandler: loopbackOnly})
 	}
+	var lcs []turn.ListenerConfig
+	closeAll = func() {
+		for _, p := range pcs {
+			p.PacketConn.Close()
+		}
+		for _, l := range lcs {
+			l.Listener.Close()
+		}
+	}
+	streams, err := listenStreams(c)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	for _, ln := range streams {
+		lcs = append(lcs, turn.ListenerConfig{Listener: ln, RelayAddressGenerator: gen, PermissionHandler: loopbackOnly})
+	}
 	s, err := turn.NewServer(turn.ServerConfig{
-		Realm: c.Realm,
+		ListenerConfigs: lcs,
+		Realm:           c.Realm,
 		AuthHandler: func(username, realm string, _ net.Addr) ([]byte, bool) {
 			return key, username == c.Username && realm == c.Realm
 		},
@@ -90,6 +115,46 @@ func Start(c Config) (*Server, error) {
 		return nil, fmt.Errorf("pionserver: %w", err)
 	}
 	return &Server{s: s, addr: c.Listen}, nil
+}
+
+// listenStreams opens the TCP, TLS and DTLS listeners c asks for.
+func listenStreams(c Config) ([]net.Listener, error) {
+	var out []net.Listener
+	fail := func(err error) ([]net.Listener, error) {
+		for _, l := range out {
+			l.Close()
+		}
+		return nil, fmt.Errorf("pionserver: %w", err)
+	}
+	if c.TCP.IsValid() {
+		l, err := net.Listen("tcp", c.TCP.String())
+		if err != nil {
+			return fail(err)
+		}
+		out = append(out, l)
+	}
+	if !c.TLS.IsValid() && !c.DTLS.IsValid() {
+		return out, nil
+	}
+	cert, err := tls.LoadX509KeyPair(c.Cert, c.Key)
+	if err != nil {
+		return fail(err)
+	}
+	if c.TLS.IsValid() {
+		l, err := tls.Listen("tcp", c.TLS.String(), &tls.Config{Certificates: []tls.Certificate{cert}})
+		if err != nil {
+			return fail(err)
+		}
+		out = append(out, l)
+	}
+	if c.DTLS.IsValid() {
+		l, err := dtls.Listen("udp", net.UDPAddrFromAddrPort(c.DTLS), &dtls.Config{Certificates: []tls.Certificate{cert}})
+		if err != nil {
+			return fail(err)
+		}
+		out = append(out, l)
+	}
+	return out, nil
 }
 
 // Close stops the server and closes its sockets.

@@ -93,3 +93,16 @@ func TestReadMemorySelf(t *testing.T) {
 		t.Fatalf("%+v: RSS is not anon+file+shmem", m)
 	}
 }
+
+func TestParseMachineStat(t *testing.T) {
+	got, err := parseMachineStat([]byte("cpu  100 5 50 9000 7 3 2 11 0 0\ncpu0 50 2 25 4500 3 1 1 5 0 0\n"))
+	if err != nil || got != 160*time.Second/userHZ {
+		t.Fatalf("got %v, %v; want %v", got, err, 160*time.Second/userHZ)
+	}
+	if _, err := parseMachineStat([]byte("intr 1 2 3\n")); err == nil {
+		t.Fatal("a file without the cpu line parsed")
+	}
+	if b, err := MachineBusy(); err != nil || b <= 0 {
+		t.Fatalf("MachineBusy on this machine: %v, %v", b, err)
+	}
+}

@@ -91,6 +91,13 @@ func Markdown(r *bench.Report, o Options) ([]byte, error) {
 	}
 	d["Throughput"] = tps
 
+	// Issue 14: WebRTC-shaped load leads the page.
+	d["FlowsCPU"] = flowRows(r.Flows, bench.Interleaved, false)
+	d["FlowsMachine"] = flowRows(r.Flows, bench.Interleaved, true)
+	d["FlowsBurst"] = flowRows(r.Flows, bench.Burst, false)
+	d["WebRTC"] = webrtcRows(r.WebRTC)
+	d["Goals"] = append(d["Goals"].([]Goal), flowGoals(r)...)
+
 	// Metrics on and off (issue 12): ternd beside itself without metrics,
 	// from a run of their own.
 	if m := o.Metrics; m != nil {

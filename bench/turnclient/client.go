@@ -20,6 +20,7 @@ type Credentials struct {
 // outstanding.
 type Client struct {
 	conn    *net.UDPConn
+	tr      Transport // instead of conn and server, when set
 	server  netip.AddrPort
 	creds   Credentials
 	realm   string
@@ -38,6 +39,14 @@ type Client struct {
 func New(conn *net.UDPConn, server netip.AddrPort, creds Credentials) *Client {
 	return &Client{conn: conn, server: server, creds: creds,
 		Timeout: 250 * time.Millisecond, Retries: 4, buf: make([]byte, 1500)}
+}
+
+// NewOver returns a client that talks to its server over tr, any of the
+// client transports. Over a stream (TCP, TLS) requests are sent once and
+// the wait for the response is Timeout·2^(Retries-1) in all, since a
+// reliable transport must not retransmit (RFC 8489 §6.2.2).
+func NewOver(tr Transport, creds Credentials) *Client {
+	return &Client{tr: tr, creds: creds, Timeout: 250 * time.Millisecond, Retries: 4, buf: make([]byte, 1500)}
 }
 
 // Relayed is the XOR-RELAYED-ADDRESS of the last successful Allocate.
@@ -169,15 +178,20 @@ func (c *Client) do(method stun.Method, extra ...stun.Setter) (*stun.Message, er
 // retransmitting with a doubling timeout. Other datagrams are dropped.
 func (c *Client) roundTrip(req *stun.Message) (*stun.Message, error) {
 	timeout := c.Timeout
-	defer c.conn.SetReadDeadline(time.Time{})
-	for try := 0; try < c.Retries; try++ {
-		if _, err := c.conn.WriteToUDPAddrPort(req.Raw, c.server); err != nil {
+	retries := c.Retries
+	if c.tr != nil && c.tr.Stream() {
+		timeout <<= max(retries-1, 0)
+		retries = 1
+	}
+	defer c.setReadDeadline(time.Time{})
+	for try := 0; try < retries; try++ {
+		if err := c.write(req.Raw); err != nil {
 			return nil, err
 		}
 		deadline := time.Now().Add(timeout)
-		_ = c.conn.SetReadDeadline(deadline)
+		_ = c.setReadDeadline(deadline)
 		for {
-			n, _, err := c.conn.ReadFromUDPAddrPort(c.buf)
+			n, err := c.read(c.buf)
 			if err != nil {
 				var ne net.Error
 				if errors.As(err, &ne) && ne.Timeout() {
@@ -197,4 +211,27 @@ func (c *Client) roundTrip(req *stun.Message) (*stun.Message, error) {
 		timeout *= 2
 	}
 	return nil, ErrTimeout
+}
+
+func (c *Client) write(b []byte) error {
+	if c.tr != nil {
+		return c.tr.WriteMsg(b)
+	}
+	_, err := c.conn.WriteToUDPAddrPort(b, c.server)
+	return err
+}
+
+func (c *Client) read(b []byte) (int, error) {
+	if c.tr != nil {
+		return c.tr.ReadMsg(b)
+	}
+	n, _, err := c.conn.ReadFromUDPAddrPort(b)
+	return n, err
+}
+
+func (c *Client) setReadDeadline(t time.Time) error {
+	if c.tr != nil {
+		return c.tr.SetReadDeadline(t)
+	}
+	return c.conn.SetReadDeadline(t)
 }

@@ -31,6 +31,9 @@ type common struct {
 	out      string
 	quick    bool
 	progress string
+	relayIP  string
+	// streams makes launched servers listen on TURN-TCP, TLS and DTLS too.
+	streams bool
 }
 
 type listFlag []string
@@ -48,6 +51,7 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.repeats, "repeats", 1, "measurements of each target per step (interleaved)")
 	fs.StringVar(&c.out, "o", "", "write results as JSON to this file")
 	fs.BoolVar(&c.quick, "quick", false, "smoke-sized steps (figures not comparable)")
+	fs.StringVar(&c.relayIP, "relay-ip", "127.0.0.2", "relay address of the first launched server; the others follow (+1, +2, ...)")
 	fs.StringVar(&c.progress, "progress", "auto", "progress bar on stderr: auto (when a terminal), on, off")
 }
 
@@ -80,7 +84,12 @@ func (c *common) setup() ([]bench.Target, func(), error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		l := &launch.Launcher{Dir: dir, Ternd: c.ternd, Self: self, Threads: c.threads, BasePort: c.basePort}
+		relay, err := netip.ParseAddr(c.relayIP)
+		if err != nil || !relay.Is4() {
+			return nil, nil, fmt.Errorf("-relay-ip %q: want an IPv4 address", c.relayIP)
+		}
+		l := &launch.Launcher{Dir: dir, Ternd: c.ternd, Self: self, Threads: c.threads, BasePort: c.basePort,
+			RelayIP: relay, Streams: c.streams}
 		cleanup = l.Stop
 		for _, n := range names {
 			t, err := l.Start(strings.TrimSpace(n))

@@ -4,6 +4,7 @@
 // latency, allocations/s, and the server's CPU time per relayed packet and
 // resident memory per allocation. See BENCHMARKS.md for the method.
 //
+//	ternbench flows|webrtc [flags]                       WebRTC-shaped load (issue 14)
 //	ternbench throughput|latency|allocs|memory [flags]   measure
 //	ternbench soak [flags]                               ternd under attack (docs/security.md)
 //	ternbench report [flags] results.json...             BENCHMARKS.md + plots
@@ -19,6 +20,8 @@ import (
 )
 
 var commands = map[string]func(args []string) error{
+	"flows":           runFlows,
+	"webrtc":          runWebRTC,
 	"throughput":      runThroughput,
 	"latency":         runLatency,
 	"allocs":          runAllocs,
@@ -32,7 +35,13 @@ var commands = map[string]func(args []string) error{
 const usage = `usage: ternbench <command> [flags]
 
 measure (targets from -t and/or -launch; -h on each for its flags):
+  flows        WebRTC-shaped load: -direction c2p|p2c|both, -pacing interleaved|burst,
+               -transport udp,tcp,tls,dtls; server and whole-machine CPU µs per relayed
+               packet (minus a no-server baseline), loss %, round trips (both)
+  webrtc       K allocations of audio (and some video) both ways, downstream 3× upstream:
+               CPU per relayed packet, loss, round-trip p50/p99
   throughput   offered vs delivered packets/s, loss %, server CPU µs per relayed packet
+               (bursts of up to 64 per flow, client → peer)
   latency      round-trip p50/p90/p99/p99.9 through an echoing peer at a fixed rate
   allocs       authenticated Allocate + Refresh(0) cycles per second
   memory       server RSS bytes per held allocation

@@ -22,8 +22,24 @@ func servePion(args []string) error {
 	user := fs.String("user", "user", "username")
 	pass := fs.String("pass", "pass", "password")
 	buf := fs.Int("socket-buffer", 4<<20, "listener SO_RCVBUF/SO_SNDBUF, bytes")
+	tcp := fs.String("tcp", "", "TURN-TCP address (empty: none)")
+	tlsAddr := fs.String("tls", "", "TURN-TLS address (empty: none; needs -cert, -key)")
+	dtlsAddr := fs.String("dtls", "", "TURN-DTLS address (empty: none; needs -cert, -key)")
+	cert := fs.String("cert", "", "PEM certificate for TLS and DTLS")
+	key := fs.String("key", "", "PEM private key for TLS and DTLS")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	var streams [3]netip.AddrPort
+	for i, s := range []string{*tcp, *tlsAddr, *dtlsAddr} {
+		if s == "" {
+			continue
+		}
+		a, err := netip.ParseAddrPort(s)
+		if err != nil {
+			return err
+		}
+		streams[i] = a
 	}
 	la, err := netip.ParseAddrPort(*listen)
 	if err != nil {
@@ -35,7 +51,7 @@ func servePion(args []string) error {
 	}
 	s, err := pionserver.Start(pionserver.Config{Listen: la, Threads: *threads, RelayIP: ra,
 		MinPort: uint16(*minPort), MaxPort: uint16(*maxPort), Realm: *realm, Username: *user, Password: *pass,
-		SocketBuffer: *buf})
+		SocketBuffer: *buf, TCP: streams[0], TLS: streams[1], DTLS: streams[2], Cert: *cert, Key: *key})
 	if err != nil {
 		return err
 	}
