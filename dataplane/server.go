@@ -72,6 +72,11 @@ type Options struct {
 	// OffloadEngine, when set, overrides the config's offload.engine
 	// (ternd --offload-engine): None, Auto, XDP or TC, case-insensitive.
 	OffloadEngine string
+	// Linger is how long UDP listener and relay workers (threads mode)
+	// sleep between polls while datagrams reach them closer together than
+	// that, instead of waking for each (internal/sysblock.Linger); 0, the
+	// default, wakes them for each datagram (ternd --linger).
+	Linger time.Duration
 }
 
 // I/O modes of Options.IOMode.
@@ -157,7 +162,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.relays, err = relay.NewPool(bindAdvertised(cfg.Relay, opts.Logger), relay.Options{Workers: opts.RelayThreads, Mode: udpio.Mode(opts.IOMode), GSO: opts.GSO, NoCounters: opts.NoCounters})
+	s.relays, err = relay.NewPool(bindAdvertised(cfg.Relay, opts.Logger), relay.Options{Workers: opts.RelayThreads, Mode: udpio.Mode(opts.IOMode), GSO: opts.GSO, NoCounters: opts.NoCounters, Linger: opts.Linger})
 	if err != nil {
 		return nil, fmt.Errorf("relay workers: %w", err)
 	}
@@ -335,6 +340,7 @@ func (s *Server) listenerEnv(cfg *config.Config) listener.Env {
 		RelayWorkers: s.relays.Workers(),
 		Conns:        connLimits(cfg),
 		NoCounters:   s.opts.NoCounters,
+		Linger:       s.opts.Linger,
 	}
 }
 

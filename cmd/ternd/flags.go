@@ -29,7 +29,7 @@ type flags struct {
 	watch, verbose, showVer, gso, legacyChannels   bool
 	packetCounters                                 bool
 	threads, relays, bufs                          int
-	grace                                          time.Duration
+	grace, linger                                  time.Duration
 
 	// ignored are stunnerd's flags that mean nothing to ternd, with why;
 	// the ones given are logged once at start.
@@ -85,6 +85,7 @@ func newFlags() *flags {
 	fs.BoolVar(&f.packetCounters, "packet-counters", true, "count packets and bytes per listener, cluster and peer direction for /metrics (per-worker counters); false leaves those series at 0, to measure what counting costs")
 	fs.BoolVar(&f.gso, "gso", true, "send runs of same-size datagrams to one destination as one UDP GSO message (Linux 4.18+; off where unsupported)")
 	fs.StringVar(&f.offloadEngine, "offload-engine", "", "eBPF ChannelData fast path for TURN-UDP listeners: None, Auto (falls back to sockets where BPF is refused), XDP or TC; overrides the config's offload.engine (docs/offload-control.md)")
+	fs.DurationVar(&f.linger, "linger", 0, "with --io threads: while datagrams reach a UDP listener or relay worker closer together than this, the worker sleeps this long between polls instead of waking for each (fewer wake-ups under many interleaved flows, at most this much added delay); 0 wakes for each datagram")
 	fs.StringVar(&f.ioMode, "io", dataplane.IOThreads, "how workers wait for packets: threads (blocking system calls, one thread per worker) or poller (Go netpoller)")
 	fs.DurationVar(&f.grace, "grace-period", time.Hour, "on SIGTERM, how long existing allocations may keep relaying before ternd exits (a second signal exits at once)")
 	fs.BoolVar(&f.showVer, "version", false, "print the version and the git revision, and exit")

@@ -112,7 +112,7 @@ func run(args []string) int {
 	}
 	cf.setLogger(log, source)
 
-	opts := dataplane.Options{UDPThreads: f.threads, RelayThreads: f.relays, SocketBuffer: f.bufs, IOMode: f.ioMode, GSO: f.gso, NoCounters: !f.packetCounters,
+	opts := dataplane.Options{UDPThreads: f.threads, RelayThreads: f.relays, SocketBuffer: f.bufs, IOMode: f.ioMode, GSO: f.gso, NoCounters: !f.packetCounters, Linger: f.linger,
 		LegacyChannelNumbers: f.legacyChannels, OffloadEngine: f.offloadEngine, Logger: log}
 	if !fromFlags {
 		opts.LogLevel = lvl // the config's admin.logLevel stays in charge

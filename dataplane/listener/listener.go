@@ -46,6 +46,10 @@ type Env struct {
 	// per batch, and FoldStats reports what requests and drops alone
 	// counted. It exists to measure what counting costs.
 	NoCounters bool
+	// Linger is how long a UDP worker (threads mode) sleeps between polls
+	// while datagrams reach its socket closer together than that
+	// (internal/sysblock.Linger); 0 wakes it for each.
+	Linger time.Duration
 }
 
 // ConnLimits bound a TCP, TLS or DTLS listener's connections.

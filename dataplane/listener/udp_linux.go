@@ -87,9 +87,20 @@ func (s *udpSocket) serve() {
 		// locking it would turn every yield into two thread switches.
 		defer sysblock.Enter()()
 		var y sysblock.Yielder
+		linger := sysblock.Linger{Period: s.l.env.Linger}
 		for {
 			y.Maybe()
-			n, err := rb.Recv(s.fd, unix.MSG_WAITFORONE, true)
+			var (
+				n   int
+				err error
+			)
+			if linger.Wait() {
+				n, err = rb.Recv(s.fd, unix.MSG_DONTWAIT, false)
+				linger.Polled(n > 0)
+			} else {
+				n, err = rb.Recv(s.fd, unix.MSG_WAITFORONE, true)
+				linger.Woke()
+			}
 			if s.l.closed.Load() {
 				return
 			}

@@ -36,6 +36,10 @@ type Options struct {
 	// GSO sends runs of same-size datagrams to one client as one
 	// UDP_SEGMENT message where the kernel supports it.
 	GSO bool
+	// Linger is how long a relay worker (threads mode) sleeps between
+	// polls while datagrams arrive closer together than that, instead of
+	// waking for each (sysblock.Linger); 0 wakes for each.
+	Linger time.Duration
 	// NoCounters leaves the packet and byte counters alone (see
 	// listener.Env.NoCounters).
 	NoCounters bool

@@ -224,7 +224,19 @@ func (w *worker) wake() {
 	_, _ = unix.Write(w.evfd, one[:])
 }
 
-// serve waits on the epoll set and drains each ready relay socket.
+// outQueue is what a worker has framed for UDP clients and not yet sent:
+// the first used messages of its receive batch, queued in its send batch
+// for one listener socket, whose counters st are.
+type outQueue struct {
+	used int
+	st   *stats.Worker
+}
+
+// serve waits on the epoll set and drains each ready relay socket. What
+// the ready sockets of one wake-up yield for UDP clients leaves in one
+// Flush: their client-bound messages all go out through a listener socket,
+// so under interleaved flows, where each socket holds one datagram, a
+// wake-up costs one sendmmsg instead of one per socket.
 func (w *worker) serve() {
 	events := make([]unix.EpollEvent, 128)
 	rb := udpio.NewRecvBatch(udpio.BatchSize, turn.PeerHeadroom, maxPeerPayload, turn.PeerTailroom)
@@ -233,6 +245,7 @@ func (w *worker) serve() {
 	var (
 		n    int
 		werr error
+		out  outQueue
 	)
 	wait := func(uintptr) bool {
 		n, werr = unix.EpollWait(w.epfd, events, 0)
@@ -242,6 +255,7 @@ func (w *worker) serve() {
 		defer sysblock.Enter()()
 	}
 	var y sysblock.Yielder
+	linger := sysblock.Linger{Period: w.io.pool.opts.Linger}
 	for {
 		if w.erc != nil {
 			if err := w.erc.Read(wait); err != nil {
@@ -249,7 +263,13 @@ func (w *worker) serve() {
 			}
 		} else {
 			y.Maybe()
-			n, werr = unix.EpollWait(w.epfd, events, -1)
+			if linger.Wait() {
+				n, werr = unix.EpollWait(w.epfd, events, 0)
+				linger.Polled(n > 0)
+			} else {
+				n, werr = unix.EpollWait(w.epfd, events, -1)
+				linger.Woke()
+			}
 		}
 		if werr != nil && !errors.Is(werr, unix.EINTR) {
 			return
@@ -257,16 +277,34 @@ func (w *worker) serve() {
 		for i := 0; i < n; i++ {
 			fd := events[i].Fd
 			if fd == int32(w.evfd) {
+				// Closes release relays whose messages may be queued.
+				w.flush(sb, &out)
 				if w.control() {
 					return
 				}
 				continue
 			}
 			if r := w.relay(int(fd)); r != nil {
-				w.drain(r, rb, sb)
+				w.drain(r, rb, sb, &out)
 			}
 		}
+		w.flush(sb, &out)
 	}
+}
+
+// flush sends what out holds and counts it on the listener socket's
+// counters.
+func (w *worker) flush(sb *udpio.Batch, out *outQueue) {
+	if sb.Queued() == 0 {
+		out.used = 0
+		return
+	}
+	sent, bytes := sb.Flush()
+	if !w.io.pool.opts.NoCounters && sent > 0 {
+		out.st.Tx.Add(uint64(sent))
+		out.st.TxBytes.Add(uint64(bytes))
+	}
+	out.used = 0
 }
 
 // control handles queued closes; it reports true when the worker must exit.
@@ -306,27 +344,36 @@ func (w *worker) control() bool {
 	return stopping
 }
 
-// drain reads r's socket until it would block, frames each datagram for
-// the client and sends the batch on the client's listener socket (UDP
-// clients) or hands each message to the client's connection. It counts in
-// the worker's own counters once per batch (per run of same-cluster
-// datagrams for the cluster counters).
-func (w *worker) drain(r *Relay, rb, sb *udpio.Batch) {
+// drain reads r's socket until it would block and frames each datagram
+// for the client: for a UDP client it queues the message in sb, received
+// into the batch slots after those out already holds, so that serve sends
+// what a whole wake-up yields together; a connection's client gets each
+// message at once. It counts in the worker's own counters once per read
+// (per run of same-cluster datagrams for the cluster counters).
+func (w *worker) drain(r *Relay, rb, sb *udpio.Batch, out *outQueue) {
 	eng := w.io.pool.engine
 	st := &w.stats
 	count := !w.io.pool.opts.NoCounters
 	a := r.alloc
 	client := a.FiveTuple.Client
 	for {
-		n, err := rb.Recv(r.sock.fd, unix.MSG_DONTWAIT, false)
+		if r.batch && sb.Queued() > 0 && out.st != r.outStats {
+			w.flush(sb, out) // another listener socket: one queue per socket
+		}
+		if out.used == rb.Cap() {
+			w.flush(sb, out)
+		}
+		off := out.used
+		want := rb.Cap() - off
+		n, err := rb.RecvAt(r.sock.fd, off, want, unix.MSG_DONTWAIT, false)
 		if err != nil || n == 0 {
 			return
 		}
 		var (
-			rxBytes, txBytes uint64
-			run              stats.ClusterRun
+			rxBytes uint64
+			run     stats.ClusterRun
 		)
-		for i := 0; i < n; i++ {
+		for i := off; i < off+n; i++ {
 			size := rb.Size(i)
 			rxBytes += uint64(size)
 			if rb.Truncated(i) {
@@ -344,22 +391,17 @@ func (w *worker) drain(r *Relay, rb, sb *udpio.Batch) {
 				continue
 			}
 			sb.Add(r.outFD, msg, client)
-			txBytes += uint64(len(msg))
 		}
-		var sent int
-		if sb.Queued() > 0 {
-			sent, _ = sb.Flush()
+		if r.batch {
+			out.used = off + n
+			out.st = r.outStats
 		}
 		if count {
 			st.PeerRx.Add(uint64(n))
 			st.PeerRxBytes.Add(rxBytes)
 			run.FlushRx(st)
-			if sent > 0 {
-				r.outStats.Tx.Add(uint64(sent))
-				r.outStats.TxBytes.Add(txBytes)
-			}
 		}
-		if n < rb.Cap() {
+		if n < want {
 			return
 		}
 	}

@@ -112,11 +112,20 @@ func (b *Batch) Recv(fd int, flags int, blocking bool) (int, error) {
 // RecvN is Recv into the first n messages only (1 <= n <= Cap), for a
 // caller that lent fewer buffers than the batch holds.
 func (b *Batch) RecvN(fd, n, flags int, blocking bool) (int, error) {
-	for i := range n {
+	return b.RecvAt(fd, 0, n, flags, blocking)
+}
+
+// RecvAt is Recv into messages off to off+n-1 only (0 <= off, 1 <= n,
+// off+n <= Cap), leaving the others as they are: a relay worker receives
+// from several sockets into one batch, so that what it frames in place from
+// each stays intact until one Flush sends them all. The datagrams read are
+// messages off, off+1, ... of Buf, Size, From and Truncated.
+func (b *Batch) RecvAt(fd, off, n, flags int, blocking bool) (int, error) {
+	for i := off; i < off+n; i++ {
 		b.hdrs[i].Hdr.Namelen = unix.SizeofSockaddrInet6
 		b.hdrs[i].Hdr.Flags = 0
 	}
-	return b.mmsg(unix.SYS_RECVMMSG, fd, n, flags, blocking)
+	return b.mmsgAt(unix.SYS_RECVMMSG, fd, off, n, flags, blocking)
 }
 
 // SetRecv lends p to message i of a receive batch: the next Recv writes
@@ -158,14 +167,20 @@ func (b *Batch) Reset() {
 
 // mmsg runs one recvmmsg or sendmmsg (trap) over the first n messages.
 func (b *Batch) mmsg(trap uintptr, fd, n, flags int, blocking bool) (int, error) {
+	return b.mmsgAt(trap, fd, 0, n, flags, blocking)
+}
+
+// mmsgAt runs one recvmmsg or sendmmsg (trap) over messages off to off+n-1.
+func (b *Batch) mmsgAt(trap uintptr, fd, off, n, flags int, blocking bool) (int, error) {
 	var (
 		r  uintptr
 		en unix.Errno
 	)
+	h := uintptr(unsafe.Pointer(&b.hdrs[off]))
 	if blocking {
-		r, _, en = unix.Syscall6(trap, uintptr(fd), uintptr(unsafe.Pointer(&b.hdrs[0])), uintptr(n), uintptr(flags), 0, 0)
+		r, _, en = unix.Syscall6(trap, uintptr(fd), h, uintptr(n), uintptr(flags), 0, 0)
 	} else {
-		r, _, en = unix.RawSyscall6(trap, uintptr(fd), uintptr(unsafe.Pointer(&b.hdrs[0])), uintptr(n), uintptr(flags), 0, 0)
+		r, _, en = unix.RawSyscall6(trap, uintptr(fd), h, uintptr(n), uintptr(flags), 0, 0)
 	}
 	if en != 0 {
 		return 0, en

@@ -3,6 +3,7 @@ package udpio
 import (
 	"net"
 	"net/netip"
+	"runtime"
 	"testing"
 	"time"
 
@@ -224,5 +225,56 @@ func TestBatchRoundTrip(t *testing.T) {
 	rb.Free() // a second Free is harmless
 	if rb.Buf(0) != nil || rb.slab != nil {
 		t.Error("Free left the buffers in place")
+	}
+}
+
+// TestRecvAt: receives into later messages leave the earlier ones as they
+// were, so that one batch can collect datagrams from several sockets.
+func TestRecvAt(t *testing.T) {
+	var fds [2]int
+	var addrs [2]netip.AddrPort
+	for i := range fds {
+		fd, err := Socket(netip.MustParseAddrPort("127.0.0.1:0"), SocketOptions{NonBlock: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
+		fds[i] = fd
+		addrs[i], _ = LocalAddr(fd)
+	}
+	tx, err := Socket(netip.MustParseAddrPort("127.0.0.1:0"), SocketOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(tx)
+	from, _ := LocalAddr(tx)
+	sb := NewSendBatch(4, false)
+	sb.Add(tx, []byte("a0"), addrs[0])
+	sb.Add(tx, []byte("b0"), addrs[1])
+	sb.Add(tx, []byte("b1"), addrs[1])
+	if sent, _ := sb.Flush(); sent != 3 {
+		t.Fatalf("sent %d, want 3", sent)
+	}
+	rb := NewRecvBatch(4, 2, 16, 0)
+	defer rb.Free()
+	recv := func(fd, off, want int) {
+		t.Helper()
+		for range 100 { // loopback delivers at once; allow a scheduler hiccup
+			if n, err := rb.RecvAt(fd, off, 4-off, unix.MSG_DONTWAIT, false); err == nil {
+				if n != want {
+					t.Fatalf("RecvAt(off %d) = %d, want %d", off, n, want)
+				}
+				return
+			}
+			runtime.Gosched()
+		}
+		t.Fatal("nothing arrived")
+	}
+	recv(fds[0], 0, 1)
+	recv(fds[1], 1, 2)
+	for i, want := range []string{"a0", "b0", "b1"} {
+		if got := string(rb.Buf(i)[2 : 2+rb.Size(i)]); got != want || rb.From(i) != from {
+			t.Errorf("message %d: %q from %v, want %q from %v", i, got, rb.From(i), want, from)
+		}
 	}
 }
