@@ -22,6 +22,7 @@ type streamListener struct {
 	connListener
 	ln    net.Listener
 	certs *certHolder // TURN-TLS only
+	tls   *tls.Config // TURN-TLS only
 }
 
 func (l *streamListener) LocalAddr() string { return l.ln.Addr().String() }
@@ -65,9 +66,9 @@ func startStream(env Env, lc config.Listener, al *allowlist.List) (*streamListen
 		}
 		return nil, fmt.Errorf("listener %q: %w", lc.Name, err)
 	}
-	if tlsConf != nil {
-		ln = tls.NewListener(ln, tlsConf)
-	}
+	// TLS runs over the connection's outConn (see accept), not over a
+	// tls.NewListener's plain connection.
+	l.tls = tlsConf
 	l.ln = ln
 	go l.accept()
 	return l, nil
@@ -84,17 +85,25 @@ func (l *streamListener) accept() {
 			continue
 		}
 		cc := newClientConn(&l.connListener, c)
-		switch l.admit(cc, true) {
-		case refused:
+		o, err := newOutConn(c.(*net.TCPConn), cc.quit)
+		if err != nil {
 			abort(c)
 			continue
+		}
+		cc.o, cc.c, cc.w = o, o, o
+		if l.tls != nil {
+			cc.c = tls.Server(o, l.tls)
+			cc.w, cc.tls = cc.c, true
+		}
+		switch l.admit(cc, true) {
+		case refused:
+			abort(cc.c)
+			continue
 		case closing:
-			c.Close()
+			cc.c.Close()
 			return
 		}
-		if tc, ok := c.(*net.TCPConn); ok {
-			_ = tc.SetNoDelay(true)
-		}
+		_ = o.SetNoDelay(true)
 		go l.serveConn(cc)
 	}
 }

@@ -1,0 +1,8 @@
+//go:build unix
+
+package listener
+
+import "syscall"
+
+// sysWrite is write(2) on a non-blocking socket.
+func sysWrite(fd uintptr, b []byte) (int, error) { return syscall.Write(int(fd), b) }
