@@ -2,6 +2,7 @@ package listener
 
 import (
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"syscall"
@@ -55,6 +56,13 @@ type outConn struct {
 	wn    int
 	werr  error
 	rawFn func(fd uintptr) bool
+
+	// The same for rawRead; only the connection's reader reads.
+	rb      []byte
+	rn      int
+	rerr    error
+	readFn  func(fd uintptr) bool
+	drained bool // the last read left the socket empty
 }
 
 func newOutConn(tc *net.TCPConn, quit <-chan struct{}) (*outConn, error) {
@@ -63,8 +71,64 @@ func newOutConn(tc *net.TCPConn, quit <-chan struct{}) (*outConn, error) {
 		return nil, err
 	}
 	o := &outConn{TCPConn: tc, rc: rc, quit: quit}
-	o.rawFn = o.rawWrite
+	o.rawFn, o.readFn = o.rawWrite, o.rawRead
 	return o, nil
+}
+
+// Read reads into b, waiting until bytes arrive, the read deadline passes
+// or the connection closes; it returns io.EOF at the end of the stream.
+//
+// Unlike net.TCPConn's Read, it does not try the socket again after a
+// read that left it empty (fewer bytes than b holds): it waits for the
+// poller's next readiness event at once, which saves a read(2) that would
+// fail with EAGAIN on every message of a paced media stream. Go's poller
+// is edge-triggered and the kernel signals every arrival, so bytes that
+// came in meanwhile are not missed.
+func (o *outConn) Read(b []byte) (int, error) {
+	if !rawIO {
+		return o.TCPConn.Read(b)
+	}
+	if len(b) == 0 {
+		return 0, nil
+	}
+	o.rb = b
+	err := o.rc.Read(o.readFn)
+	n, rerr := o.rn, o.rerr
+	o.rb, o.rn, o.rerr = nil, 0, nil
+	switch {
+	case err != nil:
+		return 0, err
+	case rerr != nil:
+		return 0, rerr
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// rawRead makes one non-blocking read into o.rb; it returns false (wait
+// for readiness) when the socket is empty, or when the last read emptied
+// it.
+func (o *outConn) rawRead(fd uintptr) bool {
+	if o.drained {
+		o.drained = false
+		return false
+	}
+	for {
+		n, err := sysRead(fd, o.rb)
+		switch {
+		case errors.Is(err, syscall.EINTR):
+			continue
+		case errors.Is(err, syscall.EAGAIN):
+			return false
+		case err != nil:
+			o.rerr = err
+		default:
+			o.rn = n
+			o.drained = n > 0 && n < len(o.rb)
+		}
+		return true
+	}
 }
 
 // Write writes b or queues what the socket does not take; it returns
@@ -86,7 +150,7 @@ func (o *outConn) write(b []byte, droppable bool) (dropped bool, err error) {
 	if o.err != nil {
 		return false, o.err
 	}
-	if !o.busy && len(o.pend) == 0 {
+	if rawIO && !o.busy && len(o.pend) == 0 {
 		o.wb = b
 		if err := o.rc.Write(o.rawFn); err == nil {
 			err = o.werr
