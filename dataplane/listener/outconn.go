@@ -2,7 +2,6 @@ package listener
 
 import (
 	"errors"
-	"io"
 	"net"
 	"sync"
 	"syscall"
@@ -71,64 +70,8 @@ func newOutConn(tc *net.TCPConn, quit <-chan struct{}) (*outConn, error) {
 		return nil, err
 	}
 	o := &outConn{TCPConn: tc, rc: rc, quit: quit}
-	o.rawFn, o.readFn = o.rawWrite, o.rawRead
+	o.rawFn = o.rawWrite
 	return o, nil
-}
-
-// Read reads into b, waiting until bytes arrive, the read deadline passes
-// or the connection closes; it returns io.EOF at the end of the stream.
-//
-// Unlike net.TCPConn's Read, it does not try the socket again after a
-// read that left it empty (fewer bytes than b holds): it waits for the
-// poller's next readiness event at once, which saves a read(2) that would
-// fail with EAGAIN on every message of a paced media stream. Go's poller
-// is edge-triggered and the kernel signals every arrival, so bytes that
-// came in meanwhile are not missed.
-func (o *outConn) Read(b []byte) (int, error) {
-	if !rawIO {
-		return o.TCPConn.Read(b)
-	}
-	if len(b) == 0 {
-		return 0, nil
-	}
-	o.rb = b
-	err := o.rc.Read(o.readFn)
-	n, rerr := o.rn, o.rerr
-	o.rb, o.rn, o.rerr = nil, 0, nil
-	switch {
-	case err != nil:
-		return 0, err
-	case rerr != nil:
-		return 0, rerr
-	case n == 0:
-		return 0, io.EOF
-	}
-	return n, nil
-}
-
-// rawRead makes one non-blocking read into o.rb; it returns false (wait
-// for readiness) when the socket is empty, or when the last read emptied
-// it.
-func (o *outConn) rawRead(fd uintptr) bool {
-	if o.drained {
-		o.drained = false
-		return false
-	}
-	for {
-		n, err := sysRead(fd, o.rb)
-		switch {
-		case errors.Is(err, syscall.EINTR):
-			continue
-		case errors.Is(err, syscall.EAGAIN):
-			return false
-		case err != nil:
-			o.rerr = err
-		default:
-			o.rn = n
-			o.drained = n > 0 && n < len(o.rb)
-		}
-		return true
-	}
 }
 
 // Write writes b or queues what the socket does not take; it returns
@@ -212,8 +155,13 @@ func (o *outConn) rawWrite(fd uintptr) bool {
 	}
 }
 
+// flushChunk is how much of the backlog the flusher writes under one
+// deadline of writeTimeout.
+const flushChunk = 64 << 10
+
 // flusher writes the backlog, blocking, until the connection ends; a
-// client that takes no byte for writeTimeout is disconnected.
+// client that takes less than flushChunk bytes in writeTimeout is
+// disconnected.
 func (o *outConn) flusher(wake chan struct{}) {
 	for {
 		select {
@@ -232,8 +180,13 @@ func (o *outConn) flusher(wake chan struct{}) {
 			o.pend, o.busy = nil, true
 			o.mu.Unlock()
 
-			_ = o.TCPConn.SetWriteDeadline(time.Now().Add(writeTimeout))
-			_, err := o.TCPConn.Write(out)
+			var err error
+			for rest := out; len(rest) > 0 && err == nil; {
+				n := min(len(rest), flushChunk)
+				_ = o.TCPConn.SetWriteDeadline(time.Now().Add(writeTimeout))
+				_, err = o.TCPConn.Write(rest[:n])
+				rest = rest[n:]
+			}
 			// Direct writes must not find an expired deadline.
 			_ = o.TCPConn.SetWriteDeadline(time.Time{})
 

@@ -4,11 +4,8 @@ package listener
 
 import "syscall"
 
-// rawIO is true: outConn reads and writes the raw non-blocking socket.
+// rawIO is true: outConn writes the raw non-blocking socket.
 const rawIO = true
 
 // sysWrite is write(2) on a non-blocking socket.
 func sysWrite(fd uintptr, b []byte) (int, error) { return syscall.Write(int(fd), b) }
-
-// sysRead is read(2) on a non-blocking socket.
-func sysRead(fd uintptr, b []byte) (int, error) { return syscall.Read(int(fd), b) }
