@@ -94,12 +94,13 @@ func (o *outConn) write(b []byte, droppable bool) (dropped bool, err error) {
 		return false, o.err
 	}
 	if rawIO && !o.busy && len(o.pend) == 0 {
-		o.wb = b
-		if err := o.rc.Write(o.rawFn); err == nil {
+		o.wb, o.wn, o.werr = b, 0, nil
+		err := o.rc.Write(o.rawFn) // closed, or past a deadline: f is not called
+		if err == nil {
 			err = o.werr
 		}
 		n := o.wn
-		o.wb, o.werr = nil, nil
+		o.wb, o.wn, o.werr = nil, 0, nil
 		if err != nil {
 			o.err = err
 			return false, err

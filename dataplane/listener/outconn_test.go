@@ -161,3 +161,15 @@ func TestOutConnRead(t *testing.T) {
 		t.Fatalf("read at the end of the stream: %d, %v; want io.EOF", n, err)
 	}
 }
+
+// TestOutConnClosed checks that a write to a closed connection fails, and
+// so does every later one, without writing anything.
+func TestOutConnClosed(t *testing.T) {
+	o, _, _ := tcpPair(t)
+	o.Close()
+	for i := range 2 {
+		if _, err := o.Write([]byte("after close")); err == nil {
+			t.Fatalf("write %d after Close: no error", i)
+		}
+	}
+}
