@@ -55,13 +55,6 @@ type outConn struct {
 	wn    int
 	werr  error
 	rawFn func(fd uintptr) bool
-
-	// The same for rawRead; only the connection's reader reads.
-	rb      []byte
-	rn      int
-	rerr    error
-	readFn  func(fd uintptr) bool
-	drained bool // the last read left the socket empty
 }
 
 func newOutConn(tc *net.TCPConn, quit <-chan struct{}) (*outConn, error) {
