@@ -20,12 +20,10 @@ const (
 	// handshakeTimeout bounds the TLS/DTLS handshake and the wait for the
 	// first message, so an idle or stalled client does not hold a slot.
 	handshakeTimeout = 10 * time.Second
-	// writeTimeout bounds one write to a client; a client that does not
-	// read for that long is disconnected instead of stalling relaying.
+	// writeTimeout bounds one write of a TCP or TLS connection's backlog
+	// (outConn); a client that does not read for that long is
+	// disconnected.
 	writeTimeout = 5 * time.Second
-	// outQueue is how many messages may wait for a slow client before
-	// further ones are dropped (UDP-like loss, never blocking a relay worker).
-	outQueue = 256
 	// maxStreamMessage is the largest TURN message accepted on a stream:
 	// a STUN header plus the largest length field.
 	maxStreamMessage = 20 + 0xFFFF
@@ -248,6 +246,9 @@ func abort(nc net.Conn) {
 	if tc, ok := nc.(*tls.Conn); ok {
 		nc = tc.NetConn()
 	}
+	if oc, ok := nc.(*outConn); ok {
+		nc = oc.TCPConn
+	}
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetLinger(0)
 	}
@@ -288,25 +289,25 @@ func (q *connList) remove(c *clientConn) {
 
 // clientConn is one client connection: the turn.Transport and
 // relay.Client of the allocations made over it. Its reader goroutine runs
-// the engine and writes the replies; a writer goroutine, started by the
-// first message a relay worker delivers, writes what peers send.
+// the engine and writes the replies; relay workers write what peers send
+// themselves, on their own goroutines: through o, which never blocks, on
+// TCP and TLS, and straight into the DTLS session (a UDP socket, whose
+// writes do not wait for the client) on DTLS.
 type clientConn struct {
 	l  *connListener
-	c  net.Conn // the accepted connection, closed to end both goroutines
+	c  net.Conn // the accepted connection, closed to end the reader
 	w  net.Conn // what replies and relayed messages go to: c, or the DTLS session over it
+	o  *outConn // TCP and TLS: the socket's writing side, under c for TLS
 	ft turn.FiveTuple
-	// out is the writer's queue of pooled buffers (back to bufPool once
-	// written), nil until the writer starts: most connections never
-	// relay, and the queue and a goroutine cost more than the rest of an
-	// idle connection.
-	out atomic.Pointer[chan *[]byte]
-	// quit ends the writer.
+	// tls is whether w is a TLS session over o.
+	tls bool
+	// quit ends o's flusher.
 	quit chan struct{}
 	// allocated is whether the engine held an allocation on ft when the
 	// reader last looked; only the reader uses it.
 	allocated bool
 	// stats are the connection's own counters, written by its reader and
-	// writer, so that connections share no counter.
+	// the relay workers, so that connections share no counter.
 	stats stats.Worker
 
 	// Guarded by l.mu.
@@ -315,12 +316,6 @@ type clientConn struct {
 	counted    bool        // holds a slot of limits.Max
 	countedIP  bool        // holds a slot of limits.PerIP
 }
-
-// bufPool holds the buffers messages wait in for a connection's writer.
-// They travel as *[]byte, the pointer the pool hands out, so that queueing
-// and recycling one allocates nothing (putting back a fresh &slice would
-// allocate its header on every message).
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1500); return &b }}
 
 func newClientConn(l *connListener, c net.Conn) *clientConn {
 	remote := addrPortOf(c.RemoteAddr())
@@ -348,57 +343,43 @@ func (c *clientConn) PeerCluster(p netip.AddrPort) (uint32, bool) {
 // BatchSocket implements relay.Client: a connection takes WriteToClient.
 func (c *clientConn) BatchSocket(int) (int, *stats.Worker, bool) { return -1, nil, false }
 
-// WriteToClient implements relay.Client: it queues a copy of msg for the
-// writer; when the client is too slow to keep up, the message is dropped
-// (and counted) rather than blocking the relay worker.
+// WriteToClient implements relay.Client: it writes msg to the client on
+// the caller's goroutine without blocking. When a TCP or TLS client is too
+// slow to keep up (outBacklog bytes wait already), the message is dropped
+// and counted, UDP-like; a connection whose write fails is closed.
 func (c *clientConn) WriteToClient(msg []byte) {
-	q := c.out.Load()
-	if q == nil {
-		q = c.startWriter()
-	}
-	bp := bufPool.Get().(*[]byte)
-	*bp = append((*bp)[:0], msg...)
-	select {
-	case *q <- bp:
-	default:
-		bufPool.Put(bp)
-		c.stats.Drops[turn.DropUnexpected].Add(1)
-	}
-}
-
-// startWriter makes the writer's queue and starts the writer, once; it
-// returns the queue. Relay workers may race to it, so the queue is
-// published with a compare-and-swap.
-func (c *clientConn) startWriter() *chan *[]byte {
-	q := make(chan *[]byte, outQueue)
-	if c.out.CompareAndSwap(nil, &q) {
-		go c.writer(q)
-		return &q
-	}
-	return c.out.Load()
-}
-
-// writer sends queued messages until quit.
-func (c *clientConn) writer(q chan *[]byte) {
-	for {
-		select {
-		case <-c.quit:
-			return
-		case bp := <-q:
-			_ = c.w.SetWriteDeadline(time.Now().Add(writeTimeout))
-			_, err := c.w.Write(*bp)
-			n := len(*bp)
-			bufPool.Put(bp)
-			if err != nil {
-				c.c.Close() // a stalled or gone client: the reader ends too
-				return
-			}
-			if !c.l.env.NoCounters {
-				c.stats.Tx.Add(1)
-				c.stats.TxBytes.Add(uint64(n))
-			}
+	var dropped bool
+	var err error
+	switch {
+	case c.o == nil: // DTLS
+		_, err = c.w.Write(msg)
+	case c.tls:
+		// A TLS record cannot be dropped once sealed: decide before.
+		if dropped = c.o.backlogged(len(msg)); !dropped {
+			_, err = c.w.Write(msg)
 		}
+	default:
+		dropped, err = c.o.write(msg, true)
 	}
+	switch {
+	case err != nil:
+		c.closeRaw() // a stalled or gone client: the reader ends too
+	case dropped:
+		c.stats.Drops[turn.DropUnexpected].Add(1)
+	case !c.l.env.NoCounters:
+		c.stats.Tx.Add(1)
+		c.stats.TxBytes.Add(uint64(len(msg)))
+	}
+}
+
+// closeRaw closes the connection's socket without a TLS close_notify or
+// DTLS alert, which could not be delivered anyway.
+func (c *clientConn) closeRaw() {
+	if c.o != nil {
+		c.o.TCPConn.Close()
+		return
+	}
+	c.c.Close()
 }
 
 // handle runs the engine on one message from the client. It reports false
@@ -415,9 +396,8 @@ func (c *clientConn) handle(msg []byte, res *turn.Result) bool {
 		// Only requests (Allocate, Refresh) make or end an allocation, and
 		// each gets a reply: look again here, not per packet.
 		c.checkAllocation()
-		// The reader writes its replies itself: a client that does not
-		// read them stalls only its own connection, until writeTimeout.
-		_ = c.w.SetWriteDeadline(time.Now().Add(writeTimeout))
+		// The reader writes its replies itself, without blocking (see
+		// WriteToClient).
 		if _, err := c.w.Write(res.Reply); err != nil {
 			return false
 		}

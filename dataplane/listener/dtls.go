@@ -108,12 +108,16 @@ func (l *dtlsListener) serveConn(c *clientConn) {
 	defer dtlsBufPool.Put(bp)
 	buf := *bp
 	var res turn.Result
+	var dl readDeadline
 	last, limit := time.Now(), handshakeTimeout // the first message must come soon
 	for {
-		_ = dc.SetReadDeadline(last.Add(limit))
+		dl.apply(dc, last.Add(limit))
 		n, err := dc.Read(buf)
 		if err != nil {
-			if isTimeout(err) && !c.expired(last) {
+			if isTimeout(err) {
+				dl.expired()
+			}
+			if isTimeout(err) && (time.Since(last) < limit || !c.expired(last)) {
 				limit = c.idleLimit()
 				continue
 			}

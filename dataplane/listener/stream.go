@@ -22,6 +22,7 @@ type streamListener struct {
 	connListener
 	ln    net.Listener
 	certs *certHolder // TURN-TLS only
+	tls   *tls.Config // TURN-TLS only
 }
 
 func (l *streamListener) LocalAddr() string { return l.ln.Addr().String() }
@@ -65,9 +66,9 @@ func startStream(env Env, lc config.Listener, al *allowlist.List) (*streamListen
 		}
 		return nil, fmt.Errorf("listener %q: %w", lc.Name, err)
 	}
-	if tlsConf != nil {
-		ln = tls.NewListener(ln, tlsConf)
-	}
+	// TLS runs over the connection's outConn (see accept), not over a
+	// tls.NewListener's plain connection.
+	l.tls = tlsConf
 	l.ln = ln
 	go l.accept()
 	return l, nil
@@ -84,17 +85,25 @@ func (l *streamListener) accept() {
 			continue
 		}
 		cc := newClientConn(&l.connListener, c)
-		switch l.admit(cc, true) {
-		case refused:
+		o, err := newOutConn(c.(*net.TCPConn), cc.quit)
+		if err != nil {
 			abort(c)
 			continue
+		}
+		cc.o, cc.c, cc.w = o, o, o
+		if l.tls != nil {
+			cc.c = tls.Server(o, l.tls)
+			cc.w, cc.tls = cc.c, true
+		}
+		switch l.admit(cc, true) {
+		case refused:
+			abort(cc.c)
+			continue
 		case closing:
-			c.Close()
+			cc.c.Close()
 			return
 		}
-		if tc, ok := c.(*net.TCPConn); ok {
-			_ = tc.SetNoDelay(true)
-		}
+		_ = o.SetNoDelay(true)
 		go l.serveConn(cc)
 	}
 }
@@ -118,7 +127,7 @@ func (l *streamListener) serveConn(c *clientConn) {
 	for {
 		msg, err := f.next(last.Add(limit))
 		if err != nil {
-			if isTimeout(err) && !c.expired(last) {
+			if isTimeout(err) && (time.Since(last) < limit || !c.expired(last)) {
 				limit = c.idleLimit()
 				continue
 			}
@@ -186,7 +195,33 @@ type frameReader struct {
 	// idle receives the first bytes after a silence, before a buffer is
 	// taken: enough for a frame header, hence for choosing the buffer.
 	idle [4]byte
+	// dl is the connection's read deadline (see readDeadline).
+	dl readDeadline
 }
+
+// deadlineSlack is how early a read deadline may fire: a connection's
+// deadline is moved forward only when it would fire earlier than wanted by
+// more than this (see readDeadline).
+const deadlineSlack = 250 * time.Millisecond
+
+// readDeadline keeps a connection's read deadline within deadlineSlack
+// before the one wanted. Setting a deadline resets a runtime timer; on a
+// busy connection the wanted deadline moves a little with every message,
+// so setting it each time would cost a timer update per message. The
+// caller must treat a timeout that comes before its own deadline as no
+// timeout, and call expired after every timeout.
+type readDeadline struct{ set time.Time }
+
+func (d *readDeadline) apply(c net.Conn, want time.Time) {
+	if want.Before(d.set) || want.Sub(d.set) > deadlineSlack {
+		_ = c.SetReadDeadline(want)
+		d.set = want
+	}
+}
+
+// expired forgets the deadline after it has passed, so that the next
+// apply sets it again.
+func (d *readDeadline) expired() { d.set = time.Time{} }
 
 // next returns the next frame, padding excluded, with no capacity beyond
 // it; it stays valid until the following call. Past deadline it returns a timeout error, after which
@@ -251,9 +286,12 @@ func (f *frameReader) makeRoom(total int) {
 // to its pool after bufferHold of silence.
 func (f *frameReader) fill(deadline time.Time) error {
 	if f.buf == nil {
-		_ = f.conn.SetReadDeadline(deadline)
+		f.dl.apply(f.conn, deadline)
 		n, err := f.conn.Read(f.idle[:])
 		if n == 0 {
+			if isTimeout(err) {
+				f.dl.expired()
+			}
 			return err
 		}
 		f.buf = smallBufPool.Get().(*[]byte)
@@ -267,11 +305,14 @@ func (f *frameReader) fill(deadline time.Time) error {
 			wait = hold
 		}
 	}
-	_ = f.conn.SetReadDeadline(wait)
+	f.dl.apply(f.conn, wait)
 	n, err := f.conn.Read((*f.buf)[f.w:])
 	f.w += n
 	if n > 0 {
 		return nil
+	}
+	if isTimeout(err) {
+		f.dl.expired()
 	}
 	if between && wait.Before(deadline) && isTimeout(err) {
 		f.release() // silent for bufferHold: wait on without the buffer

@@ -1,0 +1,12 @@
+//go:build !unix
+
+package listener
+
+import "syscall"
+
+// rawIO is false: outConn writes every message through its flusher,
+// since non-blocking writes on the raw socket are implemented on Unix
+// only.
+const rawIO = false
+
+func sysWrite(uintptr, []byte) (int, error) { return 0, syscall.EAGAIN }
