@@ -257,19 +257,24 @@ func (a *assoc) Read(p []byte) (int, error) {
 }
 
 // Write implements net.Conn: one datagram to the association's address.
+// It works after Close too, so that pion/dtls can still send its alert
+// (the socket is the listener's, closed with it).
 func (a *assoc) Write(p []byte) (int, error) {
-	select {
-	case <-a.done:
-		return 0, net.ErrClosed
-	default:
-	}
 	return a.mux.conn.WriteToUDPAddrPort(p, a.remote)
 }
 
 // Close ends the association: Read returns io.EOF, and the reader forgets
-// the address (a new handshake from it makes a new association).
+// the address (a new handshake from it makes a new association). Once the
+// record layer has taken over, it sends the close_notify alert itself:
+// pion's, sealed with pion's older sequence numbers, may fall below the
+// client's replay window.
 func (a *assoc) Close() error {
 	a.once.Do(func() {
+		if f := a.fast.Load(); f != nil {
+			if rec, err := f.rec.sealType(nil, contentAlert, closeNotify); err == nil {
+				_, _ = a.Write(rec)
+			}
+		}
 		a.hmu.Lock()
 		a.closed = true
 		a.hmu.Unlock()

@@ -29,6 +29,7 @@ const (
 	gcmTag         = 16
 	gcmOverhead    = gcmExplicitIV + gcmTag
 	contentAppData = 23
+	contentAlert   = 21
 	// maxSeq is the largest 48-bit sequence number; an association that
 	// reaches it must be closed (RFC 6347 §4.1).
 	maxSeq = 1<<48 - 1
@@ -117,6 +118,15 @@ var sealBufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1600); return
 // seal appends to dst[:0] one application data record carrying p and
 // returns it. It fails once the sequence numbers are used up.
 func (r *gcmRecords) seal(dst, p []byte) ([]byte, error) {
+	return r.sealType(dst, contentAppData, p)
+}
+
+// closeNotify is the warning alert that ends an association (RFC 5246
+// §7.2.1).
+var closeNotify = []byte{1, 0}
+
+// sealType is seal for a record of content type typ.
+func (r *gcmRecords) sealType(dst []byte, typ byte, p []byte) ([]byte, error) {
 	seq := r.seq.Add(1) - 1
 	if seq > maxSeq {
 		return nil, errors.New("dtls sequence numbers used up")
@@ -126,7 +136,7 @@ func (r *gcmRecords) seal(dst, p []byte) ([]byte, error) {
 		dst = make([]byte, 0, n)
 	}
 	dst = dst[:recordHeader+gcmExplicitIV]
-	dst[0] = contentAppData
+	dst[0] = typ
 	dst[1], dst[2] = 0xfe, 0xfd // DTLS 1.2
 	binary.BigEndian.PutUint64(dst[3:11], uint64(r.epoch)<<48|seq)
 	binary.BigEndian.PutUint16(dst[11:13], uint16(len(p)))
