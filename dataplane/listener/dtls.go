@@ -57,8 +57,7 @@ func startDTLS(env Env, lc config.Listener, al *allowlist.List) (*dtlsListener, 
 	if env.SocketBuffer > 0 {
 		// One socket carries every association: the default buffers
 		// (about 200 KiB) overflow in a burst of a few hundred records.
-		_ = uc.SetReadBuffer(env.SocketBuffer)
-		_ = uc.SetWriteBuffer(env.SocketBuffer)
+		setDTLSBuffers(uc, env.SocketBuffer)
 	}
 	l.mux = newDTLSMux(uc, dtlsBacklog)
 	go l.mux.run()
@@ -121,24 +120,18 @@ func (l *dtlsListener) serveConn(c *clientConn, a *assoc) {
 	defer dtlsBufPool.Put(bp)
 	buf := *bp
 	var res turn.Result
+	if fast != nil {
+		l.watchFast(c, dc, fast, buf, &res)
+		return
+	}
 	var dl readDeadline
 	last, limit := time.Now(), handshakeTimeout // the first message must come soon
 	for {
-		if fast != nil {
-			if t := time.Unix(0, fast.last.Load()); t.After(last) {
-				last = t
-			}
-		}
 		dl.apply(dc, last.Add(limit))
 		n, err := dc.Read(buf)
 		if err != nil {
 			if isTimeout(err) {
 				dl.expired()
-				if fast != nil {
-					if t := time.Unix(0, fast.last.Load()); t.After(last) {
-						last = t
-					}
-				}
 			}
 			if isTimeout(err) && (time.Since(last) < limit || !c.expired(last)) {
 				limit = c.idleLimit()
@@ -151,6 +144,48 @@ func (l *dtlsListener) serveConn(c *clientConn, a *assoc) {
 			return
 		}
 		limit = c.idleLimit()
+	}
+}
+
+// watchFast keeps an association's idle timeout while the listener's
+// reader handles its messages: it wakes when the association would have
+// been silent too long, and looks at when the reader last handled one. It
+// also handles what pion/dtls still delivers (records that came before the
+// reader took over).
+func (l *dtlsListener) watchFast(c *clientConn, dc net.Conn, f *fastAssoc, buf []byte, res *turn.Result) {
+	start := f.last.Load()
+	for {
+		// The first message must come within handshakeTimeout; until it
+		// has, wake at the idle limit too, to take that limit up as soon
+		// as it applies.
+		deadline := time.Unix(0, f.last.Load()).Add(c.idleLimit())
+		if f.last.Load() == start {
+			deadline = time.Unix(0, start).Add(handshakeTimeout)
+			if d := time.Now().Add(c.idleLimit()); d.Before(deadline) {
+				deadline = d
+			}
+		}
+		_ = dc.SetReadDeadline(deadline)
+		n, err := dc.Read(buf)
+		if err == nil {
+			f.last.Store(time.Now().UnixNano())
+			if !c.handle(buf[:n], res) {
+				return
+			}
+			continue
+		}
+		if !isTimeout(err) {
+			return
+		}
+		last := time.Unix(0, f.last.Load())
+		limit := c.idleLimit()
+		if f.last.Load() == start {
+			limit = handshakeTimeout
+		}
+		if time.Since(last) < limit || !c.expired(last) {
+			continue
+		}
+		return
 	}
 }
 

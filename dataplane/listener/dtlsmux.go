@@ -80,51 +80,45 @@ type fastAssoc struct {
 
 var muxBufPool = sync.Pool{New: func() any { b := make([]byte, dtlsReadBuffer); return &b }}
 
-// run reads the socket until it is closed.
-func (m *dtlsMux) run() {
+// dispatch hands one datagram from the socket to its association, making
+// one when it opens a handshake. b is the reader's buffer: what pion/dtls
+// gets is copied, and what a record carries to a peer goes out by snd
+// before the buffer is reused.
+func (m *dtlsMux) dispatch(b []byte, from netip.AddrPort, res *turn.Result, snd *peerSender) {
+	from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
+	m.mu.Lock()
+	a := m.m[from]
+	m.mu.Unlock()
+	if a == nil {
+		// Only a datagram that opens a handshake makes an association.
+		if len(b) <= recordHeader || b[0] != 22 || m.closed.Load() {
+			m.drops.Add(1)
+			return
+		}
+		a = m.newAssoc(from)
+		select {
+		case m.accept <- a:
+			m.mu.Lock()
+			m.m[from] = a
+			m.mu.Unlock()
+		default:
+			m.drops.Add(1)
+			return
+		}
+	}
+	if f := a.fast.Load(); f != nil {
+		a.handleFast(f, b, res, snd)
+		return
+	}
+	a.pushCopy(b)
+}
+
+// pushCopy queues a copy of b for pion/dtls.
+func (a *assoc) pushCopy(b []byte) {
 	bp := muxBufPool.Get().(*[]byte)
-	var res turn.Result
-	for {
-		*bp = (*bp)[:cap(*bp)]
-		n, from, err := m.conn.ReadFromUDPAddrPort(*bp)
-		if err != nil {
-			if m.closed.Load() {
-				m.closeAll()
-				return
-			}
-			time.Sleep(time.Millisecond)
-			continue
-		}
-		from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
-		m.mu.Lock()
-		a := m.m[from]
-		m.mu.Unlock()
-		b := (*bp)[:n]
-		if a == nil {
-			// Only a datagram that opens a handshake makes an association.
-			if n <= recordHeader || b[0] != 22 || m.closed.Load() {
-				m.drops.Add(1)
-				continue
-			}
-			a = m.newAssoc(from)
-			select {
-			case m.accept <- a:
-				m.mu.Lock()
-				m.m[from] = a
-				m.mu.Unlock()
-			default:
-				m.drops.Add(1)
-				continue
-			}
-		}
-		if f := a.fast.Load(); f != nil {
-			a.handleFast(f, b, &res)
-			continue
-		}
-		*bp = b
-		if a.push(bp) {
-			bp = muxBufPool.Get().(*[]byte)
-		}
+	*bp = append((*bp)[:0], b...)
+	if !a.push(bp) {
+		muxBufPool.Put(bp)
 	}
 }
 
@@ -156,7 +150,7 @@ func (m *dtlsMux) close() {
 // handleFast splits a datagram into records: application data records of
 // the association's epoch are opened and handled here; the rest go to
 // pion/dtls.
-func (a *assoc) handleFast(f *fastAssoc, b []byte, res *turn.Result) {
+func (a *assoc) handleFast(f *fastAssoc, b []byte, res *turn.Result, snd *peerSender) {
 	for len(b) >= recordHeader {
 		size := recordHeader + int(binary.BigEndian.Uint16(b[11:13]))
 		if size > len(b) {
@@ -165,11 +159,7 @@ func (a *assoc) handleFast(f *fastAssoc, b []byte, res *turn.Result) {
 		rec := b[:size]
 		b = b[size:]
 		if rec[0] != contentAppData || binary.BigEndian.Uint16(rec[3:5]) != f.rec.epoch {
-			bp := muxBufPool.Get().(*[]byte)
-			*bp = append((*bp)[:0], rec...)
-			if !a.push(bp) {
-				muxBufPool.Put(bp)
-			}
+			a.pushCopy(rec)
 			continue
 		}
 		p, ok := f.rec.open(rec)
@@ -181,13 +171,49 @@ func (a *assoc) handleFast(f *fastAssoc, b []byte, res *turn.Result) {
 		failed := false
 		if !a.closed {
 			f.last.Store(time.Now().UnixNano())
-			failed = !f.c.handle(p, res)
+			failed = !handleRecord(f.c, p, res, snd)
 		}
 		a.hmu.Unlock()
 		if failed {
 			a.Close()
 		}
 	}
+}
+
+// handleRecord is clientConn.handle for the listener's reader: a message
+// for a peer joins snd's batch instead of leaving at once. It reports
+// false when a reply could not be written.
+func handleRecord(c *clientConn, msg []byte, res *turn.Result, snd *peerSender) bool {
+	st, count := &c.stats, !c.l.env.NoCounters
+	if count {
+		st.Rx.Add(1)
+		st.RxBytes.Add(uint64(len(msg)))
+	}
+	c.l.env.Engine.HandleClient(c, c.ft, msg, res)
+	switch res.Kind {
+	case turn.Reply:
+		c.checkAllocation()
+		if _, err := c.w.Write(res.Reply); err != nil {
+			return false
+		}
+		if count {
+			st.Tx.Add(1)
+			st.TxBytes.Add(uint64(len(res.Reply)))
+		}
+	case turn.Forward:
+		snd.add(res.Alloc.Relay().Socket(), res.Payload, res.Peer)
+		if count {
+			n := uint64(len(res.Payload))
+			st.PeerTx.Add(1)
+			st.PeerTxBytes.Add(n)
+			cl := st.Cluster(res.Cluster)
+			cl.Tx.Add(1)
+			cl.TxBytes.Add(n)
+		}
+	default:
+		st.Drops[res.Drop].Add(1)
+	}
+	return true
 }
 
 // push queues a datagram for pion/dtls; it reports false, and keeps nothing,
