@@ -59,7 +59,11 @@ func startDTLS(env Env, lc config.Listener, al *allowlist.List) (*dtlsListener, 
 		// (about 200 KiB) overflow in a burst of a few hundred records.
 		setDTLSBuffers(uc, env.SocketBuffer)
 	}
-	l.mux = newDTLSMux(uc, dtlsBacklog)
+	if l.mux, err = newDTLSMux(uc, dtlsBacklog); err != nil {
+		uc.Close()
+		certs.Close()
+		return nil, fmt.Errorf("listener %q: %w", lc.Name, err)
+	}
 	go l.mux.run()
 	go l.accept()
 	return l, nil

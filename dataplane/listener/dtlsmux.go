@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/tern-gw/tern/turn"
@@ -29,6 +30,7 @@ const assocQueue = 64
 // dtlsMux owns the listener socket and its associations.
 type dtlsMux struct {
 	conn  *net.UDPConn
+	rc    syscall.RawConn
 	local *net.UDPAddr
 	mu    sync.Mutex
 	m     map[netip.AddrPort]*assoc
@@ -41,9 +43,13 @@ type dtlsMux struct {
 	drops atomic.Uint64
 }
 
-func newDTLSMux(conn *net.UDPConn, backlog int) *dtlsMux {
-	return &dtlsMux{conn: conn, local: conn.LocalAddr().(*net.UDPAddr), m: map[netip.AddrPort]*assoc{},
-		accept: make(chan *assoc, backlog)}
+func newDTLSMux(conn *net.UDPConn, backlog int) (*dtlsMux, error) {
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	return &dtlsMux{conn: conn, rc: rc, local: conn.LocalAddr().(*net.UDPAddr), m: map[netip.AddrPort]*assoc{},
+		accept: make(chan *assoc, backlog)}, nil
 }
 
 // assoc is one association: the net.Conn pion/dtls runs the handshake
@@ -286,7 +292,10 @@ func (a *assoc) Read(p []byte) (int, error) {
 // It works after Close too, so that pion/dtls can still send its alert
 // (the socket is the listener's, closed with it).
 func (a *assoc) Write(p []byte) (int, error) {
-	return a.mux.conn.WriteToUDPAddrPort(p, a.remote)
+	if err := a.mux.send(p, a.remote); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // Close ends the association: Read returns io.EOF, and the reader forgets

@@ -40,3 +40,9 @@ func setDTLSBuffers(c *net.UDPConn, size int) {
 	_ = c.SetReadBuffer(size)
 	_ = c.SetWriteBuffer(size)
 }
+
+// send sends p to `to` on the listener socket.
+func (m *dtlsMux) send(p []byte, to netip.AddrPort) error {
+	_, err := m.conn.WriteToUDPAddrPort(p, to)
+	return err
+}
