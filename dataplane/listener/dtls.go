@@ -13,6 +13,7 @@ import (
 
 	"github.com/tern-gw/tern/dataplane/allowlist"
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/stats"
 	"github.com/tern-gw/tern/turn"
 )
 
@@ -200,4 +201,13 @@ func (l *dtlsListener) Close() {
 	l.mux.close()
 	l.certs.Close()
 	l.closeConns()
+}
+
+// FoldStats adds the counters of the listener's associations to sum, and
+// the datagrams its socket reader dropped (from an address with no
+// association that do not open a handshake, or with pion's queue full)
+// under DropUnexpected.
+func (l *dtlsListener) FoldStats(sum *stats.Sum) {
+	l.connListener.FoldStats(sum)
+	sum.Drops[turn.DropUnexpected] += l.mux.drops.Load()
 }
