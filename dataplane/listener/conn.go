@@ -303,9 +303,10 @@ type clientConn struct {
 	tls bool
 	// quit ends o's flusher.
 	quit chan struct{}
-	// allocated is whether the engine held an allocation on ft when the
-	// reader last looked; only the reader uses it.
-	allocated bool
+	// allocated is whether the engine held an allocation on ft when a
+	// reader last looked: the connection's goroutine, and on DTLS also the
+	// listener's reader, which handles application data itself.
+	allocated atomic.Bool
 	// stats are the connection's own counters, written by its reader and
 	// the relay workers, so that connections share no counter.
 	stats stats.Worker
@@ -416,8 +417,7 @@ func (c *clientConn) handle(msg []byte, res *turn.Result) bool {
 // checkAllocation asks the engine whether the connection holds an
 // allocation and, when that changed, moves it on or off the shed list.
 func (c *clientConn) checkAllocation() {
-	if has := c.l.env.Engine.Lookup(c.ft) != nil; has != c.allocated {
-		c.allocated = has
+	if has := c.l.env.Engine.Lookup(c.ft) != nil; c.allocated.Swap(has) != has {
 		c.l.setAllocated(c, has)
 	}
 }
@@ -425,7 +425,7 @@ func (c *clientConn) checkAllocation() {
 // idleLimit is how long the connection may now stay silent.
 func (c *clientConn) idleLimit() time.Duration {
 	lim := c.l.limits.Load()
-	if c.allocated {
+	if c.allocated.Load() {
 		return lim.AllocatedIdleTimeout
 	}
 	return lim.IdleTimeout
@@ -437,7 +437,7 @@ func (c *clientConn) idleLimit() time.Duration {
 // allocated limit. It counts the connections it condemns.
 func (c *clientConn) expired(last time.Time) bool {
 	c.checkAllocation()
-	if c.allocated && time.Since(last) < c.l.limits.Load().AllocatedIdleTimeout {
+	if c.allocated.Load() && time.Since(last) < c.l.limits.Load().AllocatedIdleTimeout {
 		return false
 	}
 	c.l.idleCount.Add(1)

@@ -1,0 +1,226 @@
+package listener
+
+import (
+	"bytes"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/sha256"
+	"crypto/sha512"
+	"encoding/binary"
+	"encoding/gob"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/pion/dtls/v2"
+	"github.com/pion/dtls/v2/pkg/crypto/prf"
+)
+
+// DTLS 1.2 record layer (RFC 6347 §4.1) with AES-GCM (RFC 5288, RFC 6347
+// §4.1.2.1): the application data of an association whose handshake
+// pion/dtls has finished is opened and sealed here, on the goroutine that
+// reads the listener socket or the relay worker that delivers, instead of
+// through pion's Conn, which hands each record through a goroutine of its
+// own and starts a goroutine per Read and per Write (its connctx wrapper).
+const (
+	recordHeader   = 13 // type, version, epoch, sequence number, length
+	gcmExplicitIV  = 8  // the explicit part of the nonce, sent in the record
+	gcmTag         = 16
+	gcmOverhead    = gcmExplicitIV + gcmTag
+	contentAppData = 23
+	contentAlert   = 21
+	// maxSeq is the largest 48-bit sequence number; an association that
+	// reaches it must be closed (RFC 6347 §4.1).
+	maxSeq = 1<<48 - 1
+	// pionSeqHeadroom is how many sequence numbers Tern leaves to pion
+	// after taking over an association's records.
+	pionSeqHeadroom = 1 << 32
+)
+
+var errNoFastPath = errors.New("cipher suite without a fast path")
+
+// gcmRecords seals and opens one association's application data records
+// at one epoch. Seal may run on several goroutines at once; open runs on
+// the listener's reader only.
+type gcmRecords struct {
+	local, remote     cipher.AEAD
+	localIV, remoteIV [4]byte
+	epoch             uint16 // both directions: pion ends the handshake with equal epochs
+	seq               atomic.Uint64
+	replay            replayWindow
+}
+
+// pionState is the part of pion/dtls's gob-encoded State
+// (State.MarshalBinary) the record layer needs; gob matches fields by name.
+type pionState struct {
+	LocalEpoch, RemoteEpoch   uint16
+	LocalRandom, RemoteRandom [32]byte
+	CipherSuiteID             uint16
+	MasterSecret              []byte
+	SequenceNumber            uint64
+	IsClient                  bool
+}
+
+// newGCMRecords derives an association's record keys (RFC 5246 §6.3) from
+// the state pion/dtls reached at the end of the handshake. It returns
+// errNoFastPath for a cipher suite other than ECDHE with AES-GCM, whose
+// records pion keeps handling.
+func newGCMRecords(st dtls.State) (*gcmRecords, error) {
+	raw, err := st.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	var s pionState
+	if err := gob.NewDecoder(bytes.NewReader(raw)).Decode(&s); err != nil {
+		return nil, err
+	}
+	var keyLen int
+	var h prf.HashFunc
+	switch dtls.CipherSuiteID(s.CipherSuiteID) {
+	case dtls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, dtls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256:
+		keyLen, h = 16, sha256.New
+	case dtls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384, dtls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384:
+		keyLen, h = 32, sha512.New384
+	default:
+		return nil, errNoFastPath
+	}
+	if s.IsClient || s.LocalEpoch != s.RemoteEpoch || s.LocalEpoch == 0 || len(s.MasterSecret) == 0 {
+		return nil, fmt.Errorf("dtls state not that of a finished server handshake (epochs %d/%d)", s.LocalEpoch, s.RemoteEpoch)
+	}
+	keys, err := prf.GenerateEncryptionKeys(s.MasterSecret, s.RemoteRandom[:], s.LocalRandom[:], 0, keyLen, 4, h)
+	if err != nil {
+		return nil, err
+	}
+	r := &gcmRecords{epoch: s.LocalEpoch}
+	if r.local, err = newGCM(keys.ServerWriteKey); err != nil {
+		return nil, err
+	}
+	if r.remote, err = newGCM(keys.ClientWriteKey); err != nil {
+		return nil, err
+	}
+	copy(r.localIV[:], keys.ServerWriteIV)
+	copy(r.remoteIV[:], keys.ClientWriteIV)
+	// Far past what pion has sent at this epoch (its Finished). pion keeps
+	// its own counter for what it may still send itself: an alert, or its
+	// last flight again each time the client's (or a spoofer's) flight
+	// arrives again. Two records sealed with one sequence number would
+	// reuse a GCM nonce, so pion's records must never reach ours: 2^32
+	// retransmissions cannot happen within an association's life.
+	r.seq.Store(s.SequenceNumber + pionSeqHeadroom)
+	return r, nil
+}
+
+func newGCM(key []byte) (cipher.AEAD, error) {
+	b, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(b)
+}
+
+// sealBufPool holds the buffers records are sealed into.
+var sealBufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1600); return &b }}
+
+// seal appends to dst[:0] one application data record carrying p and
+// returns it. It fails once the sequence numbers are used up.
+func (r *gcmRecords) seal(dst, p []byte) ([]byte, error) {
+	return r.sealType(dst, contentAppData, p)
+}
+
+// closeNotify is the warning alert that ends an association (RFC 5246
+// §7.2.1).
+var closeNotify = []byte{1, 0}
+
+// sealType is seal for a record of content type typ.
+func (r *gcmRecords) sealType(dst []byte, typ byte, p []byte) ([]byte, error) {
+	seq := r.seq.Add(1) - 1
+	if seq > maxSeq {
+		return nil, errors.New("dtls sequence numbers used up")
+	}
+	n := recordHeader + gcmExplicitIV + len(p) + gcmTag
+	if cap(dst) < n {
+		dst = make([]byte, 0, n)
+	}
+	dst = dst[:recordHeader+gcmExplicitIV]
+	dst[0] = typ
+	dst[1], dst[2] = 0xfe, 0xfd // DTLS 1.2
+	binary.BigEndian.PutUint64(dst[3:11], uint64(r.epoch)<<48|seq)
+	binary.BigEndian.PutUint16(dst[11:13], uint16(len(p)))
+	// The explicit nonce is the epoch and sequence number, unique per key
+	// (RFC 5288 §3 allows any unique value).
+	copy(dst[13:21], dst[3:11])
+	var nonce [12]byte
+	copy(nonce[:4], r.localIV[:])
+	copy(nonce[4:], dst[3:11])
+	// Additional data: seq_num(8) + type + version + length (RFC 5246
+	// §6.2.3.3) — the record header as it stands before the length is
+	// set to the sealed length.
+	var ad [recordHeader]byte
+	copy(ad[:], dst[3:11])
+	copy(ad[8:11], dst[0:3])
+	copy(ad[11:13], dst[11:13])
+	dst = r.local.Seal(dst, nonce[:], p, ad[:])
+	binary.BigEndian.PutUint16(dst[11:13], uint16(len(dst)-recordHeader))
+	return dst, nil
+}
+
+// open decrypts, in place, the application data record rec (a whole
+// record, header included) of the association's epoch and returns its
+// plaintext. ok is false for a record that fails authentication or
+// repeats one already seen (RFC 6347 §4.1.2.6); such records are dropped.
+func (r *gcmRecords) open(rec []byte) (p []byte, ok bool) {
+	if len(rec) < recordHeader+gcmOverhead {
+		return nil, false
+	}
+	seq := binary.BigEndian.Uint64(rec[3:11]) & maxSeq
+	if !r.replay.fresh(seq) {
+		return nil, false
+	}
+	var nonce [12]byte
+	copy(nonce[:4], r.remoteIV[:])
+	copy(nonce[4:], rec[recordHeader:recordHeader+gcmExplicitIV])
+	ct := rec[recordHeader+gcmExplicitIV:]
+	var ad [recordHeader]byte
+	copy(ad[:], rec[3:11])
+	copy(ad[8:11], rec[0:3])
+	binary.BigEndian.PutUint16(ad[11:13], uint16(len(ct)-gcmTag))
+	p, err := r.remote.Open(ct[:0], nonce[:], ct, ad[:])
+	if err != nil {
+		return nil, false
+	}
+	r.replay.mark(seq)
+	return p, true
+}
+
+// replayWindow is RFC 6347 §4.1.2.6's sliding window of the last 64
+// sequence numbers received.
+type replayWindow struct {
+	top  uint64 // highest sequence number accepted, plus one (0: none)
+	mask uint64 // bit i: top-1-i was received
+}
+
+// fresh reports whether seq may be new: above the window, or inside it and
+// not yet received. Only authenticated records go into the window (mark).
+func (w *replayWindow) fresh(seq uint64) bool {
+	if seq >= w.top {
+		return true
+	}
+	d := w.top - 1 - seq
+	return d < 64 && w.mask&(1<<d) == 0
+}
+
+func (w *replayWindow) mark(seq uint64) {
+	if seq >= w.top {
+		shift := seq + 1 - w.top
+		if shift >= 64 {
+			w.mask = 0
+		} else {
+			w.mask <<= shift
+		}
+		w.mask |= 1
+		w.top = seq + 1
+		return
+	}
+	w.mask |= 1 << (w.top - 1 - seq)
+}
