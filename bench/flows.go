@@ -127,6 +127,8 @@ type FlowsResult struct {
 	RTTP99US   float64 `json:"rtt_p99_us,omitempty"`
 	// Topology is where it ran (Net.Topology: "", loopback, veth).
 	Topology string `json:"topology,omitempty"`
+	// ServerCPUs is the CPU list the servers were pinned to (Net.ServerCPUs).
+	ServerCPUs string `json:"server_cpus,omitempty"`
 	// KernelRelayed is how many of Relayed the kernel relayed without a
 	// socket (KernelCounters of the target, read before and after; issue 15).
 	KernelRelayed uint64 `json:"kernel_relayed,omitempty"`
@@ -186,7 +188,7 @@ func measureFlows(ctx context.Context, t Target, pl flowPlan, sizes []int) Flows
 	if pl.copies > 0 || pl.peerSend {
 		rx.start(fs, pl.rtt, base, maxRTTSamples/max(len(fs), 1))
 	}
-	res.Topology = Net.Topology
+	res.Topology, res.ServerCPUs = Net.Topology, Net.ServerCPUs
 	kernel := KernelCounters[t.Name]
 	var k0 uint64
 	var kerr error

@@ -14,7 +14,9 @@ import (
 // veth topology: client — server — peer).
 type Placement struct {
 	// Topology names the setup in results ("loopback", "veth"; "" none).
-	Topology         string
+	Topology string
+	// ServerCPUs is the CPU list the servers are pinned to ("" none).
+	ServerCPUs       string
 	ClientNS, PeerNS string
 	ClientIP, PeerIP netip.Addr
 }

@@ -74,9 +74,11 @@ type Launcher struct {
 	Netns, ClientNS string
 	// ListenIP is every server's client-facing address; default 127.0.0.1.
 	ListenIP netip.Addr
-	// PeerNet is a peer prefix ternd's cluster allows besides 127.0.0.0/8
-	// (the veth topology's peers); coturn and pion allow any peer.
+	// PeerNet is a peer prefix ternd's cluster and pion allow besides
+	// 127.0.0.0/8 (the veth topology's peers); coturn allows any peer.
 	PeerNet netip.Prefix
+	// CPUs pins every server to these CPUs ("taskset -c CPUs"; "" none).
+	CPUs string
 	// OffloadEngine is ternd-offload's --offload-engine; default TC.
 	OffloadEngine string
 
@@ -200,6 +202,9 @@ func (l *Launcher) Start(name string) (bench.Target, error) {
 			"-min-port", fmt.Sprint(l.MinPort), "-max-port", fmt.Sprint(l.MaxPort),
 			"-threads", fmt.Sprint(l.Threads), "-realm", Realm, "-user", User, "-pass", Pass,
 			"-socket-buffer", fmt.Sprint(l.SocketBuffer)}
+		if l.PeerNet.IsValid() {
+			args = append(args, "-peer-net", l.PeerNet.String())
+		}
 		if l.Streams {
 			args = append(args, "-tcp", t.TCP.String(), "-tls", t.TLS.String(), "-dtls", t.DTLS.String(),
 				"-cert", l.cert, "-key", l.key)
@@ -269,6 +274,9 @@ func (l *Launcher) spawn(name string, args []string) (*proc, error) {
 	logf, err := os.Create(l.logPath(name))
 	if err != nil {
 		return nil, err
+	}
+	if l.CPUs != "" {
+		args = append([]string{"taskset", "-c", l.CPUs}, args...)
 	}
 	args = append(netns.Exec(l.Netns), args...)
 	cmd := exec.Command(args[0], args[1:]...)

@@ -35,7 +35,7 @@ func (c *common) setupNetns(l *launch.Launcher) (func(), error) {
 	if c.netns == "veth" {
 		l.PeerNet = netip.MustParsePrefix("10.77.0.0/16")
 	}
-	bench.Net = bench.Placement{Topology: c.netns, ClientNS: topo.Client, PeerNS: topo.Peer,
+	bench.Net = bench.Placement{Topology: c.netns, ServerCPUs: c.pin, ClientNS: topo.Client, PeerNS: topo.Peer,
 		ClientIP: topo.ClientIP, PeerIP: topo.PeerIP}
 	return topo.Close, nil
 }
