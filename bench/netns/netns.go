@@ -251,3 +251,31 @@ func Exec(ns string) []string {
 	}
 	return []string{"ip", "netns", "exec", ns}
 }
+
+// Steer makes the server namespace's interfaces (the veths' server ends)
+// hand received packets to the CPUs in cpus (a list such as "1" or "0,1")
+// by RPS, a per-device setting of that namespace. A veth receives on the
+// CPU that sent, so without it the server's softirq work (the whole
+// offloaded relay) would run on the generator's CPU, outside a server
+// pinned to cpus. Loopback topologies are left alone.
+func (t *Topology) Steer(cpus string) error {
+	if t.Kind != "veth" {
+		return nil
+	}
+	var mask uint64
+	for _, f := range strings.Split(cpus, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 0 || n > 63 {
+			return fmt.Errorf("netns: CPU list %q: want numbers 0-63 separated by commas", cpus)
+		}
+		mask |= 1 << n
+	}
+	for _, dev := range []string{"tobsc", "tobsp"} {
+		path := "/sys/class/net/" + dev + "/queues/rx-0/rps_cpus"
+		cmd := exec.Command("ip", "netns", "exec", t.Server, "sh", "-c", fmt.Sprintf("echo %x > %s", mask, path))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("netns: RPS on %s: %v: %s", dev, err, out)
+		}
+	}
+	return nil
+}

@@ -30,6 +30,12 @@ func (c *common) setupNetns(l *launch.Launcher) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.pin != "" {
+		if err := topo.Steer(c.pin); err != nil {
+			topo.Close()
+			return nil, err
+		}
+	}
 	fmt.Fprintf(os.Stderr, "made %s topology: namespaces %s\n", c.netns, strings.Join(topo.Names(), ", "))
 	l.Netns, l.ClientNS, l.ListenIP, l.RelayIP = topo.Server, topo.Client, topo.ListenIP, topo.RelayIP
 	if c.netns == "veth" {
