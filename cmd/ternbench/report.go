@@ -23,7 +23,7 @@ func runReport(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() == 0 {
+	if fs.NArg() == 0 && *offload == "" {
 		return fmt.Errorf("give the results JSON files to merge")
 	}
 	r, err := bench.ReadReports(fs.Args()...)
