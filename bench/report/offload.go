@@ -235,7 +235,7 @@ func ppsRows(keys []olKey, cells map[olKey]map[string]olCell) []ppsRow {
 // clean delivered packets/s ≥ 3× ternd's with the servers on one core.
 func offloadGoals(keys []olKey, cells map[olKey]map[string]olCell) []Goal {
 	var out []Goal
-	var so, sf float64
+	var so, sf, po, pf float64
 	n := 0
 	for _, k := range keys {
 		if k.Pin != "" {
@@ -246,6 +246,9 @@ func offloadGoals(keys []olKey, cells map[olKey]map[string]olCell) []Goal {
 			continue
 		}
 		so, sf, n = so+o.Net, sf+f.Net, n+1
+		if !math.IsNaN(o.CPU) && !math.IsNaN(f.CPU) {
+			po, pf = po+o.CPU, pf+f.CPU
+		}
 	}
 	g := Goal{Text: "offload: net whole-machine CPU per relayed ChannelData packet ≤ 0.25× the raw forwarder's (issue 15)", Status: notMeasured}
 	if n > 0 {
@@ -255,7 +258,8 @@ func offloadGoals(keys []olKey, cells map[olKey]map[string]olCell) []Goal {
 		if sf <= 0 {
 			g.Status = notMeasured
 		}
-		g.Note = fmt.Sprintf("mean over %d steps (flows and webrtc, loopback and veth), per-step medians; peer = forwarder", n)
+		g.Note = fmt.Sprintf("mean over %d steps (flows and webrtc, loopback and veth), per-step medians; peer = forwarder; "+
+			"server-process CPU alone (no softirq): %s", n, posRatio(po, pf))
 	}
 	out = append(out, g)
 	for _, p := range pinned(keys) {
