@@ -51,6 +51,7 @@ report() {
 	offload=()
 	if [[ -f "$out/offload/files.txt" && -f "$out/offload/reproduce.txt" ]]; then
 		offload=(-offload "$(cat "$out/offload/files.txt")" -offload-commands "$out/offload/reproduce.txt")
+		[[ -f bench/PROFILE-offload.md ]] && offload+=(-offload-profile bench/PROFILE-offload.md)
 	fi
 	profile=()
 	if [[ -f bench/PROFILE.md ]]; then

@@ -37,6 +37,9 @@ type Options struct {
 	Offload *bench.Report
 	// OffloadCommands is the shell text that reproduces Offload.
 	OffloadCommands string
+	// OffloadProfile is the hand-written profile behind the offload goals
+	// (bench/PROFILE-offload.md).
+	OffloadProfile string
 }
 
 const defaultCommands = "make bench            # or: hack/bench.sh\nhack/bench.sh --quick  # a one-minute smoke\n"
@@ -107,6 +110,7 @@ func Markdown(r *bench.Report, o Options) ([]byte, error) {
 	if o.Offload != nil {
 		offloadData(d, o.Offload)
 		d["OffloadCommands"] = strings.TrimRight(o.OffloadCommands, "\n") + "\n"
+		d["OffloadProfile"] = strings.TrimSpace(o.OffloadProfile)
 	}
 
 	// Metrics on and off (issue 12): ternd beside itself without metrics,

@@ -20,6 +20,7 @@ func runReport(args []string) error {
 	metrics := fs.String("metrics", "", "throughput results of ternd beside ternd-nometrics, for the metrics on/off section")
 	offload := fs.String("offload", "", "comma list of results of -netns runs with ternd-offload, for the offload section (issue 15)")
 	offloadCmds := fs.String("offload-commands", "", "file whose text is shown as the commands reproducing -offload")
+	offloadProf := fs.String("offload-profile", "", "markdown file with the profile behind the offload goals (e.g. bench/PROFILE-offload.md)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -66,6 +67,14 @@ func runReport(args []string) error {
 		}
 		ocmds = string(b)
 	}
+	var oprof string
+	if *offloadProf != "" {
+		b, err := os.ReadFile(*offloadProf)
+		if err != nil {
+			return err
+		}
+		oprof = string(b)
+	}
 	link := *rel
 	if link == "" {
 		link = *plots
@@ -74,7 +83,7 @@ func runReport(args []string) error {
 	if err != nil {
 		return err
 	}
-	md, err := report.Markdown(r, report.Options{PlotDir: link, Plots: files, Commands: cmds, Profile: prof, Metrics: mr, Offload: or, OffloadCommands: ocmds})
+	md, err := report.Markdown(r, report.Options{PlotDir: link, Plots: files, Commands: cmds, Profile: prof, Metrics: mr, Offload: or, OffloadCommands: ocmds, OffloadProfile: oprof})
 	if err != nil {
 		return err
 	}
