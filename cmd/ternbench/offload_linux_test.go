@@ -41,7 +41,6 @@ func TestOffloadSmoke(t *testing.T) {
 	if code := run(args, &out, &errOut); code != 0 {
 		t.Fatalf("ternbench %s: exit %d\n%s%s", strings.Join(args, " "), code, out.String(), errOut.String())
 	}
-	t.Log(out.String())
 	ents, _ := os.ReadDir("/var/run/netns")
 	for _, e := range ents {
 		if strings.HasPrefix(e.Name(), fmt.Sprintf("%s%d-", netns.Prefix, os.Getpid())) {
