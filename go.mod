@@ -11,6 +11,7 @@ require (
 	github.com/google/go-containerregistry v0.22.1
 	github.com/mattn/go-isatty v0.0.22
 	github.com/pion/dtls/v2 v2.2.12
+	github.com/pion/dtls/v3 v3.0.7
 	github.com/pion/logging v0.2.4
 	github.com/pion/stun/v2 v2.0.0
 	github.com/pion/stun/v3 v3.0.1
@@ -114,7 +115,6 @@ require (
 	github.com/opencontainers/go-digest v1.0.0 // indirect
 	github.com/opencontainers/image-spec v1.1.1 // indirect
 	github.com/peterbourgon/diskv v2.0.1+incompatible // indirect
-	github.com/pion/dtls/v3 v3.0.7 // indirect
 	github.com/pion/randutil v0.1.0 // indirect
 	github.com/pion/transport/v3 v3.0.8 // indirect
 	github.com/pion/transport/v4 v4.0.1 // indirect

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"os"
 	"runtime"
 	"slices"
 	"sync"
@@ -112,15 +113,22 @@ type FlowsResult struct {
 	// figure of the "direct" target of the same step and repeat (the
 	// generator and peer alone, no server), and NetMachineUSPerPkt the
 	// difference: the server's whole cost to the machine, softirq included.
-	MachineCPU time.Duration `json:"machine_cpu_ns"`
+	MachineCPU         time.Duration `json:"machine_cpu_ns"`
+	MachineUSPerPkt    float64       `json:"machine_us_per_pkt"`
+	BaselineUSPerPkt   float64       `json:"baseline_us_per_pkt,omitempty"`
+	NetMachineUSPerPkt float64       `json:"net_machine_us_per_pkt,omitempty"`
+	HasBaseline        bool          `json:"has_baseline,omitempty"`
 	// MachineBusyPct is MachineCPU over all CPUs' time in the window, %:
 	// near 100 the machine was saturated (the generator, other tenants),
 	// and the whole-machine figures measure its capacity, not the server.
-	MachineBusyPct     float64 `json:"machine_busy_pct"`
-	MachineUSPerPkt    float64 `json:"machine_us_per_pkt"`
-	BaselineUSPerPkt   float64 `json:"baseline_us_per_pkt,omitempty"`
-	NetMachineUSPerPkt float64 `json:"net_machine_us_per_pkt,omitempty"`
-	HasBaseline        bool    `json:"has_baseline,omitempty"`
+	MachineBusyPct float64 `json:"machine_busy_pct"`
+	// HasMachine is false when /proc/stat could not be read. Its 10 ms
+	// ticks can read 0 over a short window.
+	HasMachine bool `json:"has_machine"`
+	// GeneratorUSPerPkt is the harness's own CPU time (this process: the
+	// clients and the peer) over the window per relayed packet, µs: the
+	// part of MachineUSPerPkt that is the load, not the server.
+	GeneratorUSPerPkt float64 `json:"generator_us_per_pkt"`
 	// RTT percentiles (both, webrtc), µs, over RTTSamples round trips.
 	RTTSamples int     `json:"rtt_samples,omitempty"`
 	RTTP50US   float64 `json:"rtt_p50_us,omitempty"`
@@ -196,6 +204,7 @@ func measureFlows(ctx context.Context, t Target, pl flowPlan, sizes []int) Flows
 		k0, kerr = kernel()
 	}
 	cpu := startCPU(t.PID)
+	gen := startCPU(os.Getpid())
 	m0, merr := procstat.MachineBusy()
 	w0 := time.Now()
 	if pl.upstream {
@@ -205,6 +214,7 @@ func measureFlows(ctx context.Context, t Target, pl flowPlan, sizes []int) Flows
 	}
 	settle(func() uint64 { return peer.got.Load() + rx.packets.Load() })
 	res.ServerCPU, res.HasCPU = cpu.stop()
+	genCPU, genOK := gen.stop()
 	m1, merr2 := procstat.MachineBusy()
 	window := time.Since(w0)
 	rx.stop(fs)
@@ -234,9 +244,12 @@ func measureFlows(ctx context.Context, t Target, pl flowPlan, sizes []int) Flows
 		res.CPUPerPacketUS = float64(res.ServerCPU.Microseconds()) / float64(res.Relayed)
 	}
 	if merr == nil && merr2 == nil && res.Relayed > 0 {
-		res.MachineCPU = m1 - m0
+		res.MachineCPU, res.HasMachine = m1-m0, true
 		res.MachineUSPerPkt = float64(res.MachineCPU.Microseconds()) / float64(res.Relayed)
 		res.MachineBusyPct = 100 * res.MachineCPU.Seconds() / (float64(runtime.NumCPU()) * window.Seconds())
+	}
+	if genOK && res.Relayed > 0 {
+		res.GeneratorUSPerPkt = float64(genCPU.Microseconds()) / float64(res.Relayed)
 	}
 	if pl.rtt {
 		rtts := rx.rtts()
@@ -297,6 +310,10 @@ func sendFromClients(ctx context.Context, fs []*flowConn, pl flowPlan, sizes []i
 		if pl.rtt {
 			stamp(o.frame[o.at:], seq, base)
 			seq++
+			// A stream burst is its own buffer of copies: stamp each.
+			for j := 0; o.burst != nil && j < n; j++ {
+				copy(o.burst[j*len(o.frame)+o.at:], o.frame[o.at:o.at+stampLen])
+			}
 		}
 		switch {
 		case n == 1:

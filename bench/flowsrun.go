@@ -98,7 +98,7 @@ func ApplyBaseline(rs []FlowsResult) {
 	}
 	base := map[key]float64{}
 	for _, r := range rs {
-		if r.Target == Direct.Name && r.Err == "" && r.MachineUSPerPkt > 0 {
+		if r.Target == Direct.Name && r.Err == "" && r.HasMachine {
 			st := r.FlowsStep
 			st.Transport = "" // the baseline is UDP whatever the step's transport
 			base[key{st, r.Repeat}] = r.MachineUSPerPkt
@@ -107,7 +107,7 @@ func ApplyBaseline(rs []FlowsResult) {
 	for i := range rs {
 		st := rs[i].FlowsStep
 		st.Transport = ""
-		if b, ok := base[key{st, rs[i].Repeat}]; ok && rs[i].Target != Direct.Name && rs[i].MachineUSPerPkt > 0 {
+		if b, ok := base[key{st, rs[i].Repeat}]; ok && rs[i].Target != Direct.Name && rs[i].HasMachine {
 			rs[i].BaselineUSPerPkt, rs[i].HasBaseline = b, true
 			rs[i].NetMachineUSPerPkt = rs[i].MachineUSPerPkt - b
 		}

@@ -177,7 +177,7 @@ const saturated = 90
 func baselines(rs []bench.FlowsResult) map[flKey]float64 {
 	acc := map[flKey][]float64{}
 	for _, r := range rs {
-		if r.Target == bench.Direct.Name && r.Err == "" && r.MachineUSPerPkt > 0 {
+		if r.Target == bench.Direct.Name && r.Err == "" && r.HasMachine {
 			k := flKeyOf(r)
 			k.Transport = ""
 			acc[k] = append(acc[k], r.MachineUSPerPkt)

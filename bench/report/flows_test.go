@@ -13,7 +13,7 @@ func fl(target string, d bench.Direction, p turnclient.Proto, pc bench.Pacing, c
 	return bench.FlowsResult{Target: target, FlowsStep: bench.FlowsStep{Flows: 64, Rate: 20000, Size: 100, Direction: d, Transport: p, Pacing: pc},
 		Sent: relayed, Delivered: relayed, Relayed: relayed, ServerCPU: cpu, HasCPU: target != bench.Direct.Name,
 		CPUPerPacketUS: float64(cpu.Microseconds()) / float64(relayed), MachineUSPerPkt: machine,
-		BaselineUSPerPkt: base, NetMachineUSPerPkt: machine - base, HasBaseline: target != bench.Direct.Name}
+		BaselineUSPerPkt: base, NetMachineUSPerPkt: machine - base, HasMachine: true, HasBaseline: target != bench.Direct.Name}
 }
 
 // TestFlowsMarkdown: the WebRTC-shaped sections lead the page, with the
