@@ -10,7 +10,7 @@ CI_FUZZTIME ?= 10s
 # hack/imagebuild defaults it to `git describe --tags --always --dirty`.
 VERSION ?=
 
-.PHONY: build run test test-race lint bench bench-webrtc bench-micro generate fuzz certs helm-template images deploy-version cluster-e2e
+.PHONY: build run test test-race lint bench bench-webrtc bench-offload bench-micro generate fuzz certs helm-template images deploy-version cluster-e2e
 
 # A static binary (CGO_ENABLED=0): it runs in an image with no libc, and an idle ternd does not
 # map libc and ld.so (1.5-2 MB of its resident memory).
@@ -80,6 +80,12 @@ bench:
 # every result in bench/results/.
 bench-webrtc:
 	hack/bench.sh --webrtc
+
+# The eBPF offload (issue 15) beside ternd, the forwarder, coturn and pion, in
+# network namespaces ternbench makes and removes (root, ~13 minutes), then the
+# report with its "Offload (issue 15)" section.
+bench-offload:
+	hack/bench-offload.sh
 
 # The engine's Go benchmarks (ns/op, allocs/op of the relay paths).
 bench-micro:

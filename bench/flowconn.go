@@ -62,7 +62,11 @@ func openFlow(t Target, i int, p turnclient.Proto, peer netip.AddrPort) (*flowCo
 		}
 		server = a
 	}
-	tr, err := turnclient.Dial(p, clientAddr(i), server, 5*time.Second)
+	var tr turnclient.Transport
+	err := inClientNS(func() (err error) {
+		tr, err = turnclient.Dial(p, flowClientAddr(i), server, 5*time.Second)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", t.Name, err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"net/netip"
 	"os"
 	"runtime"
 	"slices"
@@ -134,7 +133,15 @@ type FlowsResult struct {
 	RTTSamples int     `json:"rtt_samples,omitempty"`
 	RTTP50US   float64 `json:"rtt_p50_us,omitempty"`
 	RTTP99US   float64 `json:"rtt_p99_us,omitempty"`
-	Err        string  `json:"error,omitempty"`
+	// Topology is where it ran (Net.Topology: "", loopback, veth).
+	Topology string `json:"topology,omitempty"`
+	// ServerCPUs is the CPU list the servers were pinned to (Net.ServerCPUs).
+	ServerCPUs string `json:"server_cpus,omitempty"`
+	// KernelRelayed is how many of Relayed the kernel relayed without a
+	// socket (KernelCounters of the target, read before and after; issue 15).
+	KernelRelayed uint64 `json:"kernel_relayed,omitempty"`
+	HasKernel     bool   `json:"has_kernel,omitempty"`
+	Err           string `json:"error,omitempty"`
 }
 
 // flowPlan is what one measurement sends: the slots the clients' (or the
@@ -167,7 +174,11 @@ const maxRTTSamples = 2_000_000
 func measureFlows(ctx context.Context, t Target, pl flowPlan, sizes []int) FlowsResult {
 	var res FlowsResult
 	res.Target = t.Name
-	peer, err := startFlowPeer(netip.MustParseAddrPort("127.0.0.1:0"), pl.copies)
+	var peer *flowPeer
+	err := inPeerNS(func() (err error) {
+		peer, err = startFlowPeer(peerListenAddr(), pl.copies)
+		return err
+	})
 	if err != nil {
 		res.Err = err.Error()
 		return res
@@ -185,6 +196,13 @@ func measureFlows(ctx context.Context, t Target, pl flowPlan, sizes []int) Flows
 	if pl.copies > 0 || pl.peerSend {
 		rx.start(fs, pl.rtt, base, maxRTTSamples/max(len(fs), 1))
 	}
+	res.Topology, res.ServerCPUs = Net.Topology, Net.ServerCPUs
+	kernel := KernelCounters[t.Name]
+	var k0 uint64
+	var kerr error
+	if kernel != nil {
+		k0, kerr = kernel()
+	}
 	cpu := startCPU(t.PID)
 	gen := startCPU(os.Getpid())
 	m0, merr := procstat.MachineBusy()
@@ -200,6 +218,11 @@ func measureFlows(ctx context.Context, t Target, pl flowPlan, sizes []int) Flows
 	m1, merr2 := procstat.MachineBusy()
 	window := time.Since(w0)
 	rx.stop(fs)
+	if kernel != nil && kerr == nil {
+		if k1, err := kernel(); err == nil && k1 >= k0 {
+			res.KernelRelayed, res.HasKernel = k1-k0, true
+		}
+	}
 
 	atPeer, atClients := peer.got.Load(), rx.packets.Load()
 	res.Sent += peer.sent.Load()

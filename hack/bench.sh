@@ -8,6 +8,8 @@
 #                            make bench-webrtc), then the report from every result present
 #   hack/bench.sh --quick    smoke of everything: every target works, figures not comparable
 #   hack/bench.sh --webrtc --quick   smoke of the WebRTC-shaped matrix
+#   hack/bench.sh --report   only the report, from every result present (the offload
+#                            results of hack/bench-offload.sh in $TERNBENCH_OUT/offload too)
 #
 # Everything runs on 127.0.0.0/8. ternbench starts the servers itself
 # (-launch) and stops only those, by PID. Environment:
@@ -20,12 +22,14 @@ cd "$(dirname "$0")/.."
 
 quick=""
 webrtc_only=""
+report_only=""
 for a in "$@"; do
 	case "$a" in
+	--report) report_only=1 ;;
 	--quick) quick="-quick" ;;
 	--webrtc) webrtc_only=1 ;;
 	*)
-		echo "usage: $0 [--webrtc] [--quick]" >&2
+		echo "usage: $0 [--webrtc] [--quick] | --report" >&2
 		exit 2
 		;;
 	esac
@@ -34,6 +38,35 @@ out="${TERNBENCH_OUT:-bench/results}"
 base="${TERNBENCH_BASE_PORT:-23478}"
 relay="${TERNBENCH_RELAY_IP:-127.0.0.2}"
 report="${TERNBENCH_REPORT:-BENCHMARKS.md}"
+
+# The report: every result present, and the offload section (issue 15)
+# where hack/bench-offload.sh left its results.
+report() {
+	results=()
+	for f in flows flows-burst webrtc throughput latency allocs memory; do
+		[[ -f "$out/$f.json" ]] && results+=("$out/$f.json")
+	done
+	metrics=()
+	[[ -f "$out/metrics.json" ]] && metrics=(-metrics "$out/metrics.json")
+	offload=()
+	if [[ -f "$out/offload/files.txt" && -f "$out/offload/reproduce.txt" ]]; then
+		offload=(-offload "$(cat "$out/offload/files.txt")" -offload-commands "$out/offload/reproduce.txt")
+		[[ -f bench/PROFILE-offload.md ]] && offload+=(-offload-profile bench/PROFILE-offload.md)
+	fi
+	profile=()
+	if [[ -f bench/PROFILE.md ]]; then
+		profile=(-profile bench/PROFILE.md)
+	fi
+	commands=()
+	[[ -f "$out/reproduce.txt" ]] && commands=(-commands "$out/reproduce.txt")
+	bin/ternbench report -o "$report" -plots "$out" "${commands[@]}" "${profile[@]}" "${metrics[@]}" "${offload[@]}" "${results[@]}" >/dev/null
+	echo "wrote $report and $out/"
+}
+if [[ -n "$report_only" ]]; then
+	[[ -x bin/ternbench ]] || go build -o bin/ternbench ./cmd/ternbench
+	report
+	exit 0
+fi
 
 if ! command -v turnserver >/dev/null; then
 	echo "coturn is missing: apt-get install -y coturn" >&2
@@ -131,10 +164,5 @@ metrics=()
 	[[ -f "$cmds" ]] && cat "$cmds"
 	echo "bin/ternbench report -o $report -plots $out ${metrics[*]} ${results[*]}"
 } >"$out/reproduce.txt"
-profile=()
-if [[ -f bench/PROFILE.md ]]; then
-	profile=(-profile bench/PROFILE.md)
-fi
-bin/ternbench report -o "$report" -plots "$out" -commands "$out/reproduce.txt" "${profile[@]}" "${metrics[@]}" "${results[@]}" >/dev/null
-echo "wrote $report and $out/"
+report
 rm -rf "$work"

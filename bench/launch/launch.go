@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/tern-gw/tern/bench"
+	"github.com/tern-gw/tern/bench/netns"
 	"github.com/tern-gw/tern/bench/turnclient"
 	"github.com/tern-gw/tern/internal/selfsigned"
 )
@@ -27,7 +28,12 @@ var Names = []string{"ternd", "coturn", "pion", "forwarder"}
 // Extra are the other targets a Launcher can start: ternd-nometrics is
 // ternd with its metrics off (no /metrics endpoint, --packet-counters=false),
 // measured beside ternd to show what counting costs on the relay path.
-var Extra = []string{"ternd-nometrics"}
+//
+// ternd-offload is ternd with its eBPF ChannelData fast path
+// (--offload-engine OffloadEngine, default TC; issue 15), for runs inside
+// network namespaces where forwarding is on (bench/netns): on the host it
+// would pass every packet to its sockets.
+var Extra = []string{"ternd-nometrics", "ternd-offload"}
 
 // Launcher starts bench servers. Every server listens on 127.0.0.1 at
 // BasePort + 100·i (i its index in Names, then Extra) and relays from an
@@ -63,6 +69,18 @@ type Launcher struct {
 	// with a self-signed certificate written to Dir/cert; the relay leg
 	// stays UDP. The forwarder stays UDP only.
 	Streams bool
+	// Netns is the network namespace the servers run in ("ip netns exec";
+	// "" this one), ClientNS where readiness probes are sent from.
+	Netns, ClientNS string
+	// ListenIP is every server's client-facing address; default 127.0.0.1.
+	ListenIP netip.Addr
+	// PeerNet is a peer prefix ternd's cluster and pion allow besides
+	// 127.0.0.0/8 (the veth topology's peers); coturn allows any peer.
+	PeerNet netip.Prefix
+	// CPUs pins every server to these CPUs ("taskset -c CPUs"; "" none).
+	CPUs string
+	// OffloadEngine is ternd-offload's --offload-engine; default TC.
+	OffloadEngine string
 
 	cert, key string
 	procs     []*proc
@@ -100,10 +118,16 @@ func (l *Launcher) defaults() {
 	if !l.RelayIP.IsValid() {
 		l.RelayIP = netip.AddrFrom4([4]byte{127, 0, 0, 2})
 	}
+	if !l.ListenIP.IsValid() {
+		l.ListenIP = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	}
+	if l.OffloadEngine == "" {
+		l.OffloadEngine = "TC"
+	}
 }
 
 func (l *Launcher) addr(i int) netip.AddrPort {
-	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), uint16(l.BasePort+100*i))
+	return netip.AddrPortFrom(l.ListenIP, uint16(l.BasePort+100*i))
 }
 
 // TLSPortOffset is the TURN-TLS and TURN-DTLS port of a server with
@@ -139,7 +163,7 @@ func (l *Launcher) Start(name string) (bench.Target, error) {
 	// The servers bind with SO_REUSEPORT, so a leftover server on the same
 	// port would not make the new one fail: it would silently take half the
 	// clients. Refuse instead.
-	if probe(t) == nil || probe(bench.Target{Kind: bench.KindRaw, Addr: t.Addr}) == nil {
+	if l.probe(t) == nil || l.probe(bench.Target{Kind: bench.KindRaw, Addr: t.Addr}) == nil {
 		return t, fmt.Errorf("launch %s: something already answers on %v; stop it or pick another -base-port", name, t.Addr)
 	}
 	if l.Streams && name != "forwarder" {
@@ -153,8 +177,8 @@ func (l *Launcher) Start(name string) (bench.Target, error) {
 	}
 	var args []string
 	switch name {
-	case "ternd", "ternd-nometrics":
-		metrics := name == "ternd"
+	case "ternd", "ternd-nometrics", "ternd-offload":
+		metrics := name != "ternd-nometrics"
 		cfg := filepath.Join(l.Dir, name+".yaml")
 		if err := os.WriteFile(cfg, []byte(l.terndConfig(t.Addr, l.relayIP(i), metrics)), 0o644); err != nil {
 			return t, err
@@ -166,6 +190,10 @@ func (l *Launcher) Start(name string) (bench.Target, error) {
 			args = append(args, "--packet-counters=false")
 			t.Description += ", metrics off (no metricsAddress, `--packet-counters=false`)"
 		}
+		if name == "ternd-offload" {
+			args = append(args, "--offload-engine", l.OffloadEngine)
+			t.Description += ", eBPF ChannelData fast path `--offload-engine " + l.OffloadEngine + "`"
+		}
 	case "coturn":
 		args = l.coturnArgs(t.Addr, l.relayIP(i))
 		t.Description = fmt.Sprintf("coturn (Debian) `%s`", strings.ReplaceAll(shellJoin(args[1:]), l.Dir, "$WORK"))
@@ -174,6 +202,9 @@ func (l *Launcher) Start(name string) (bench.Target, error) {
 			"-min-port", fmt.Sprint(l.MinPort), "-max-port", fmt.Sprint(l.MaxPort),
 			"-threads", fmt.Sprint(l.Threads), "-realm", Realm, "-user", User, "-pass", Pass,
 			"-socket-buffer", fmt.Sprint(l.SocketBuffer)}
+		if l.PeerNet.IsValid() {
+			args = append(args, "-peer-net", l.PeerNet.String())
+		}
 		if l.Streams {
 			args = append(args, "-tcp", t.TCP.String(), "-tls", t.TLS.String(), "-dtls", t.DTLS.String(),
 				"-cert", l.cert, "-key", l.key)
@@ -193,11 +224,17 @@ func (l *Launcher) Start(name string) (bench.Target, error) {
 		return t, err
 	}
 	t.PID = p.cmd.Process.Pid
-	if err := waitReady(t, p.done, 10*time.Second); err != nil {
+	if err := l.waitReady(t, p.done, 10*time.Second); err != nil {
 		l.stop(p)
 		return t, fmt.Errorf("launch %s: %w (log: %s)", name, err, l.logPath(name))
 	}
 	return t, nil
+}
+
+// MetricsURL is the /metrics address of a launched ternd target (its TURN
+// port + 1 on 127.0.0.1 in the servers' namespace, Netns).
+func (l *Launcher) MetricsURL(t bench.Target) string {
+	return fmt.Sprintf("http://127.0.0.1:%d/metrics", t.Addr.Port()+1)
 }
 
 // StartTernd launches ternd with config, a dataplane config document written to
@@ -212,7 +249,7 @@ func (l *Launcher) StartTernd(name, config string, addr netip.AddrPort, flags ..
 	}
 	t := bench.Target{Name: name, Kind: bench.KindTURN, Addr: addr,
 		Creds: turnclient.Credentials{Username: User, Password: Pass}}
-	if probe(t) == nil {
+	if l.probe(t) == nil {
 		return t, fmt.Errorf("launch %s: something already answers on %v", name, addr)
 	}
 	cfg := filepath.Join(l.Dir, name+".yaml")
@@ -224,7 +261,7 @@ func (l *Launcher) StartTernd(name, config string, addr netip.AddrPort, flags ..
 		return t, err
 	}
 	t.PID = p.cmd.Process.Pid
-	if err := waitReady(t, p.done, 10*time.Second); err != nil {
+	if err := l.waitReady(t, p.done, 10*time.Second); err != nil {
 		l.stop(p)
 		return t, fmt.Errorf("launch %s: %w (log: %s)", name, err, l.logPath(name))
 	}
@@ -238,6 +275,10 @@ func (l *Launcher) spawn(name string, args []string) (*proc, error) {
 	if err != nil {
 		return nil, err
 	}
+	if l.CPUs != "" {
+		args = append([]string{"taskset", "-c", l.CPUs}, args...)
+	}
+	args = append(netns.Exec(l.Netns), args...)
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = procAttr()
@@ -278,7 +319,7 @@ func (l *Launcher) stop(p *proc) {
 // waitReady polls the server with the request a client would start with
 // until it answers: a Binding request for TURN servers, a bind for the
 // forwarder.
-func waitReady(t bench.Target, exited <-chan struct{}, timeout time.Duration) error {
+func (l *Launcher) waitReady(t bench.Target, exited <-chan struct{}, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		select {
@@ -286,7 +327,7 @@ func waitReady(t bench.Target, exited <-chan struct{}, timeout time.Duration) er
 			return errors.New("exited during startup")
 		default:
 		}
-		if probe(t) == nil && streamsListening(t) {
+		if l.probe(t) == nil && l.streamsListening(t) {
 			return nil
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -297,12 +338,16 @@ func waitReady(t bench.Target, exited <-chan struct{}, timeout time.Duration) er
 // streamsListening reports whether t's TURN-TCP and TURN-TLS ports (if it
 // has them) accept connections, so that a step does not race a server
 // that opens its stream listeners after its UDP one.
-func streamsListening(t bench.Target) bool {
+func (l *Launcher) streamsListening(t bench.Target) bool {
 	for _, a := range []netip.AddrPort{t.TCP, t.TLS} {
 		if !a.IsValid() {
 			continue
 		}
-		c, err := net.DialTimeout("tcp", a.String(), time.Second)
+		var c net.Conn
+		err := netns.Do(l.ClientNS, func() (err error) {
+			c, err = net.DialTimeout("tcp", a.String(), time.Second)
+			return err
+		})
 		if err != nil {
 			return false
 		}

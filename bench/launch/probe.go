@@ -9,11 +9,22 @@ import (
 
 	"github.com/tern-gw/tern/bench"
 	"github.com/tern-gw/tern/bench/forwarder"
+	"github.com/tern-gw/tern/bench/netns"
 )
 
-// probe sends one readiness request to t and waits 200 ms for the answer.
+// probe sends one readiness request to t from the launcher's ClientNS.
+func (l *Launcher) probe(t bench.Target) error {
+	return netns.Do(l.ClientNS, func() error { return probe(t) })
+}
+
+// probe sends one readiness request to t and waits 200 ms for the answer,
+// from 127.0.0.1 to a loopback target, from any address otherwise.
 func probe(t bench.Target) error {
-	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	local := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}
+	if !t.Addr.Addr().IsLoopback() {
+		local = &net.UDPAddr{IP: net.IPv4zero}
+	}
+	conn, err := net.ListenUDP("udp4", local)
 	if err != nil {
 		return err
 	}

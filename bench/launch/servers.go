@@ -35,7 +35,7 @@ listeners:
     routes: [loopback]
 %sclusters:
   - name: loopback
-    endpoints: ["127.0.0.0/8"]
+    endpoints: [%s]
 relay:
   address: %s
   minPort: %d
@@ -44,7 +44,16 @@ limits:
   # The load generator's thousands of clients share one address, and the
   # peers have no per-IP quota.
   allocationsPerIP: -1
-`, metricsAddr, listen.Port()+2, Realm, User, Pass, listen.Addr(), listen.Port(), l.streamListeners(listen), relay, l.MinPort, l.MaxPort)
+`, metricsAddr, listen.Port()+2, Realm, User, Pass, listen.Addr(), listen.Port(), l.streamListeners(listen), l.peerEndpoints(), relay, l.MinPort, l.MaxPort)
+}
+
+// peerEndpoints is the peer cluster's endpoint list: loopback, and PeerNet
+// where set.
+func (l *Launcher) peerEndpoints() string {
+	if l.PeerNet.IsValid() {
+		return fmt.Sprintf("%q, %q", "127.0.0.0/8", l.PeerNet.String())
+	}
+	return `"127.0.0.0/8"`
 }
 
 // streamListeners is the TURN-TCP, TURN-TLS and TURN-DTLS listeners of a

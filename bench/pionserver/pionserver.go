@@ -37,6 +37,9 @@ type Config struct {
 	// DTLS need Cert and Key (PEM files).
 	TCP, TLS, DTLS netip.AddrPort
 	Cert, Key      string
+	// PeerNet is a peer prefix allowed besides loopback (the veth
+	// topology's peers, issue 15); invalid: loopback only.
+	PeerNet netip.Prefix
 }
 
 // Server is a running pion/turn server.
@@ -65,7 +68,13 @@ func Start(c Config) (*Server, error) {
 	}
 	// Loopback peers only: the harness never relays anywhere else, and an
 	// open relay on a shared machine is not something to leave running.
-	loopbackOnly := func(_ net.Addr, peer net.IP) bool { return peer.IsLoopback() }
+	loopbackOnly := func(_ net.Addr, peer net.IP) bool {
+		if peer.IsLoopback() {
+			return true
+		}
+		a, ok := netip.AddrFromSlice(peer)
+		return ok && c.PeerNet.IsValid() && c.PeerNet.Contains(a.Unmap())
+	}
 	key := turn.GenerateAuthKey(c.Username, c.Realm, c.Password)
 	var pcs []turn.PacketConnConfig
 	closeAll := func() {

@@ -31,6 +31,15 @@ type Options struct {
 	// ternd-nometrics (issue 12: metrics on and off), reported in a section
 	// of its own and in the goals.
 	Metrics *bench.Report
+	// Offload, when set, is the runs in network namespaces (ternbench
+	// -netns, issue 15) with ternd-offload, reported in a section of its
+	// own and in the goals.
+	Offload *bench.Report
+	// OffloadCommands is the shell text that reproduces Offload.
+	OffloadCommands string
+	// OffloadProfile is the hand-written profile behind the offload goals
+	// (bench/PROFILE-offload.md).
+	OffloadProfile string
 }
 
 const defaultCommands = "make bench            # or: hack/bench.sh\nhack/bench.sh --quick  # a one-minute smoke\n"
@@ -97,6 +106,12 @@ func Markdown(r *bench.Report, o Options) ([]byte, error) {
 	d["FlowsBurst"] = flowRows(r.Flows, bench.Burst, false)
 	d["WebRTC"] = webrtcRows(r.WebRTC)
 	d["Goals"] = append(d["Goals"].([]Goal), flowGoals(r)...)
+
+	if o.Offload != nil {
+		offloadData(d, o.Offload)
+		d["OffloadCommands"] = strings.TrimRight(o.OffloadCommands, "\n") + "\n"
+		d["OffloadProfile"] = strings.TrimSpace(o.OffloadProfile)
+	}
 
 	// Metrics on and off (issue 12): ternd beside itself without metrics,
 	// from a run of their own.

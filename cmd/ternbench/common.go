@@ -32,6 +32,8 @@ type common struct {
 	quick    bool
 	progress string
 	relayIP  string
+	netns    string
+	pin      string
 	// streams makes launched servers listen on TURN-TCP, TLS and DTLS too.
 	streams bool
 }
@@ -52,6 +54,8 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.out, "o", "", "write results as JSON to this file")
 	fs.BoolVar(&c.quick, "quick", false, "smoke-sized steps (figures not comparable)")
 	fs.StringVar(&c.relayIP, "relay-ip", "127.0.0.2", "relay address of the first launched server; the others follow (+1, +2, ...)")
+	fs.StringVar(&c.netns, "netns", "", "run everything in network namespaces made for the run and removed after (root; issue 15's offload runs): loopback (one namespace, all on 127.0.0.0/8, forwarding on) or veth (client — server — peer namespaces joined by veth pairs, 10.77.1.0/24 and 10.77.2.0/24); -relay-ip is then the topology's")
+	fs.StringVar(&c.pin, "pin", "", "pin launched servers to this CPU list (taskset -c), e.g. 1")
 	fs.StringVar(&c.progress, "progress", "auto", "progress bar on stderr: auto (when a terminal), on, off")
 }
 
@@ -89,17 +93,30 @@ func (c *common) setup() ([]bench.Target, func(), error) {
 			return nil, nil, fmt.Errorf("-relay-ip %q: want an IPv4 address", c.relayIP)
 		}
 		l := &launch.Launcher{Dir: dir, Ternd: c.ternd, Self: self, Threads: c.threads, BasePort: c.basePort,
-			RelayIP: relay, Streams: c.streams}
-		cleanup = l.Stop
+			RelayIP: relay, Streams: c.streams, CPUs: c.pin}
+		bench.Net.ServerCPUs = c.pin
+		removeNS := func() {}
+		if c.netns != "" {
+			if removeNS, err = c.setupNetns(l); err != nil {
+				return nil, nil, err
+			}
+		}
+		cleanup = func() { l.Stop(); removeNS() }
 		for _, n := range names {
 			t, err := l.Start(strings.TrimSpace(n))
 			if err != nil {
-				l.Stop()
+				cleanup()
 				return nil, nil, err
 			}
 			fmt.Fprintf(os.Stderr, "started %s (pid %d) on %v\n", t.Name, t.PID, t.Addr)
+			if t.Name == "ternd-offload" {
+				watchOffload(l, t)
+			}
 			ts = append(ts, t)
 		}
+	}
+	if c.netns != "" && c.launch == "" {
+		return nil, nil, fmt.Errorf("-netns needs -launch: the servers must run in its namespaces")
 	}
 	if len(ts) == 0 {
 		cleanup()

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/tern-gw/tern/bench"
 	"github.com/tern-gw/tern/bench/report"
@@ -17,10 +18,13 @@ func runReport(args []string) error {
 	commands := fs.String("commands", "", "file whose text is shown as the commands to reproduce")
 	profile := fs.String("profile", "", "markdown file explaining missed goals with profiles (e.g. bench/PROFILE.md)")
 	metrics := fs.String("metrics", "", "throughput results of ternd beside ternd-nometrics, for the metrics on/off section")
+	offload := fs.String("offload", "", "comma list of results of -netns runs with ternd-offload, for the offload section (issue 15)")
+	offloadCmds := fs.String("offload-commands", "", "file whose text is shown as the commands reproducing -offload")
+	offloadProf := fs.String("offload-profile", "", "markdown file with the profile behind the offload goals (e.g. bench/PROFILE-offload.md)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() == 0 {
+	if fs.NArg() == 0 && *offload == "" {
 		return fmt.Errorf("give the results JSON files to merge")
 	}
 	r, err := bench.ReadReports(fs.Args()...)
@@ -49,6 +53,28 @@ func runReport(args []string) error {
 			return err
 		}
 	}
+	var or *bench.Report
+	if *offload != "" {
+		if or, err = bench.ReadReports(strings.Split(*offload, ",")...); err != nil {
+			return err
+		}
+	}
+	var ocmds string
+	if *offloadCmds != "" {
+		b, err := os.ReadFile(*offloadCmds)
+		if err != nil {
+			return err
+		}
+		ocmds = string(b)
+	}
+	var oprof string
+	if *offloadProf != "" {
+		b, err := os.ReadFile(*offloadProf)
+		if err != nil {
+			return err
+		}
+		oprof = string(b)
+	}
 	link := *rel
 	if link == "" {
 		link = *plots
@@ -57,7 +83,7 @@ func runReport(args []string) error {
 	if err != nil {
 		return err
 	}
-	md, err := report.Markdown(r, report.Options{PlotDir: link, Plots: files, Commands: cmds, Profile: prof, Metrics: mr})
+	md, err := report.Markdown(r, report.Options{PlotDir: link, Plots: files, Commands: cmds, Profile: prof, Metrics: mr, Offload: or, OffloadCommands: ocmds, OffloadProfile: oprof})
 	if err != nil {
 		return err
 	}

@@ -27,8 +27,16 @@ func servePion(args []string) error {
 	dtlsAddr := fs.String("dtls", "", "TURN-DTLS address (empty: none; needs -cert, -key)")
 	cert := fs.String("cert", "", "PEM certificate for TLS and DTLS")
 	key := fs.String("key", "", "PEM private key for TLS and DTLS")
+	peerNet := fs.String("peer-net", "", "peer prefix allowed besides loopback (empty: loopback only)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	var pn netip.Prefix
+	if *peerNet != "" {
+		var err error
+		if pn, err = netip.ParsePrefix(*peerNet); err != nil {
+			return err
+		}
 	}
 	var streams [3]netip.AddrPort
 	for i, s := range []string{*tcp, *tlsAddr, *dtlsAddr} {
@@ -51,7 +59,7 @@ func servePion(args []string) error {
 	}
 	s, err := pionserver.Start(pionserver.Config{Listen: la, Threads: *threads, RelayIP: ra,
 		MinPort: uint16(*minPort), MaxPort: uint16(*maxPort), Realm: *realm, Username: *user, Password: *pass,
-		SocketBuffer: *buf, TCP: streams[0], TLS: streams[1], DTLS: streams[2], Cert: *cert, Key: *key})
+		SocketBuffer: *buf, TCP: streams[0], TLS: streams[1], DTLS: streams[2], Cert: *cert, Key: *key, PeerNet: pn})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,91 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tern-gw/tern/bench"
+	"github.com/tern-gw/tern/bench/netns"
+	"github.com/tern-gw/tern/internal/testenv"
+)
+
+// TestOffloadSmoke runs the offload measurement path as make bench-offload
+// does, small: ternd-offload beside ternd in the veth topology, both
+// directions, a few thousand packets; the kernel must have relayed nearly
+// all of ternd-offload's, the namespaces must be gone after, and the
+// report must render its offload section. Root only (namespaces, BPF); under
+// CI=true a machine where namespaces cannot be made fails it.
+func TestOffloadSmoke(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testenv.SkipOrFail(t, "the offload measurement needs root (network namespaces, BPF)")
+	}
+	probe, err := netns.New("veth", "t")
+	if err != nil {
+		testenv.SkipOrFail(t, "cannot make network namespaces: %v", err)
+	}
+	probe.Close()
+	ternd := testenv.Ternd(t)
+	dir := t.TempDir()
+	res := filepath.Join(dir, "offload.json")
+	t.Cleanup(func() { bench.Net, bench.KernelCounters = bench.Placement{}, map[string]func() (uint64, error){} })
+	var out, errOut bytes.Buffer
+	args := []string{"flows", "-netns", "veth", "-launch", "ternd-offload,ternd", "-ternd", ternd,
+		"-work-dir", filepath.Join(dir, "work"), "-base-port", "30800", "-direction", "c2p,p2c", "-pacing", "burst",
+		"-flows", "8", "-rates", "2k", "-duration", "1s", "-progress", "off", "-o", res}
+	if code := run(args, &out, &errOut); code != 0 {
+		t.Fatalf("ternbench %s: exit %d\n%s%s", strings.Join(args, " "), code, out.String(), errOut.String())
+	}
+	ents, _ := os.ReadDir("/var/run/netns")
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), fmt.Sprintf("%s%d-", netns.Prefix, os.Getpid())) {
+			t.Errorf("namespace %s left behind", e.Name())
+		}
+	}
+	r, err := bench.ReadReports(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, f := range r.Flows {
+		if f.Err != "" {
+			t.Errorf("%s %v: %s", f.Target, f.FlowsStep, f.Err)
+			continue
+		}
+		if f.Topology != "veth" {
+			t.Errorf("%s: topology %q, want veth", f.Target, f.Topology)
+		}
+		if f.Sent < 1000 || f.Delivered < f.Sent*95/100 {
+			t.Errorf("%s %s: sent %d, delivered %d", f.Target, f.Direction, f.Sent, f.Delivered)
+		}
+		if f.Target != "ternd-offload" {
+			continue
+		}
+		seen++
+		if !f.HasKernel || f.KernelRelayed < f.Relayed*9/10 {
+			t.Errorf("ternd-offload %s: the kernel relayed %d of %d (has count: %v), want nearly all",
+				f.Direction, f.KernelRelayed, f.Relayed, f.HasKernel)
+		}
+	}
+	if seen != 2 {
+		t.Fatalf("%d ternd-offload results, want 2 (c2p, p2c)", seen)
+	}
+	md := filepath.Join(dir, "BENCHMARKS.md")
+	if code := run([]string{"report", "-o", md, "-plots", filepath.Join(dir, "plots"), "-offload", res}, &out, &errOut); code != 0 {
+		t.Fatalf("report: exit %d\n%s", code, errOut.String())
+	}
+	b, err := os.ReadFile(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"## Offload (issue 15)", "| veth | c2p, burst, N=8, 100 B, 2000 pps |", "offload: net whole-machine CPU"} {
+		if !bytes.Contains(b, []byte(want)) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}
