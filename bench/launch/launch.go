@@ -193,6 +193,11 @@ func (l *Launcher) Start(name string) (bench.Target, error) {
 		if name == "ternd-offload" {
 			args = append(args, "--offload-engine", l.OffloadEngine)
 			t.Description += ", eBPF ChannelData fast path `--offload-engine " + l.OffloadEngine + "`"
+		} else {
+			// ternd's default is Auto, which inside a benchmark namespace
+			// (forwarding on) would offload: ternd is the socket path.
+			args = append(args, "--offload-engine", "None")
+			t.Description += ", socket path (`--offload-engine None`)"
 		}
 	case "coturn":
 		args = l.coturnArgs(t.Addr, l.relayIP(i))

@@ -63,21 +63,27 @@ const (
 // TURN-UDP listener's clients and their peers, without the packets reaching
 // a socket.
 type Offload struct {
-	// Engine is None (the default: every packet through sockets), Auto
-	// (XDP where the driver supports it, tc elsewhere, and the socket path
-	// with a log line where BPF is refused or the kernel is too old), XDP
-	// or TC (that hook or ternd fails to start). Case-insensitive; TCMux is
-	// read as TC. SetDefaults normalizes the spelling and leaves "" alone:
-	// use EngineMode.
+	// Engine is Auto (the default: XDP where the driver supports it, tc
+	// elsewhere, and the socket path with a log line where BPF is refused,
+	// the kernel is too old or forwarding is off), None (every packet
+	// through sockets), XDP or TC (that hook or ternd fails to start).
+	// Case-insensitive; TCMux is read as TC. SetDefaults normalizes the
+	// spelling and leaves "" alone: use EngineMode. tern-operator always
+	// renders it (None unless the Dataplane asks for offload, since
+	// offload needs a privileged container).
 	Engine string `json:"engine,omitempty"`
 	// Interfaces names the network interfaces to attach to; empty means
 	// those that carry a TURN-UDP listener's or a relay address.
 	Interfaces []string `json:"interfaces,omitempty"`
 }
 
-// EngineMode returns Engine normalized, OffloadNone when unset or invalid
-// (Validate reports the latter).
+// EngineMode returns Engine normalized: OffloadAuto when unset (the
+// benchmark in BENCHMARKS.md, "Offload", showed that it pays), OffloadNone
+// when invalid (Validate reports that).
 func (o Offload) EngineMode() string {
+	if o.Engine == "" {
+		return OffloadAuto
+	}
 	e, err := NormalizeOffloadEngine(o.Engine)
 	if err != nil {
 		return OffloadNone

@@ -250,7 +250,7 @@ func TestQuotaDefaults(t *testing.T) {
 }
 
 // TestParseOffload: offload.engine takes STUNner's values in any case and
-// TCMux as TC, is left unset (None) when omitted, and anything else is an
+// TCMux as TC, is left unset (Auto) when omitted, and anything else is an
 // error naming the field.
 func TestParseOffload(t *testing.T) {
 	for _, tc := range []struct{ in, want, err string }{
@@ -277,7 +277,7 @@ func TestParseOffload(t *testing.T) {
 			if c.Offload.Engine != tc.want {
 				t.Errorf("engine %q, want %q", c.Offload.Engine, tc.want)
 			}
-			if want := cmpOr(tc.want, OffloadNone); c.Offload.EngineMode() != want {
+			if want := cmpOr(tc.want, OffloadAuto); c.Offload.EngineMode() != want {
 				t.Errorf("EngineMode %q, want %q", c.Offload.EngineMode(), want)
 			}
 		})

@@ -214,9 +214,12 @@ func (s *Stunnerd) Convert(opts StunnerdOptions) (*Config, []string, error) {
 	if e := s.Admin.OffloadEngine; e != "" {
 		if m, err := NormalizeOffloadEngine(e); err != nil {
 			note("admin.offload_engine: %q ignored: %v", e, err)
-		} else if m != OffloadNone {
+		} else {
+			// Kept even when None: ternd's own default is Auto.
 			c.Offload.Engine = m
-			note("admin.offload_engine: %q read as offload.engine %s", e, m)
+			if m != OffloadNone {
+				note("admin.offload_engine: %q read as offload.engine %s", e, m)
+			}
 		}
 	}
 	c.Offload.Interfaces = s.Admin.OffloadInterfaces

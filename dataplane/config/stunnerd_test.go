@@ -53,6 +53,7 @@ func TestParseStunnerdFiles(t *testing.T) {
 				AllocationsPerUser: 10, AllocationsPerIP: DefaultAllocationsPerIP,
 				AuthFailureBurst: DefaultAuthFailureBurst, AuthFailureRate: DefaultAuthFailureRate,
 				ConnectionIdleTimeout: DefaultConnectionIdleTimeout, ConnectionsPerIP: DefaultConnectionsPerIP, MaxConnections: DefaultMaxConnections},
+			Offload: Offload{Engine: OffloadNone},
 		},
 	}} {
 		t.Run(tc.file, func(t *testing.T) {

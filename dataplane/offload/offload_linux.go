@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,6 +48,18 @@ func Open(cfg Config) (*Offload, error) {
 	}
 	if len(names) == 0 {
 		return nil, errors.New("offload: no interface to attach to (no Interfaces, and no interface carries a listener address)")
+	}
+	if cfg.Mode == Auto {
+		// bpf_fib_lookup refuses to route a packet that arrived on an
+		// interface with forwarding off, so there the programs would only
+		// look at every packet and pass it. Auto leaves such interfaces
+		// alone (XDP and TC attach as asked, and count ForwardingDisabled).
+		var off []string
+		v4, v6 := cfg.families()
+		names, off = forwardingInterfaces(names, v4, v6)
+		if len(names) == 0 {
+			return nil, fmt.Errorf("%w: forwarding is off on %s (net.ipv4/ipv6.conf.<interface>.forwarding), so the kernel would route nothing", ErrUnsupported, strings.Join(off, ", "))
+		}
 	}
 	// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK; later ones
 	// to the cgroup, and RemoveMemlock then changes nothing.
@@ -513,4 +527,46 @@ func hasCapability(c int) bool {
 		return false
 	}
 	return data[c/32].Effective&(1<<(uint(c)%32)) != 0
+}
+
+// families reports which IP families the listeners use (IPv4 when there
+// are none).
+func (c Config) families() (v4, v6 bool) {
+	if len(c.Listeners) == 0 {
+		return true, false
+	}
+	for _, l := range c.Listeners {
+		if l.Addr().Unmap().Is4() {
+			v4 = true
+		} else {
+			v6 = true
+		}
+	}
+	return v4, v6
+}
+
+// forwardingInterfaces splits names into those with forwarding on for a
+// family in use (as this network namespace's /proc/sys/net says) and
+// those without.
+func forwardingInterfaces(names []string, v4, v6 bool) (on, off []string) {
+	for _, name := range names {
+		if (v4 && sysctlOn("/proc/sys/net/ipv4/conf/"+name+"/forwarding")) ||
+			(v6 && sysctlOn("/proc/sys/net/ipv6/conf/"+name+"/forwarding")) {
+			on = append(on, name)
+		} else {
+			off = append(off, name)
+		}
+	}
+	return on, off
+}
+
+// sysctlOn reports whether the file at path reads as a non-zero number;
+// false when it cannot be read.
+func sysctlOn(path string) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	v := strings.TrimSpace(string(b))
+	return v != "" && v != "0"
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -430,5 +431,35 @@ func TestVethMTU(t *testing.T) {
 	expect(t, "over the MTU", relay, over, peerAddr)
 	if s := o.Stats(); s.TooBig != 1 {
 		t.Errorf("stats %+v, want TooBig 1", s)
+	}
+}
+
+// TestAutoNeedsForwarding: Auto attaches nothing where forwarding is off
+// on every interface it would take (bpf_fib_lookup would refuse to route
+// there), and says so with an error wrapping ErrUnsupported, so ternd's
+// default serves through sockets; once forwarding is on it attaches. TC,
+// asked for by name, attaches either way.
+func TestAutoNeedsForwarding(t *testing.T) {
+	requireRoot(t)
+	ns := newNetns(t, uniq()+"f")
+	cfg := Config{Mode: Auto, Listeners: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:29300")}}
+	err := inNetns(t, ns, func() error {
+		o, err := Open(cfg)
+		if err == nil {
+			o.Close()
+		}
+		return err
+	})
+	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "forwarding is off on lo") {
+		t.Fatalf("Auto with forwarding off: %v, want ErrUnsupported naming lo's forwarding", err)
+	}
+	tc := openIn(t, ns, Config{Mode: TC, Listeners: cfg.Listeners})
+	if tc.Attached() != TC {
+		t.Fatalf("TC attached %s", tc.Attached())
+	}
+	tc.Close()
+	run(t, "ip", "netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv4.conf.all.forwarding=1")
+	if o := openIn(t, ns, cfg); o.Attached() != TC {
+		t.Fatalf("Auto with forwarding on attached %s, want TC on lo", o.Attached())
 	}
 }

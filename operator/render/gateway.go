@@ -288,6 +288,9 @@ func (r *renderer) buildConfig(gw *gwapiv1.Gateway, gc *stnrv1.GatewayConfig, au
 	if gc.Spec.UserQuota != nil {
 		cfg.Limits.AllocationsPerUser = int(*gc.Spec.UserQuota)
 	}
+	// Always said, since ternd's own default is Auto: a pod without the
+	// privileges offload needs runs None rather than trying and logging.
+	cfg.Offload = config.Offload{Engine: config.OffloadNone}
 	if mode := offloadEngine(dp); mode != config.OffloadNone {
 		cfg.Offload = config.Offload{Engine: mode, Interfaces: slices.Clone(dp.Spec.OffloadInterfaces)}
 	}
