@@ -35,6 +35,9 @@ type Meta struct {
 	Targets []Target `json:"targets"`
 	// Quick marks a smoke run whose figures are not comparable.
 	Quick bool `json:"quick,omitempty"`
+	// LastStart, in reports merged by ReadReports, is the latest Start of
+	// the runs merged (Start is the earliest); zero in a single run's.
+	LastStart time.Time `json:"last_start,omitzero"`
 }
 
 // NewMeta describes this machine and command line.
@@ -68,8 +71,8 @@ func (r *Report) WriteJSON(path string) error {
 }
 
 // ReadReports reads and merges JSON reports: results are concatenated,
-// commands collected, targets united by name, and Start (with its LoadAvg)
-// is the earliest.
+// commands collected, targets united by name, Start (with its LoadAvg)
+// is the earliest and LastStart the latest.
 func ReadReports(paths ...string) (*Report, error) {
 	var out Report
 	seen := map[string]bool{}
@@ -84,6 +87,9 @@ func ReadReports(paths ...string) (*Report, error) {
 		}
 		if out.Meta.Start.IsZero() || (!r.Meta.Start.IsZero() && r.Meta.Start.Before(out.Meta.Start)) {
 			out.Meta.Start, out.Meta.LoadAvg = r.Meta.Start, r.Meta.LoadAvg
+		}
+		if r.Meta.Start.After(out.Meta.LastStart) {
+			out.Meta.LastStart = r.Meta.Start
 		}
 		out.Meta.Kernel, out.Meta.CPUs, out.Meta.GoVersion = r.Meta.Kernel, r.Meta.CPUs, r.Meta.GoVersion
 		out.Meta.Quick = out.Meta.Quick || r.Meta.Quick

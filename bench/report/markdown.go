@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
+	"time"
 
 	"github.com/tern-gw/tern/bench"
 )
@@ -52,7 +53,8 @@ const defaultProfile = "_No profile recorded yet. For each missed goal, record h
 func Markdown(r *bench.Report, o Options) ([]byte, error) {
 	d := map[string]any{
 		"Quick": r.Meta.Quick, "Start": r.Meta.Start.Format("2006-01-02 15:04 UTC"), "Kernel": r.Meta.Kernel,
-		"CPUs": r.Meta.CPUs, "GoVersion": r.Meta.GoVersion, "Targets": r.Meta.Targets,
+		"LastStart": lastStart(r.Meta),
+		"CPUs":      r.Meta.CPUs, "GoVersion": r.Meta.GoVersion, "Targets": r.Meta.Targets,
 		"Goals": goals(r), "PlotDir": o.PlotDir, "Load": r.Meta.LoadAvg,
 	}
 	cmds := o.Commands
@@ -242,4 +244,13 @@ func collapseBlankLines(b []byte) []byte {
 		b = bytes.ReplaceAll(b, []byte("\n\n\n"), []byte("\n\n"))
 	}
 	return b
+}
+
+// lastStart returns when the latest of the merged runs started, "" when
+// they all started in the same minute as the first.
+func lastStart(m bench.Meta) string {
+	if m.LastStart.IsZero() || m.LastStart.Sub(m.Start) < time.Minute {
+		return ""
+	}
+	return m.LastStart.Format("2006-01-02 15:04 UTC")
 }

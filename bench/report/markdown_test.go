@@ -43,3 +43,21 @@ func TestMarkdown(t *testing.T) {
 		t.Error("empty sections or blank runs left in")
 	}
 }
+
+// TestLastStart: the header names a range only when merged runs started
+// in different minutes.
+func TestLastStart(t *testing.T) {
+	t0 := time.Date(2026, 11, 24, 0, 55, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		last time.Time
+		want string
+	}{
+		{time.Time{}, ""},
+		{t0.Add(30 * time.Second), ""},
+		{t0.Add(6 * time.Hour), "2026-11-24 06:55 UTC"},
+	} {
+		if got := lastStart(bench.Meta{Start: t0, LastStart: tc.last}); got != tc.want {
+			t.Errorf("lastStart(%v) = %q, want %q", tc.last, got, tc.want)
+		}
+	}
+}
