@@ -241,39 +241,10 @@ func webrtcRows(rs []bench.WebRTCResult) []wrRow {
 // pooled over the results match keeps where both completed with a CPU
 // reading in the same repeat.
 func pooledFlows(rs []bench.FlowsResult, target, other string, match func(bench.FlowsResult) bool) (float64, float64, int) {
-	type kr struct {
-		k   flKey
-		rep int
-	}
-	have := map[kr]map[string]bench.FlowsResult{}
-	for _, r := range rs {
-		if r.Err != "" || !r.HasCPU || r.Relayed == 0 || !match(r) || (r.Target != target && r.Target != other) {
-			continue
-		}
-		x := kr{flKeyOf(r), r.Repeat}
-		if have[x] == nil {
-			have[x] = map[string]bench.FlowsResult{}
-		}
-		have[x][r.Target] = r
-	}
-	var cpu, rel [2]float64
-	n := 0
-	for _, m := range have {
-		a, okA := m[target]
-		b, okB := m[other]
-		if !okA || !okB {
-			continue
-		}
-		n++
-		cpu[0] += float64(a.ServerCPU.Microseconds())
-		rel[0] += float64(a.Relayed)
-		cpu[1] += float64(b.ServerCPU.Microseconds())
-		rel[1] += float64(b.Relayed)
-	}
-	if n == 0 {
-		return math.NaN(), math.NaN(), 0
-	}
-	return cpu[0] / rel[0], cpu[1] / rel[1], n
+	return pooled(rs, target, other, func(r bench.FlowsResult) (pooledKey[flKey], pooledRun, bool) {
+		ok := r.Err == "" && r.HasCPU && r.Relayed > 0 && match(r)
+		return pooledKey[flKey]{flKeyOf(r), r.Repeat}, pooledRun{r.Target, r.ServerCPU, r.Relayed}, ok
+	})
 }
 
 // flowGoals evaluates issue 14's goals on the flows and webrtc results

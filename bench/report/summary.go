@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/tern-gw/tern/bench"
 	"github.com/tern-gw/tern/bench/stats"
@@ -96,21 +97,40 @@ func throughput(rs []bench.ThroughputResult) (keys []tpKey, cells map[tpKey]map[
 // steps (and repeats) that both target and other completed with a CPU
 // reading: total CPU / total relayed, so long steps weigh what they cost.
 func pooledCPU(rs []bench.ThroughputResult, target, other string) (float64, float64, int) {
-	ok := func(r bench.ThroughputResult) bool { return r.Err == "" && r.HasCPU && r.Relayed > 0 }
-	type kr struct {
-		k   tpKey
-		rep int
-	}
-	have := map[kr]map[string]bench.ThroughputResult{}
+	return pooled(rs, target, other, func(r bench.ThroughputResult) (pooledKey[tpKey], pooledRun, bool) {
+		ok := r.Err == "" && r.HasCPU && r.Relayed > 0
+		return pooledKey[tpKey]{keyOf(r), r.Repeat}, pooledRun{r.Target, r.ServerCPU, r.Relayed}, ok
+	})
+}
+
+// pooledKey is one step of one repeat.
+type pooledKey[K comparable] struct {
+	step   K
+	repeat int
+}
+
+// pooledRun is what pooled needs of one target's result.
+type pooledRun struct {
+	target  string
+	cpu     time.Duration
+	relayed uint64
+}
+
+// pooled sums the server CPU and relayed packets of target and of other
+// over the steps and repeats in which both have a result that of accepts,
+// and returns each one's µs per relayed packet and the number of such
+// pairs (NaN, NaN and 0 when there is none).
+func pooled[R any, K comparable](rs []R, target, other string, of func(R) (pooledKey[K], pooledRun, bool)) (float64, float64, int) {
+	have := map[pooledKey[K]]map[string]pooledRun{}
 	for _, r := range rs {
-		if !ok(r) || (r.Target != target && r.Target != other) {
+		k, run, ok := of(r)
+		if !ok || (run.target != target && run.target != other) {
 			continue
 		}
-		x := kr{keyOf(r), r.Repeat}
-		if have[x] == nil {
-			have[x] = map[string]bench.ThroughputResult{}
+		if have[k] == nil {
+			have[k] = map[string]pooledRun{}
 		}
-		have[x][r.Target] = r
+		have[k][run.target] = run
 	}
 	var cpu, rel [2]float64
 	n := 0
@@ -121,10 +141,10 @@ func pooledCPU(rs []bench.ThroughputResult, target, other string) (float64, floa
 			continue
 		}
 		n++
-		cpu[0] += float64(a.ServerCPU.Microseconds())
-		rel[0] += float64(a.Relayed)
-		cpu[1] += float64(b.ServerCPU.Microseconds())
-		rel[1] += float64(b.Relayed)
+		cpu[0] += float64(a.cpu.Microseconds())
+		rel[0] += float64(a.relayed)
+		cpu[1] += float64(b.cpu.Microseconds())
+		rel[1] += float64(b.relayed)
 	}
 	if n == 0 {
 		return math.NaN(), math.NaN(), 0
