@@ -99,3 +99,56 @@ func TestDTLSManyAssociationsNoLoss(t *testing.T) {
 			n, assocs*rounds*window, peer.got.Load()-before, w)
 	}
 }
+
+// TestDTLSCloseWhileRefreshing closes the dataplane while its DTLS
+// clients make and end allocations in a loop. The listener's reader holds
+// an association's lock while a request calls back into the listener (an
+// allocation made or ended: setAllocated), so closing associations under
+// the listener's lock deadlocked; a CI run hung there for 6 minutes. Each
+// iteration is bounded: Close must return within 20 s.
+func TestDTLSCloseWhileRefreshing(t *testing.T) {
+	const assocs, iterations = 16, 4
+	cert, key := writeTestCert(t, t.TempDir(), "tern-test")
+	for it := 0; it < iterations; it++ {
+		cfg := testConfig(t, 28500, 28599)
+		lc := config.Listener{Name: "dtls", Protocol: config.ProtoTURNDTLS, Address: "127.0.0.1", Port: freePort(t, "udp"),
+			Routes: []string{"local"}, Cert: cert, Key: key}
+		cfg.Listeners = append(cfg.Listeners, lc)
+		srv := startWith(t, cfg)
+		var stop atomic.Bool
+		var cycles atomic.Int64
+		var wg sync.WaitGroup
+		for i := 0; i < assocs; i++ {
+			cl := dialClient(t, lc, cfg.Auth.Realm, "user", "pass")
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for !stop.Load() {
+					relay, err := cl.Allocate()
+					if err != nil {
+						return
+					}
+					relay.Close() // Refresh 0
+					cycles.Add(1)
+				}
+			}()
+		}
+		time.Sleep(300 * time.Millisecond)
+		done := make(chan struct{})
+		go func() {
+			srv.Close()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("iteration %d: Close did not return within 20 s", it)
+		}
+		stop.Store(true)
+		wg.Wait()
+		if cycles.Load() == 0 {
+			t.Fatalf("iteration %d: no allocation was made and ended before Close", it)
+		}
+		t.Logf("iteration %d: %d allocations made and ended", it, cycles.Load())
+	}
+}

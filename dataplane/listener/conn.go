@@ -218,13 +218,22 @@ func (l *connListener) remove(c *clientConn) {
 
 // closeConns closes every connection and waits for their goroutines, which
 // delete the connections' allocations.
+//
+// The connections are closed after l.mu is released: closing a DTLS
+// association takes its handling lock, which the listener's reader holds
+// while it calls back into l (setAllocated), so closing under l.mu would
+// deadlock with it.
 func (l *connListener) closeConns() {
 	l.closed.Store(true)
 	l.mu.Lock()
+	conns := make([]*clientConn, 0, len(l.conns))
 	for c := range l.conns {
-		c.c.Close()
+		conns = append(conns, c)
 	}
 	l.mu.Unlock()
+	for _, c := range conns {
+		c.c.Close()
+	}
 	l.wg.Wait()
 }
 
