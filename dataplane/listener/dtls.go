@@ -94,10 +94,19 @@ const dtlsReadBuffer = 8 << 10
 
 var dtlsBufPool = sync.Pool{New: func() any { b := make([]byte, dtlsReadBuffer); return &b }}
 
+// assocConfig returns the handshake config of association a: a copy of the
+// listener's, whose key log writer is a's, so that the master secret of this
+// handshake reaches a's record layer (handshakeKeys).
+func (l *dtlsListener) assocConfig(a *assoc) *dtls.Config {
+	conf := *l.conf
+	conf.KeyLogWriter = &a.keys
+	return &conf
+}
+
 func (l *dtlsListener) serveConn(c *clientConn, a *assoc) {
 	defer c.finish()
 	ctx, cancel := context.WithTimeout(context.Background(), handshakeTimeout)
-	dc, err := dtls.ServerWithContext(ctx, a, l.conf)
+	dc, err := dtls.ServerWithContext(ctx, a, l.assocConfig(a))
 	cancel()
 	if err != nil {
 		l.env.Log.Debug("dtls handshake failed", "client", c.ft.String(), "error", err)
@@ -113,13 +122,16 @@ func (l *dtlsListener) serveConn(c *clientConn, a *assoc) {
 	// (records queued before the switch, alerts) and keeps the idle
 	// timeout.
 	var fast *fastAssoc
-	if rec, err := newGCMRecords(dc.ConnectionState()); err == nil {
+	if rec, err := a.gcmRecords(); err == nil {
 		fast = &fastAssoc{rec: rec, c: c}
 		fast.last.Store(time.Now().UnixNano())
 		c.w = &fastConn{Conn: dc, a: a, rec: rec}
 		a.fast.Store(fast)
 	} else if !errors.Is(err, errNoFastPath) {
-		l.env.Log.Debug("dtls record layer", "client", c.ft.String(), "error", err)
+		// An AES-GCM association whose keys could not be derived still
+		// works, on pion's slower Conn; say so, since every association
+		// would be affected alike.
+		l.env.Log.Warn("dtls record layer: association left to pion/dtls", "client", c.ft.String(), "error", err)
 	}
 	bp := dtlsBufPool.Get().(*[]byte)
 	defer dtlsBufPool.Put(bp)

@@ -72,6 +72,10 @@ type assoc struct {
 	hmu    sync.Mutex
 	fast   atomic.Pointer[fastAssoc]
 	closed bool // guarded by hmu
+
+	// keys gathers what the handshake shows of the record keys, until the
+	// record layer takes over.
+	keys handshakeKeys
 }
 
 // fastAssoc is what the reader needs to handle an association's
@@ -292,6 +296,9 @@ func (a *assoc) Read(p []byte) (int, error) {
 // It works after Close too, so that pion/dtls can still send its alert
 // (the socket is the listener's, closed with it).
 func (a *assoc) Write(p []byte) (int, error) {
+	if a.fast.Load() == nil {
+		a.keys.observe(p)
+	}
 	if err := a.mux.send(p, a.remote); err != nil {
 		return 0, err
 	}

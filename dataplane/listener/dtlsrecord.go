@@ -1,15 +1,12 @@
 package listener
 
 import (
-	"bytes"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/sha256"
 	"crypto/sha512"
 	"encoding/binary"
-	"encoding/gob"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -51,33 +48,14 @@ type gcmRecords struct {
 	replay            replayWindow
 }
 
-// pionState is the part of pion/dtls's gob-encoded State
-// (State.MarshalBinary) the record layer needs; gob matches fields by name.
-type pionState struct {
-	LocalEpoch, RemoteEpoch   uint16
-	LocalRandom, RemoteRandom [32]byte
-	CipherSuiteID             uint16
-	MasterSecret              []byte
-	SequenceNumber            uint64
-	IsClient                  bool
-}
-
 // newGCMRecords derives an association's record keys (RFC 5246 §6.3) from
-// the state pion/dtls reached at the end of the handshake. It returns
-// errNoFastPath for a cipher suite other than ECDHE with AES-GCM, whose
-// records pion keeps handling.
-func newGCMRecords(st dtls.State) (*gcmRecords, error) {
-	raw, err := st.MarshalBinary()
-	if err != nil {
-		return nil, err
-	}
-	var s pionState
-	if err := gob.NewDecoder(bytes.NewReader(raw)).Decode(&s); err != nil {
-		return nil, err
-	}
+// what its handshake showed (handshakeKeys). It returns errNoFastPath for a
+// cipher suite other than ECDHE with AES-GCM, whose records pion keeps
+// handling.
+func newGCMRecords(in keyInputs) (*gcmRecords, error) {
 	var keyLen int
 	var h prf.HashFunc
-	switch dtls.CipherSuiteID(s.CipherSuiteID) {
+	switch dtls.CipherSuiteID(in.suite) {
 	case dtls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, dtls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256:
 		keyLen, h = 16, sha256.New
 	case dtls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384, dtls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384:
@@ -85,14 +63,14 @@ func newGCMRecords(st dtls.State) (*gcmRecords, error) {
 	default:
 		return nil, errNoFastPath
 	}
-	if s.IsClient || s.LocalEpoch != s.RemoteEpoch || s.LocalEpoch == 0 || len(s.MasterSecret) == 0 {
-		return nil, fmt.Errorf("dtls state not that of a finished server handshake (epochs %d/%d)", s.LocalEpoch, s.RemoteEpoch)
+	if in.epoch == 0 {
+		return nil, errors.New("dtls handshake not finished: no record sent at epoch 1")
 	}
-	keys, err := prf.GenerateEncryptionKeys(s.MasterSecret, s.RemoteRandom[:], s.LocalRandom[:], 0, keyLen, 4, h)
+	keys, err := prf.GenerateEncryptionKeys(in.master, in.clientRandom[:], in.serverRandom[:], 0, keyLen, 4, h)
 	if err != nil {
 		return nil, err
 	}
-	r := &gcmRecords{epoch: s.LocalEpoch}
+	r := &gcmRecords{epoch: in.epoch}
 	if r.local, err = newGCM(keys.ServerWriteKey); err != nil {
 		return nil, err
 	}
@@ -107,7 +85,7 @@ func newGCMRecords(st dtls.State) (*gcmRecords, error) {
 	// arrives again. Two records sealed with one sequence number would
 	// reuse a GCM nonce, so pion's records must never reach ours: 2^32
 	// retransmissions cannot happen within an association's life.
-	r.seq.Store(s.SequenceNumber + pionSeqHeadroom)
+	r.seq.Store(in.seq + 1 + pionSeqHeadroom)
 	return r, nil
 }
 
