@@ -161,6 +161,7 @@ func Blocks(path string) ([]Block, error) {
 		markAt  int
 		cur     *Block
 		body    []string
+		inFence bool // inside an unmarked fenced block, whose text is not looked at
 	)
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -169,13 +170,15 @@ func Blocks(path string) ([]Block, error) {
 		trim := strings.TrimSpace(line)
 		switch {
 		case cur != nil:
-			if strings.HasPrefix(trim, "```") {
+			if isFence(trim) {
 				cur.Script = strings.Join(body, "\n") + "\n"
 				out = append(out, *cur)
 				cur, body = nil, nil
 				continue
 			}
 			body = append(body, line)
+		case inFence:
+			inFence = !isFence(trim)
 		case pending != nil:
 			if trim != "```sh" && trim != "```bash" {
 				return nil, fmt.Errorf("%s:%d: a doctest marker must be followed at once by a ```sh or ```bash fence, got %q", path, markAt, line)
@@ -188,6 +191,8 @@ func Blocks(path string) ([]Block, error) {
 				return nil, fmt.Errorf("%s:%d: %w", path, n, err)
 			}
 			pending, markAt = &m, n
+		case isFence(trim):
+			inFence = true
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -197,4 +202,13 @@ func Blocks(path string) ([]Block, error) {
 		return nil, fmt.Errorf("%s: the doctest block at line %d never closes", path, markAt)
 	}
 	return out, nil
+}
+
+// isFence reports whether a trimmed line opens or closes a fenced code
+// block: three or more backticks and an info string without backticks
+// (CommonMark), so a line that starts with inline code such as
+// "```` ```sh ````" is not one.
+func isFence(trim string) bool {
+	rest := strings.TrimLeft(trim, "`")
+	return len(trim)-len(rest) >= 3 && !strings.Contains(rest, "`")
 }

@@ -52,12 +52,12 @@ func TestBlocks(t *testing.T) {
 		}
 		return p
 	}
-	p := write(t, "# Doc\n\n```sh\nunmarked\n```\n\n<!-- doctest: expect=\"hi\" -->\n```sh\necho hi\necho there\n```\n<!-- doctest: skip=\"cluster\" -->\n```bash\nkubectl get pods\n```\n")
+	p := write(t, "# Doc\n```` ```sh ```` is inline code, not a fence\n```sh\nunmarked\n```\n\n```\n<!-- doctest: a marker shown in a block is not one -->\n```\n<!-- doctest: expect=\"hi\" -->\n```sh\necho hi\necho there\n```\n<!-- doctest: skip=\"cluster\" -->\n```bash\nkubectl get pods\n```\n")
 	got, err := Blocks(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || got[0].Line != 8 || got[0].Script != "echo hi\necho there\n" || got[0].Expect[0] != "hi" ||
+	if len(got) != 2 || got[0].Line != 11 || got[0].Script != "echo hi\necho there\n" || got[0].Expect[0] != "hi" ||
 		got[1].Skip != "cluster" || got[1].Script != "kubectl get pods\n" {
 		t.Fatalf("blocks %+v", got)
 	}
