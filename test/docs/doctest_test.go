@@ -42,44 +42,49 @@ func docFiles(t *testing.T) []string {
 func TestDocBlocks(t *testing.T) {
 	bash, err := exec.LookPath("bash")
 	testenv.Require(t, "bash", err)
-	var ternd string // built once, on the first block that needs it
-	n := 0
+	var blocks []Block
 	for _, file := range docFiles(t) {
-		blocks, err := Blocks(file)
+		bs, err := Blocks(file)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, b := range blocks {
-			n++
-			rel, _ := filepath.Rel(repoRoot, b.File)
-			t.Run(fmt.Sprintf("%s:%d", rel, b.Line), func(t *testing.T) {
-				if b.Skip != "" {
-					t.Skipf("not run here: %s", b.Skip)
-				}
-				if b.Root && os.Geteuid() != 0 {
-					testenv.SkipOrFail(t, "the block needs root")
-				}
-				for _, c := range b.Needs {
-					_, err := exec.LookPath(c)
-					testenv.Require(t, c+" (hack/test-deps.sh installs the test tools)", err)
-				}
-				for _, p := range b.Ports {
-					proto, port, _ := strings.Cut(p, ":")
-					requireFree(t, proto, net.JoinHostPort("127.0.0.1", port), "the block binds it")
-				}
-				if b.Ternd != "" {
-					if ternd == "" {
-						ternd = testenv.Ternd(t)
-					}
-					startTernd(t, ternd, b.Ternd)
-				}
-				runBlock(t, bash, b)
-			})
+		blocks = append(blocks, bs...)
+	}
+	// One ternd for every block that serves with one, built here so that
+	// it outlives each block's subtest.
+	var ternd string
+	for _, b := range blocks {
+		if b.Ternd != "" && b.Skip == "" {
+			ternd = testenv.Ternd(t)
+			break
 		}
+	}
+	for _, b := range blocks {
+		rel, _ := filepath.Rel(repoRoot, b.File)
+		t.Run(fmt.Sprintf("%s:%d", rel, b.Line), func(t *testing.T) {
+			if b.Skip != "" {
+				t.Skipf("not run here: %s", b.Skip)
+			}
+			if b.Root && os.Geteuid() != 0 {
+				testenv.SkipOrFail(t, "the block needs root")
+			}
+			for _, c := range b.Needs {
+				_, err := exec.LookPath(c)
+				testenv.Require(t, c+" (hack/test-deps.sh installs the test tools)", err)
+			}
+			for _, p := range b.Ports {
+				proto, port, _ := strings.Cut(p, ":")
+				requireFree(t, proto, net.JoinHostPort("127.0.0.1", port), "the block binds it")
+			}
+			if b.Ternd != "" {
+				startTernd(t, ternd, b.Ternd)
+			}
+			runBlock(t, bash, b)
+		})
 	}
 	// The README's "Try it" is marked: a refactor that drops every marker
 	// must not turn this test into a silent pass.
-	if n == 0 {
+	if len(blocks) == 0 {
 		t.Fatal("no marked command blocks found in README.md and docs/*.md")
 	}
 }
