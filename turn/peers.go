@@ -9,7 +9,9 @@ import (
 
 // Caps per allocation. A permission costs about 80 bytes and a channel
 // about 100 (entry, index slot, its share of a number page), so an
-// allocation holds at most ~80 KiB of permissions and ~400 KiB of channels.
+// allocation holds at most ~80 KiB of permissions and ~400 KiB of channels,
+// ~520 KiB when its 4,096 channels are spread over the whole number range
+// (every page of 0x4000-0x7FFF made, 128 KiB).
 const (
 	// MaxPermissions is how many peer IPs one allocation may hold
 	// permissions for (RFC 8656 §9). A CreatePermission or ChannelBind that
@@ -171,7 +173,7 @@ func (x *index[T, P]) rebuild(n int, skip func(*T) bool) *[]atomic.Pointer[T] {
 // number-0x4000: 64-entry pages of atomic pointers, made when a number in
 // them is first bound. A flat 4,096-entry table would cost 32 KiB for
 // every allocation with one channel; clients number their channels up
-// from 0x4000 (libwebrtc, Firefox, pion), so a typical allocation needs
+// from 0x4000 (libwebrtc, pion; Firefox binds none), so a typical allocation needs
 // one page (512 bytes) and the page directory (512 bytes). The directory
 // of 0x5000-0x7FFF (1.5 KiB) is made only when a client binds a number
 // there (coturn's turnutils_uclient draws them at random up to 0x7FFF).
