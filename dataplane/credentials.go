@@ -110,7 +110,7 @@ func (s *Server) reloadSecrets() {
 	if settings.Auth == s.auth {
 		return
 	}
-	settings.LegacyChannelNumbers = settings.LegacyChannelNumbers || s.opts.LegacyChannelNumbers
+	settings.StrictChannelNumbers = settings.StrictChannelNumbers || s.opts.StrictChannelNumbers
 	if err := s.engine.Reconfigure(settings); err != nil {
 		s.log.Error("applying new credentials", "error", err)
 		return

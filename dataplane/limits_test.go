@@ -26,6 +26,19 @@ func TestDefaultLimitsReachTheEngine(t *testing.T) {
 	if st, _ = engineSettings(cfg); st.AllocationsPerIP != 0 || st.MaxAllocations != 0 || st.AuthFailureBurst != 0 {
 		t.Errorf("engine settings with NoLimit: %+v", st)
 	}
+	// Channel numbers: RFC 5766's range unless limits.strictChannelNumbers;
+	// the deprecated legacyChannelNumbers changes nothing.
+	if st.StrictChannelNumbers {
+		t.Error("StrictChannelNumbers on by default")
+	}
+	cfg.Limits.LegacyChannelNumbers = true
+	if st, _ = engineSettings(cfg); st.StrictChannelNumbers {
+		t.Error("legacyChannelNumbers turned StrictChannelNumbers on")
+	}
+	cfg.Limits.StrictChannelNumbers = true
+	if st, _ = engineSettings(cfg); !st.StrictChannelNumbers {
+		t.Error("limits.strictChannelNumbers did not reach the engine")
+	}
 }
 
 // TestQuotaRefusalIsCounted: one client address over its quota gets 486,

@@ -32,7 +32,8 @@ func (s *Server) Reconfigure(next *config.Config) error {
 		return fmt.Errorf("config rejected, running config kept: %w", err)
 	}
 	settings, err := engineSettings(next)
-	settings.LegacyChannelNumbers = settings.LegacyChannelNumbers || s.opts.LegacyChannelNumbers
+	settings.StrictChannelNumbers = settings.StrictChannelNumbers || s.opts.StrictChannelNumbers
+	warnDeprecated(next, s.log)
 	if err != nil {
 		return fmt.Errorf("config rejected, running config kept: %w", err)
 	}

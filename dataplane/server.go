@@ -46,11 +46,11 @@ type Options struct {
 	// GSO sends runs of same-size datagrams to one destination as one
 	// UDP_SEGMENT message (Linux 4.18+; ignored where unsupported).
 	GSO bool
-	// LegacyChannelNumbers accepts the channel numbers of RFC 5766
-	// (0x4000-0x7FFF) whatever the config says, for clients that still pick
-	// them (coturn's turnutils_uclient does): ternd --legacy-channel-numbers,
+	// StrictChannelNumbers limits ChannelBind to RFC 8656 §12's channel
+	// numbers 0x4000-0x4FFF whatever the config says (by default RFC
+	// 5766's 0x4000-0x7FFF are accepted): ternd --strict-channel-numbers,
 	// which a Dataplane's args can carry where its rendered config cannot.
-	LegacyChannelNumbers bool
+	StrictChannelNumbers bool
 	// SocketBuffer is SO_RCVBUF/SO_SNDBUF of listener sockets in bytes;
 	// default 4 MiB (as coturn).
 	SocketBuffer int
@@ -154,7 +154,8 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		listeners: map[string]listener.Listener{}, retired: map[string]*listenerCounts{}, stop: make(chan struct{})}
 	s.setClusters(cfg)
 	settings, err := engineSettings(cfg)
-	settings.LegacyChannelNumbers = settings.LegacyChannelNumbers || opts.LegacyChannelNumbers
+	settings.StrictChannelNumbers = settings.StrictChannelNumbers || opts.StrictChannelNumbers
+	warnDeprecated(cfg, opts.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +207,7 @@ func engineSettings(cfg *config.Config) (turn.Settings, error) {
 		AllocationsPerUser:   on(cfg.Limits.AllocationsPerUser),
 		AllocationsPerIP:     on(cfg.Limits.AllocationsPerIP),
 		MaxAllocations:       on(cfg.Limits.MaxAllocations),
-		LegacyChannelNumbers: cfg.Limits.LegacyChannelNumbers,
+		StrictChannelNumbers: cfg.Limits.StrictChannelNumbers,
 	}
 	if cfg.Limits.AuthFailureBurst > 0 && cfg.Limits.AuthFailureRate > 0 {
 		st.AuthFailureBurst, st.AuthFailureRate = cfg.Limits.AuthFailureBurst, float64(cfg.Limits.AuthFailureRate)

@@ -98,9 +98,11 @@ type Settings struct {
 	// off.
 	AuthFailureBurst int
 	AuthFailureRate  float64
-	// LegacyChannelNumbers accepts ChannelBind numbers 0x5000-0x7FFF, which
-	// RFC 5766 allowed and RFC 8656 §12 reserves; off, they get 400.
-	LegacyChannelNumbers bool
+	// StrictChannelNumbers limits ChannelBind to RFC 8656 §12's channel
+	// numbers 0x4000-0x4FFF: 0x5000-0x7FFF, which RFC 5766 allowed and
+	// coturn's turnutils_uclient uses, then get 400 Bad Request. Off (the
+	// default), 0x4000-0x7FFF are accepted, as coturn and pion/turn do.
+	StrictChannelNumbers bool
 }
 
 // Config builds an Engine.
@@ -335,10 +337,9 @@ func (e *Engine) channelData(ft FiveTuple, pkt []byte, r *Result) {
 	now := e.now()
 	c := a.channelByNumber(num, now)
 	if c == nil {
-		// Above 0x4FFF only a binding made under LegacyChannelNumbers
-		// makes a number a channel; without one it is not ChannelData of
-		// RFC 8656 §12.4 at all.
-		if num > maxChannelNumber {
+		// Under StrictChannelNumbers a number above 0x4FFF is never
+		// bound, so it is not ChannelData of RFC 8656 §12.4 at all.
+		if num > maxStrictChannelNumber && e.settings.Load().StrictChannelNumbers {
 			r.drop(DropMalformed)
 		} else {
 			r.drop(DropNoChannel)

@@ -403,10 +403,10 @@ func TestChannelBindRules(t *testing.T) {
 		want int
 	}{
 		{"below range", 0x3FFF, peerAddr, 400},
-		{"above RFC 8656's range", 0x5000, peerAddr, 400},
-		{"RFC 5766's range", 0x7FFF, peerAddr, 400},
 		{"not a channel", 0x8000, peerAddr, 400},
-		{"last number", 0x4FFF, netip.MustParseAddrPort("198.51.100.13:1"), 0},
+		{"last number of RFC 8656's range", 0x4FFF, netip.MustParseAddrPort("198.51.100.13:1"), 0},
+		{"above RFC 8656's range (RFC 5766, coturn's client)", 0x5000, netip.MustParseAddrPort("198.51.100.14:1"), 0},
+		{"last number of RFC 5766's range", 0x7FFF, netip.MustParseAddrPort("198.51.100.15:1"), 0},
 		{"outside allowlist", 0x4000, deniedPeer, 403},
 		{"port outside the route's range", 0x4000, netip.MustParseAddrPort("198.51.100.200:6000"), 403},
 		{"bind", 0x4000, peerAddr, 0},
@@ -434,12 +434,44 @@ func TestChannelBindRules(t *testing.T) {
 	}
 }
 
-// TestChannelDataOutsideRangeIsMalformed: RFC 8656 §12 leaves 0x5000-0x7FFF
-// reserved (RFC 7983 demultiplexes on them), so ChannelData numbered there
-// is not a channel of any allocation.
-func TestChannelDataOutsideRangeIsMalformed(t *testing.T) {
+// TestChannelNumbersDefault: by default the whole of RFC 5766's range
+// 0x4000-0x7FFF is accepted, as coturn and pion/turn servers do, since
+// coturn's turnutils_uclient draws numbers up to 0x7FFF; ChannelData on an
+// unbound number in it is dropped for want of a channel.
+func TestChannelNumbersDefault(t *testing.T) {
 	f, c, _ := allocated(t)
-	c.do(stun.MethodChannelBind, channelNumber(0x4FFF), peerAttr(peerAddr))
+	var r Result
+	f.e.HandleClient(testListener{}, clientTuple, channelData(0x7FFF, []byte("x")), &r)
+	if r.Kind != Drop || r.Drop != DropNoChannel {
+		t.Fatalf("unbound 0x7FFF: kind %d drop %v, want dropped as no channel", r.Kind, r.Drop)
+	}
+	for i, n := range []uint16{0x4FFF, 0x5000, 0x7FFF} {
+		p := netip.AddrPortFrom(peerAddr.Addr(), peerAddr.Port()+uint16(i))
+		if m := c.do(stun.MethodChannelBind, channelNumber(n), peerAttr(p)); code(m) != 0 {
+			t.Fatalf("ChannelBind %#x: code %d", n, code(m))
+		}
+		f.e.HandleClient(testListener{}, clientTuple, channelData(n, []byte("x")), &r)
+		if r.Kind != Forward || r.Peer != p {
+			t.Fatalf("ChannelData on %#x: kind %d drop %v to %v, want relayed to %v", n, r.Kind, r.Drop, r.Peer, p)
+		}
+	}
+}
+
+// TestStrictChannelNumbers: with StrictChannelNumbers only RFC 8656 §12's
+// 0x4000-0x4FFF binds; 0x5000-0x7FFF is reserved there (RFC 7983
+// demultiplexes on it), so ChannelData numbered there is malformed.
+func TestStrictChannelNumbers(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.StrictChannelNumbers = true })
+	c := f.client("user", "pass")
+	c.do(stun.MethodAllocate, transportUDP())
+	for _, n := range []uint16{0x5000, 0x7FFF, 0x8000} {
+		if m := c.do(stun.MethodChannelBind, channelNumber(n), peerAttr(peerAddr)); code(m) != 400 {
+			t.Fatalf("%#x: code %d, want 400", n, code(m))
+		}
+	}
+	if m := c.do(stun.MethodChannelBind, channelNumber(0x4FFF), peerAttr(peerAddr)); code(m) != 0 {
+		t.Fatalf("0x4FFF: code %d", code(m))
+	}
 	var r Result
 	f.e.HandleClient(testListener{}, clientTuple, channelData(0x4FFF, []byte("x")), &r)
 	if r.Kind != Forward {
@@ -450,23 +482,6 @@ func TestChannelDataOutsideRangeIsMalformed(t *testing.T) {
 		if r.Kind != Drop || r.Drop != DropMalformed {
 			t.Errorf("ChannelData on %#x: kind %d drop %v, want dropped as malformed", n, r.Kind, r.Drop)
 		}
-	}
-}
-
-func TestLegacyChannelNumbers(t *testing.T) {
-	f := newFixture(t, func(c *Config) { c.LegacyChannelNumbers = true })
-	c := f.client("user", "pass")
-	c.do(stun.MethodAllocate, transportUDP())
-	if m := c.do(stun.MethodChannelBind, channelNumber(0x8000), peerAttr(peerAddr)); code(m) != 400 {
-		t.Fatalf("0x8000: code %d, want 400", code(m))
-	}
-	if m := c.do(stun.MethodChannelBind, channelNumber(0x7FFF), peerAttr(peerAddr)); code(m) != 0 {
-		t.Fatalf("0x7FFF with LegacyChannelNumbers: code %d", code(m))
-	}
-	var r Result
-	f.e.HandleClient(testListener{}, clientTuple, channelData(0x7FFF, []byte("x")), &r)
-	if r.Kind != Forward {
-		t.Fatalf("ChannelData on 0x7FFF: kind %d drop %v", r.Kind, r.Drop)
 	}
 }
 

@@ -46,6 +46,20 @@ func TestRelayPathsDoNotAllocate(t *testing.T) {
 	if r.Kind != Forward {
 		t.Fatal("hot path fixture did not relay")
 	}
+	// A channel above 0x4FFF (as coturn's turnutils_uclient binds) is
+	// looked up in the page directory made on its first bind: no
+	// allocation per packet either.
+	c.do(stun.MethodChannelBind, channelNumber(0x7ABC), peerAttr(peerAddr))
+	high := channelData(0x7ABC, make([]byte, 100))
+	if n := testing.AllocsPerRun(1000, func() { f.e.HandleClient(testListener{}, clientTuple, high, &r) }); n != 0 {
+		t.Errorf("client ChannelData on 0x7ABC: %v allocations per packet, want 0", n)
+	}
+	if n := testing.AllocsPerRun(1000, func() { f.e.HandlePeer(a2, peerAddr, buf, PeerHeadroom, 100) }); n != 0 {
+		t.Errorf("peer ChannelData on 0x7ABC: %v allocations per packet, want 0", n)
+	}
+	if r.Kind != Forward {
+		t.Fatal("ChannelData on 0x7ABC not relayed")
+	}
 }
 
 func BenchmarkChannelDataClientToPeer(b *testing.B) {

@@ -9,17 +9,19 @@ import (
 
 // Caps per allocation. A permission costs about 80 bytes and a channel
 // about 100 (entry, index slot, its share of a number page), so an
-// allocation holds at most ~80 KiB of permissions and ~400 KiB of channels.
+// allocation holds at most ~80 KiB of permissions and ~400 KiB of channels,
+// ~520 KiB when its 4,096 channels are spread over the whole number range
+// (every page of 0x4000-0x7FFF made, 128 KiB).
 const (
 	// MaxPermissions is how many peer IPs one allocation may hold
 	// permissions for (RFC 8656 §9). A CreatePermission or ChannelBind that
 	// would pass it gets 508 Insufficient Capacity and installs nothing.
 	MaxPermissions = 1024
-	// MaxChannels is how many channels one allocation may bind: the whole
-	// number range of RFC 8656 §12 (0x4000-0x4FFF). It matters only with
-	// Settings.LegacyChannelNumbers, whose range is four times larger; a
-	// ChannelBind past it gets 508.
-	MaxChannels = maxChannelNumber - minChannelNumber + 1
+	// MaxChannels is how many channels one allocation may bind: as many as
+	// RFC 8656 §12's number range (0x4000-0x4FFF) holds. The accepted range
+	// (0x4000-0x7FFF, RFC 5766) is four times larger; a ChannelBind past
+	// the cap gets 508.
+	MaxChannels = maxStrictChannelNumber - minChannelNumber + 1
 )
 
 // peerKey is a peer address packed for hashing and comparing: the IP as 16
@@ -171,17 +173,24 @@ func (x *index[T, P]) rebuild(n int, skip func(*T) bool) *[]atomic.Pointer[T] {
 // number-0x4000: 64-entry pages of atomic pointers, made when a number in
 // them is first bound. A flat 4,096-entry table would cost 32 KiB for
 // every allocation with one channel; clients number their channels up
-// from 0x4000 (libwebrtc, Firefox, pion), so a typical allocation needs
-// one page (512 bytes) and the page directory (512 bytes).
+// from 0x4000 (libwebrtc, pion; Firefox binds none), so a typical allocation needs
+// one page (512 bytes) and the page directory (512 bytes). The directory
+// of 0x5000-0x7FFF (1.5 KiB) is made only when a client binds a number
+// there (coturn's turnutils_uclient draws them at random up to 0x7FFF).
+// Pages are made once and kept for the allocation's life: the number
+// range bounds them to 256 pages (128 KiB) per allocation.
 const chanPageSize = 64
 
 type chanPage [chanPageSize]atomic.Pointer[channel]
 
+// highPages is the page directory of 0x5000-0x7FFF.
+type highPages [(maxChannelNumber - maxStrictChannelNumber) / chanPageSize]atomic.Pointer[chanPage]
+
 type chanNumbers struct {
-	pages [MaxChannels / chanPageSize]atomic.Pointer[chanPage]
-	// legacy holds the pages of 0x5000-0x7FFF, made only when
-	// Settings.LegacyChannelNumbers let a client bind one.
-	legacy atomic.Pointer[[(maxLegacyChannelNumber - maxChannelNumber) / chanPageSize]atomic.Pointer[chanPage]]
+	pages [(maxStrictChannelNumber - minChannelNumber + 1) / chanPageSize]atomic.Pointer[chanPage]
+	// high holds the pages of 0x5000-0x7FFF, made when a client first
+	// binds one of those numbers.
+	high atomic.Pointer[highPages]
 }
 
 // slot returns the slot of channel number n (0x4000-0x7FFF), or nil when
@@ -190,18 +199,18 @@ type chanNumbers struct {
 func (t *chanNumbers) slot(n uint16, create bool) *atomic.Pointer[channel] {
 	i := int(n) - minChannelNumber
 	var dir []atomic.Pointer[chanPage]
-	if i < MaxChannels {
+	if i < len(t.pages)*chanPageSize {
 		dir = t.pages[:]
 	} else {
-		l := t.legacy.Load()
+		l := t.high.Load()
 		if l == nil {
 			if !create {
 				return nil
 			}
-			l = new([(maxLegacyChannelNumber - maxChannelNumber) / chanPageSize]atomic.Pointer[chanPage])
-			t.legacy.Store(l)
+			l = new(highPages)
+			t.high.Store(l)
 		}
-		dir, i = l[:], i-MaxChannels
+		dir, i = l[:], i-len(t.pages)*chanPageSize
 	}
 	p := dir[i/chanPageSize].Load()
 	if p == nil {

@@ -175,3 +175,32 @@ func TestRelayWhileBinding(t *testing.T) {
 		t.Fatalf("%d channels bound, want %d", a.byPeer.n, len(binds)+1)
 	}
 }
+
+// TestChannelCapAcrossRange binds MaxChannels channels spread over the
+// whole accepted range 0x4000-0x7FFF (every fourth number, so the page
+// directory of 0x5000-0x7FFF is made and filled); relays on the highest;
+// and refuses one more with 508, so the cap, not the number range, bounds
+// an allocation's channels.
+func TestChannelCapAcrossRange(t *testing.T) {
+	f, c, a := allocated(t)
+	for i := range MaxChannels {
+		if m := c.do(stun.MethodChannelBind, channelNumber(uint16(minChannelNumber+4*i)), peerAttr(benchPeer(i))); code(m) != 0 {
+			t.Fatalf("channel %#x: code %d", minChannelNumber+4*i, code(m))
+		}
+	}
+	top := uint16(minChannelNumber + 4*(MaxChannels-1))
+	if top != 0x7FFC {
+		t.Fatalf("highest number bound %#x, want 0x7ffc", top)
+	}
+	var r Result
+	f.e.HandleClient(testListener{}, clientTuple, channelData(top, []byte("x")), &r)
+	if r.Kind != Forward || r.Peer != benchPeer(MaxChannels-1) {
+		t.Fatalf("ChannelData on %#x: kind %d drop %v peer %v", top, r.Kind, r.Drop, r.Peer)
+	}
+	if m := c.do(stun.MethodChannelBind, channelNumber(0x7FFF), peerAttr(benchPeer(MaxChannels))); code(m) != 508 {
+		t.Fatalf("channel past MaxChannels: code %d, want 508", code(m))
+	}
+	if a.byPeer.n != MaxChannels {
+		t.Fatalf("%d channels, want %d", a.byPeer.n, MaxChannels)
+	}
+}

@@ -536,8 +536,8 @@ func (q *req) channelBind(a *Allocation) []byte {
 	}
 	num := binary.BigEndian.Uint16(v)
 	top := uint16(maxChannelNumber)
-	if q.s.LegacyChannelNumbers {
-		top = maxLegacyChannelNumber
+	if q.s.StrictChannelNumbers {
+		top = maxStrictChannelNumber
 	}
 	if num < minChannelNumber || num > top {
 		return q.fail(stun.CodeBadRequest, nil)

@@ -12,17 +12,17 @@ const (
 	magicCookie      = 0x2112A442
 	channelDataHdr   = 4
 	minChannelNumber = 0x4000
-	// maxChannelNumber: RFC 8656 §12 narrows channel numbers to
-	// 0x4000-0x4FFF and reserves 0x5000-0xFFFF, whose first bytes RFC 7983
-	// demultiplexes as other protocols on a shared port. RFC 5766 allowed up
-	// to 0x7FFF, and coturn still accepts it (its turnutils_uclient draws
-	// numbers at random up to 0x7FFF); Settings.LegacyChannelNumbers lets
-	// such clients in. Otherwise a ChannelBind above 0x4FFF gets 400 and
-	// ChannelData there is dropped as malformed.
-	maxChannelNumber = 0x4FFF
-	// maxLegacyChannelNumber is RFC 5766's upper bound, accepted when
-	// Settings.LegacyChannelNumbers is set.
-	maxLegacyChannelNumber = 0x7FFF
+	// maxChannelNumber is RFC 5766 §11's upper bound, accepted by default:
+	// coturn's turnutils_uclient draws channel numbers at random up to
+	// 0x7FFF, and coturn and pion/turn as servers accept them
+	// (docs/security.md lists what each client sends).
+	maxChannelNumber = 0x7FFF
+	// maxStrictChannelNumber is RFC 8656 §12's upper bound: it narrows
+	// channel numbers to 0x4000-0x4FFF and reserves 0x5000-0xFFFF, whose
+	// first bytes RFC 7983 demultiplexes as other protocols on a shared
+	// port. With Settings.StrictChannelNumbers a ChannelBind above it gets
+	// 400 and ChannelData there is dropped as malformed.
+	maxStrictChannelNumber = 0x4FFF
 
 	// Message types (method | class bits) used on the zero-allocation paths.
 	typeSendIndication = 0x0016
@@ -108,8 +108,8 @@ func parseXORAddr(v []byte, txid []byte) (netip.AddrPort, bool) {
 }
 
 // isChannelData reports whether b starts like a ChannelData message (RFC
-// 8656 §12.4: first two bits 01). Numbers above maxChannelNumber start
-// like it too; channelData drops them as malformed.
+// 8656 §12.4: first two bits 01, so numbers 0x4000-0x7FFF). A number
+// with no channel bound is dropped by channelData.
 func isChannelData(b []byte) bool { return len(b) >= 1 && b[0]&0xC0 == 0x40 }
 
 // isSTUN reports whether b starts like a STUN message (RFC 8489 §5: first two

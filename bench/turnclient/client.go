@@ -108,7 +108,8 @@ func (c *Client) CreatePermission(peer netip.AddrPort) error {
 	return err
 }
 
-// ChannelBind binds channel ch (0x4000-0x4FFF) to peer, which also installs
+// ChannelBind binds channel ch (0x4000-0x7FFF; ternd with
+// --strict-channel-numbers takes 0x4000-0x4FFF) to peer, which also installs
 // a permission for peer's IP.
 func (c *Client) ChannelBind(peer netip.AddrPort, ch uint16) error {
 	_, err := c.do(stun.MethodChannelBind, channelNumber(ch), peerAddr(peer))

@@ -27,7 +27,7 @@ type flags struct {
 	level, logFormat, id, pprofAt, ioMode          string
 	offloadEngine                                  string
 	watch, verbose, showVer, gso, legacyChannels   bool
-	packetCounters                                 bool
+	packetCounters, strictChannels                 bool
 	threads, relays, bufs                          int
 	grace, linger                                  time.Duration
 
@@ -81,7 +81,8 @@ func newFlags() *flags {
 	fs.IntVarP(&f.threads, "udp-thread-num", "u", 0, "sockets (and reader threads) per TURN-UDP listener; 0 means the number of CPUs")
 	fs.IntVar(&f.relays, "relay-thread-num", 0, "epoll workers serving relay sockets; 0 means the number of CPUs")
 	fs.IntVar(&f.bufs, "socket-buffer", 4<<20, "SO_RCVBUF/SO_SNDBUF of listener sockets, bytes")
-	fs.BoolVar(&f.legacyChannels, "legacy-channel-numbers", false, "accept RFC 5766's channel numbers 0x4000-0x7FFF (as limits.legacyChannelNumbers), for old clients such as coturn's turnutils_uclient; RFC 8656 allows 0x4000-0x4FFF")
+	fs.BoolVar(&f.strictChannels, "strict-channel-numbers", false, "accept only RFC 8656's channel numbers 0x4000-0x4FFF in ChannelBind (as limits.strictChannelNumbers); by default RFC 5766's 0x4000-0x7FFF are accepted, which coturn's turnutils_uclient uses")
+	fs.BoolVar(&f.legacyChannels, "legacy-channel-numbers", false, "deprecated, no effect: channel numbers 0x4000-0x7FFF are accepted by default (see --strict-channel-numbers)")
 	fs.BoolVar(&f.packetCounters, "packet-counters", true, "count packets and bytes per listener, cluster and peer direction for /metrics (per-worker counters); false leaves those series at 0, to measure what counting costs")
 	fs.BoolVar(&f.gso, "gso", true, "send runs of same-size datagrams to one destination as one UDP GSO message (Linux 4.18+; off where unsupported)")
 	fs.StringVar(&f.offloadEngine, "offload-engine", "", "eBPF ChannelData fast path for TURN-UDP listeners: None, Auto (falls back to sockets where BPF is refused), XDP or TC; overrides the config's offload.engine (docs/offload-control.md)")

@@ -107,13 +107,16 @@ func run(args []string) int {
 	}
 	slog.SetDefault(log)
 	f.logIgnored(log)
+	if f.legacyChannels {
+		log.Warn("--legacy-channel-numbers is deprecated and has no effect: channel numbers 0x4000-0x7FFF are accepted by default; --strict-channel-numbers narrows them to RFC 8656's 0x4000-0x4FFF")
+	}
 	if unknown := config.UnknownLogScopes(lvlName); len(unknown) > 0 {
 		log.Info("log level: ternd has no loggers for these scopes; their levels are ignored", "scopes", unknown, "level", lvlName)
 	}
 	cf.setLogger(log, source)
 
 	opts := dataplane.Options{UDPThreads: f.threads, RelayThreads: f.relays, SocketBuffer: f.bufs, IOMode: f.ioMode, GSO: f.gso, NoCounters: !f.packetCounters, Linger: f.linger,
-		LegacyChannelNumbers: f.legacyChannels, OffloadEngine: f.offloadEngine, Logger: log}
+		StrictChannelNumbers: f.strictChannels, OffloadEngine: f.offloadEngine, Logger: log}
 	if !fromFlags {
 		opts.LogLevel = lvl // the config's admin.logLevel stays in charge
 	}

@@ -247,8 +247,15 @@ type Limits struct {
 	// turns the throttle off.
 	AuthFailureBurst int `json:"authFailureBurst,omitempty"`
 	AuthFailureRate  int `json:"authFailureRate,omitempty"`
-	// LegacyChannelNumbers accepts ChannelBind numbers 0x5000-0x7FFF of RFC
-	// 5766 clients; RFC 8656 allows only 0x4000-0x4FFF. Default false.
+	// StrictChannelNumbers limits ChannelBind to RFC 8656 §12's channel
+	// numbers 0x4000-0x4FFF (400 Bad Request above). Default false: RFC
+	// 5766's 0x4000-0x7FFF are accepted, as coturn and pion/turn servers
+	// do, because coturn's turnutils_uclient binds numbers up to 0x7FFF.
+	StrictChannelNumbers bool `json:"strictChannelNumbers,omitempty"`
+	// LegacyChannelNumbers is deprecated and has no effect: it once let in
+	// the numbers 0x5000-0x7FFF that are now accepted by default. It is
+	// still read, so that configs that set it load; ternd logs a
+	// deprecation line when it is true.
 	LegacyChannelNumbers bool `json:"legacyChannelNumbers,omitempty"`
 	// ConnectionIdleTimeout is how long a TURN-TCP, TURN-TLS or TURN-DTLS
 	// connection that holds no allocation may stay silent before it is

@@ -55,7 +55,7 @@ func TestJSONNames(t *testing.T) {
 	c.Clusters[0].MinPort, c.Clusters[0].MaxPort = 1, 2
 	c.Relay.PublicAddress = "192.0.2.1"
 	c.Limits = Limits{MaxLifetime: 1, NonceLifetime: 2, AllocationsPerUser: 3, AllocationsPerIP: 4, MaxAllocations: 5,
-		AuthFailureBurst: 6, AuthFailureRate: 7, LegacyChannelNumbers: true,
+		AuthFailureBurst: 6, AuthFailureRate: 7, StrictChannelNumbers: true, LegacyChannelNumbers: true,
 		ConnectionIdleTimeout: 8, ConnectionsPerIP: 9, MaxConnections: 10}
 	b, err := json.Marshal(c)
 	if err != nil {
@@ -68,7 +68,7 @@ func TestJSONNames(t *testing.T) {
 		"listeners", "protocol", "address", "port", "publicAddress", "publicPort", "cert", "key", "routes",
 		"clusters", "endpoints", "minPort", "maxPort",
 		"relay", "limits", "maxLifetime", "nonceLifetime", "allocationsPerUser", "allocationsPerIP", "maxAllocations",
-		"authFailureBurst", "authFailureRate", "legacyChannelNumbers",
+		"authFailureBurst", "authFailureRate", "strictChannelNumbers", "legacyChannelNumbers",
 		"connectionIdleTimeout", "connectionsPerIP", "maxConnections",
 	} {
 		if !strings.Contains(got, `"`+name+`":`) {

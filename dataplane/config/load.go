@@ -90,6 +90,9 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 // *FieldError).
 func Parse(data []byte, getenv func(string) string) (*Config, error) {
 	var c Config
+	if err := checkUTF8(data); err != nil {
+		return nil, fmt.Errorf("parse config: %w", err)
+	}
 	if err := yaml.UnmarshalStrict(data, &c); err != nil {
 		return nil, fmt.Errorf("parse config: %w", err)
 	}

@@ -3,6 +3,7 @@ package config
 import (
 	"bytes"
 	"fmt"
+	"unicode/utf8"
 )
 
 // maxSecretFileBytes bounds what ReadSecretFiles accepts from a credential
@@ -17,9 +18,9 @@ const maxSecretFileBytes = 4096
 //
 // One trailing newline ("\n" or "\r\n") is dropped, as a file written with
 // echo or an editor ends in one; a Secret value the operator writes has
-// none. An empty file, a file over 4 KiB, or one that cannot be read is an
-// error that names the field and the path, so a broken mount is reported
-// instead of serving with an empty password.
+// none. An empty file, a file over 4 KiB, one that is not valid UTF-8, or
+// one that cannot be read is an error that names the field and the path, so
+// a broken mount is reported instead of serving with an empty password.
 func (a Auth) ReadSecretFiles(readFile func(string) ([]byte, error)) (Auth, error) {
 	read := func(field, path string) (string, error) {
 		data, err := readFile(path)
@@ -34,6 +35,11 @@ func (a Auth) ReadSecretFiles(readFile func(string) ([]byte, error)) (Auth, erro
 		}
 		if len(data) == 0 {
 			return "", fmt.Errorf("auth.%s: %s is empty", field, path)
+		}
+		// As Validate requires of inline credentials: a credential is a
+		// UTF-8 string (RFC 8489 §14.3), as every client sends it.
+		if !utf8.Valid(data) {
+			return "", fmt.Errorf("auth.%s: %s is not valid UTF-8 (credentials are UTF-8 strings, RFC 8489 §14.3)", field, path)
 		}
 		return string(data), nil
 	}

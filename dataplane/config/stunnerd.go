@@ -145,6 +145,9 @@ func IsStunnerd(data []byte) bool {
 // ternd to log; errors name the stunnerd field.
 func ParseStunnerd(data []byte, opts StunnerdOptions) (c *Config, notes []string, err error) {
 	var s Stunnerd
+	if err := checkUTF8(data); err != nil {
+		return nil, nil, fmt.Errorf("parse stunnerd config: %w", err)
+	}
 	if err := yaml.UnmarshalStrict(data, &s); err != nil {
 		return nil, nil, fmt.Errorf("parse stunnerd config: %w", err)
 	}
@@ -364,8 +367,14 @@ func endpointAddr(s string, defPort int) (addr, path string, err error) {
 func ParseTURNURI(s string, getenv func(string) string) (*Config, error) {
 	u, err := url.Parse(s)
 	if err != nil {
+		// url.Parse's error quotes the whole URI, password included.
+		if ue, ok := err.(*url.Error); ok {
+			err = ue.Err
+		}
 		return nil, fmt.Errorf("turn URI: %w", err)
 	}
+	// Errors name the URI with its password masked: they are logged.
+	s = u.Redacted()
 	if u.Scheme != "turn" {
 		return nil, fmt.Errorf("turn URI %q: scheme must be turn://", s)
 	}

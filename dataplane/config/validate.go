@@ -79,6 +79,18 @@ func (c *Config) Validate() error {
 	case AuthEphemeral:
 		checkSecret(bad, "sharedSecret", c.Auth.SharedSecret, c.Auth.SharedSecretFile, "ephemeral")
 	}
+	// Credentials are UTF-8 strings (RFC 8489 §14.3 USERNAME, §9.2.2 the
+	// OpaqueString password), and a config travels as JSON, which cannot
+	// carry other bytes: a password with a byte that is not UTF-8 would
+	// come back from the ConfigMap as U+FFFD and never match again. The
+	// value itself is never part of the error.
+	for _, f := range []struct{ name, v string }{
+		{"username", c.Auth.Username}, {"password", c.Auth.Password}, {"sharedSecret", c.Auth.SharedSecret},
+	} {
+		if !utf8.ValidString(f.v) {
+			bad("auth."+f.name, "must be valid UTF-8 (credentials are UTF-8 strings, RFC 8489 §14.3, and JSON carries no other bytes)")
+		}
+	}
 
 	// clusters, before listeners so routes can be checked against them
 	clusters := map[string]int{}

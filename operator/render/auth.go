@@ -3,6 +3,7 @@ package render
 import (
 	"errors"
 	"strings"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -69,7 +70,7 @@ func (r *renderer) resolveAuth(gc *stnrv1.GatewayConfig) (auth config.Auth, ps [
 			pass = p.Value
 		}
 	}
-	secret := deref(spec.SharedSecret)
+	secret, secretField := deref(spec.SharedSecret), "spec.sharedSecret"
 
 	if a := spec.AuthRef; a != nil {
 		if (a.Group != nil && *a.Group != "") || (a.Kind != nil && *a.Kind != "Secret") {
@@ -96,7 +97,6 @@ func (r *renderer) resolveAuth(gc *stnrv1.GatewayConfig) (auth config.Auth, ps [
 				pick(authKeysUsername, &user, &userField)
 				pick(authKeysPassword, &pass, &passField)
 				passGiven = passGiven || pass != ""
-				var secretField string
 				pick(authKeysSecret, &secret, &secretField)
 			}
 		}
@@ -116,8 +116,19 @@ func (r *renderer) resolveAuth(gc *stnrv1.GatewayConfig) (auth config.Auth, ps [
 		norm = config.AuthStatic
 	}
 	auth.Type = norm
+	// A Secret's bytes may be anything, but a credential is a UTF-8 string
+	// (RFC 8489 §14.3) and the rendered config is JSON, which would turn
+	// other bytes into U+FFFD: refused, naming the field the value came
+	// from, never quoting it.
+	utf8Field := func(field, v string) {
+		if !utf8.ValidString(v) {
+			bad(field, "is not valid UTF-8 (credentials are UTF-8 strings, RFC 8489 §14.3)")
+		}
+	}
 	switch norm {
 	case config.AuthStatic:
+		utf8Field(userField, user)
+		utf8Field(passField, pass)
 		if user == "" {
 			bad(userField, "static auth needs a username")
 		}
@@ -126,6 +137,7 @@ func (r *renderer) resolveAuth(gc *stnrv1.GatewayConfig) (auth config.Auth, ps [
 		}
 		auth.Username, auth.Password = user, pass
 	case config.AuthEphemeral:
+		utf8Field(secretField, secret)
 		if secret == "" {
 			bad("spec.sharedSecret", "ephemeral auth needs a sharedSecret (inline or as key secret of the authRef Secret)")
 		}

@@ -27,7 +27,8 @@ func TestGatewayConfigAuth(t *testing.T) {
 	}
 	secrets := []corev1.Secret{
 		secret("ns", "auth", map[string]string{"type": "ephemeral", "secret": "from-ref"}),
-		secret("other", "creds", map[string]string{"password": "pw", "pass2": "pw2"}),
+		secret("other", "creds", map[string]string{"password": "pw", "pass2": "pw2", "binary": "pa\xffss"}),
+		secret("ns", "binauth", map[string]string{"type": "ephemeral", "secret": "s\xfe"}),
 	}
 	for _, tc := range []struct {
 		name    string
@@ -54,6 +55,16 @@ func TestGatewayConfigAuth(t *testing.T) {
 			refs:    []types.NamespacedName{{Namespace: "ns", Name: "gone"}}},
 		{name: "ephemeral without secret", spec: stnrv1.GatewayConfigSpec{AuthType: ptr("ephemeral")},
 			wantErr: "spec.sharedSecret"},
+		// A Secret's bytes need not be UTF-8; a credential must be.
+		{name: "password Secret key not UTF-8", spec: stnrv1.GatewayConfigSpec{UserName: ptr("u"),
+			Password: &stnrv1.Password{SecretRef: &stnrv1.SecretKeyReference{Name: "creds", Namespace: "other", Key: "binary"}}},
+			wantErr: "spec.password: is not valid UTF-8",
+			refs:    []types.NamespacedName{{Namespace: "other", Name: "creds"}}},
+		{name: "authRef secret not UTF-8", spec: stnrv1.GatewayConfigSpec{AuthRef: &gwapiv1.SecretObjectReference{Name: "binauth"}},
+			wantErr: "spec.authRef: is not valid UTF-8",
+			refs:    []types.NamespacedName{{Namespace: "ns", Name: "binauth"}}},
+		{name: "inline sharedSecret not UTF-8", spec: stnrv1.GatewayConfigSpec{AuthType: ptr("ephemeral"), SharedSecret: ptr("s\xff")},
+			wantErr: "spec.sharedSecret: is not valid UTF-8"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			gc := &stnrv1.GatewayConfig{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "gc"}, Spec: tc.spec}

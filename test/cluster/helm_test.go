@@ -54,8 +54,8 @@ func loadChart(t *testing.T) *chart.Chart {
 }
 
 // chartValues are the values the tests install with: the images `make images` built, by
-// their version tag (imported by hack/cluster.sh, never pulled), and a Dataplane that lets
-// turnutils_uclient's channel numbers through and drains for dataplaneGrace at most.
+// their version tag (imported by hack/cluster.sh, never pulled), and a Dataplane that drains
+// for dataplaneGrace at most (turnutils_uclient's channel numbers pass the default config).
 func chartValues(tag string, hostNetwork bool) map[string]any {
 	return map[string]any{
 		"image": map[string]any{
@@ -63,9 +63,7 @@ func chartValues(tag string, hostNetwork bool) map[string]any {
 			"pullPolicy": "Never",
 		},
 		"dataplane": map[string]any{
-			// turnutils_uclient binds random channel numbers up to RFC 5766's 0x7FFF, which
-			// ternd refuses by default (RFC 8656 allows 0x4000-0x4FFF).
-			"args":                          []any{"-w", "--udp-thread-num=16", "--legacy-channel-numbers"},
+			"args":                          []any{"-w", "--udp-thread-num=16"},
 			"terminationGracePeriodSeconds": int(dataplaneGrace / time.Second),
 			"hostNetwork":                   hostNetwork,
 		},

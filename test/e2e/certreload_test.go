@@ -133,10 +133,7 @@ func TestTLSCertificateReloadUclient(t *testing.T) {
 		t.Skip("coturn does not reload certificates")
 	}
 	uclient := requireTool(t, "turnutils_uclient")
-	s, dir, tlsPort := startTLSReloadTernd(t, func(c *config) {
-		// turnutils_uclient draws channel numbers in RFC 5766's 0x4000-0x7FFF.
-		c.Limits.LegacyChannelNumbers = true
-	})
+	s, dir, tlsPort := startTLSReloadTernd(t, nil)
 	peerPort := startTurnutilsPeer(t)
 	const clients, messages = 2, 200 // 20 ms apart: about 4 s of relaying
 	args := []string{"-t", "-S", "-c", "-p", strconv.Itoa(tlsPort), "-u", testUser, "-w", testPassword,

@@ -184,10 +184,10 @@ func TestCoturnUclient(t *testing.T) {
 			if targetIsCoturn() && tc.stream {
 				t.Skip("the coturn target is configured for TURN-UDP only")
 			}
-			// turnutils_uclient draws channel numbers at random in RFC
-			// 5766's 0x4000-0x7FFF; RFC 8656 allows only 0x4000-0x4FFF.
+			// The default config: turnutils_uclient draws channel numbers
+			// at random in RFC 5766's 0x4000-0x7FFF, which ternd accepts
+			// unless limits.strictChannelNumbers is set.
 			s := startTernd(t, func(c *config) {
-				c.Limits.LegacyChannelNumbers = true
 				if tc.mutate != nil {
 					tc.mutate(c)
 				}

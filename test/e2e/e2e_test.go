@@ -147,11 +147,10 @@ type relay struct {
 }
 
 type limits struct {
-	MaxLifetime           int  `json:"maxLifetime,omitempty"`
-	LegacyChannelNumbers  bool `json:"legacyChannelNumbers,omitempty"`
-	ConnectionIdleTimeout int  `json:"connectionIdleTimeout,omitempty"`
-	ConnectionsPerIP      int  `json:"connectionsPerIP,omitempty"`
-	MaxConnections        int  `json:"maxConnections,omitempty"`
+	MaxLifetime           int `json:"maxLifetime,omitempty"`
+	ConnectionIdleTimeout int `json:"connectionIdleTimeout,omitempty"`
+	ConnectionsPerIP      int `json:"connectionsPerIP,omitempty"`
+	MaxConnections        int `json:"maxConnections,omitempty"`
 }
 
 // server is a running TURN server under test.

@@ -43,7 +43,6 @@ listeners:
 clusters:
   - {name: peers, endpoints: [` + endpoints + `]}
 relay: {address: 10.0.2.1, minPort: 24620, maxPort: 24699}
-limits: {legacyChannelNumbers: true}
 offload: {engine: Auto}
 `
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
 )
 
 // Password is GatewayConfig's password field. STUNner's reference gives it as
@@ -45,7 +46,8 @@ func InlinePassword(s string) *Password { return &Password{Value: s} }
 // UnmarshalJSON takes a JSON string (an inline password) or an object
 // {name, namespace, key} (a Secret reference); null leaves p empty. Any
 // other value (an object without a name or with other fields, a number, a
-// list) sets Invalid rather than failing; only malformed JSON is an error.
+// list, a string that is not valid UTF-8) sets Invalid rather than
+// failing; only malformed JSON is an error.
 func (p *Password) UnmarshalJSON(data []byte) error {
 	data = bytes.Trim(data, " \t\r\n") // JSON's whitespace: TrimSpace would take "\f0" for 0
 	*p = Password{}
@@ -56,6 +58,13 @@ func (p *Password) UnmarshalJSON(data []byte) error {
 	case bytes.Equal(data, []byte("null")):
 		return nil
 	case data[0] == '"':
+		// encoding/json would turn a byte that is not UTF-8 into U+FFFD, a
+		// password no client sends: a credential is a UTF-8 string (RFC
+		// 8489 §14.3). The value is not quoted in the reason.
+		if !utf8.Valid(data) {
+			p.Invalid = "a string that is not valid UTF-8 (credentials are UTF-8 strings, RFC 8489 §14.3)"
+			return nil
+		}
 		return json.Unmarshal(data, &p.Value)
 	case data[0] == '{':
 		dec := json.NewDecoder(bytes.NewReader(data))

@@ -75,3 +75,22 @@ func TestUserNameSpellings(t *testing.T) {
 		t.Fatalf("got username %q userName %q", *spec.Username, *spec.UserName)
 	}
 }
+
+// TestPasswordNotUTF8: a JSON string password with a byte that is not UTF-8
+// is Invalid (encoding/json would have made it U+FFFD), and the reason does
+// not quote it. FuzzPasswordJSON's corpus holds the same input.
+func TestPasswordNotUTF8(t *testing.T) {
+	for _, in := range []string{"\"pa\xffss\"", "\"\xc3\""} {
+		var p Password
+		if err := p.UnmarshalJSON([]byte(in)); err != nil {
+			t.Fatalf("%q: %v", in, err)
+		}
+		if p.Value != "" || p.SecretRef != nil || !strings.Contains(p.Invalid, "not valid UTF-8") || strings.Contains(p.Invalid, "pa") {
+			t.Fatalf("%q: got %+v, want Invalid saying not valid UTF-8", in, p)
+		}
+	}
+	var p Password
+	if err := p.UnmarshalJSON([]byte(`"p\u00e4ss"`)); err != nil || p.Value != "päss" {
+		t.Fatalf("UTF-8 password: %+v, %v", p, err)
+	}
+}
