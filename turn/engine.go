@@ -101,6 +101,10 @@ type Settings struct {
 	// LegacyChannelNumbers accepts ChannelBind numbers 0x5000-0x7FFF, which
 	// RFC 5766 allowed and RFC 8656 §12 reserves; off, they get 400.
 	LegacyChannelNumbers bool
+	// STUNOnly makes the engine a STUN server (STUNner's stunMode):
+	// Binding requests are answered and every TURN request gets 403
+	// Forbidden unauthenticated (see refuseTURN), so no allocation is made.
+	STUNOnly bool
 }
 
 // Config builds an Engine.

@@ -195,7 +195,8 @@ func (h *Handler) uris(ctx context.Context, gw *gwapiv1.Gateway, req request) ([
 		if req.listener != "" && string(l.Name) != req.listener {
 			continue
 		}
-		proto := strings.ToUpper(string(l.Protocol))
+		// STUNner's aliases (UDP, TCP, TLS, DTLS) name the same listeners.
+		proto, _ := config.NormalizeProtocol(string(l.Protocol))
 		scheme, ok := turnSchemes[proto]
 		if !ok || !programmed(gw, l.Name) {
 			unprogrammed = append(unprogrammed, string(l.Name))

@@ -32,7 +32,11 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 	if gc != nil {
 		var ps []Problem
 		var ok bool
-		if auth, ps, ok = r.resolveAuth(gc); !ok {
+		if gc.Spec.STUNMode && !hasCredentials(gc) {
+			// STUN mode authenticates nothing, so STUNner makes
+			// credentials optional there.
+			auth = config.Auth{Type: config.AuthStatic, Realm: realmOf(gc)}
+		} else if auth, ps, ok = r.resolveAuth(gc); !ok {
 			fatal = append(fatal, ps...)
 		}
 		if gc.Spec.LogLevel != nil && *gc.Spec.LogLevel != "" {
@@ -53,6 +57,7 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 			dpProblem = append(dpProblem, r.problems.errorf(gatewayConfigRef(gc), "spec.dataplane",
 				"Dataplane %q not found: the dataplane Deployment cannot be rendered", dpName))
 		}
+		dp = r.v1alpha1Dataplane(gc, dp)
 	}
 
 	listeners := r.checkListeners(gw)
@@ -285,9 +290,15 @@ func (r *renderer) buildConfig(gw *gwapiv1.Gateway, gc *stnrv1.GatewayConfig, au
 	if gc.Spec.MaxPort != nil {
 		cfg.Relay.MaxPort = int(*gc.Spec.MaxPort)
 	}
-	if gc.Spec.UserQuota != nil {
-		cfg.Limits.AllocationsPerUser = int(*gc.Spec.UserQuota)
+	if q := gc.Spec.UserQuota; q != nil {
+		// STUNner's meaning once set: 0 (or less) is no cap. Unset, the
+		// config's default stands.
+		cfg.Limits.AllocationsPerUser = config.NoLimit
+		if *q > 0 {
+			cfg.Limits.AllocationsPerUser = int(*q)
+		}
 	}
+	cfg.STUNMode = gc.Spec.STUNMode
 	// Always said, since ternd's own default is Auto: a pod without the
 	// privileges offload needs runs None rather than trying and logging.
 	cfg.Offload = config.Offload{Engine: config.OffloadNone}

@@ -107,6 +107,13 @@ type DataplaneSpec struct {
 	// +optional
 	EnableMetricsEndpoint bool `json:"enableMetricsEndpoint,omitempty"`
 
+	// HealthCheckPort is STUNner's v1alpha1 field, accepted in both
+	// versions: the port of the health endpoint. v1 has no such port (it
+	// serves health on 8086 unless disableHealthCheck), and neither does
+	// Tern: the Dataplane gets a warning when this names another port.
+	// +optional
+	HealthCheckPort *int32 `json:"healthCheckPort,omitempty"`
+
 	// TerminationGracePeriodSeconds is how long a dataplane pod may drain
 	// before it is killed. Default: 30.
 	// +optional
