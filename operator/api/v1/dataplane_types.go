@@ -24,9 +24,10 @@ type Dataplane struct {
 
 // DataplaneSpec is the pod template of a dataplane Deployment.
 type DataplaneSpec struct {
-	// Image is the dataplane container image.
-	// +kubebuilder:validation:MinLength=1
-	Image string `json:"image"`
+	// Image is the dataplane container image. Optional, as in STUNner:
+	// unset, the renderer takes ternd's image at the operator's version.
+	// +optional
+	Image string `json:"image,omitempty"`
 
 	// ImagePullPolicy: Always, Never or IfNotPresent. Default: Always for a
 	// :latest (or untagged) image, IfNotPresent otherwise.
