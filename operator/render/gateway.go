@@ -26,6 +26,7 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 	var fatal []Problem // what keeps the Gateway from being rendered at all
 	gc := r.gatewayConfigFor(gw, cs, &fatal)
 	var auth config.Auth
+	stunOnly := false // STUN mode without credentials: there is nothing to mount
 	logLevel := "all:INFO"
 	var dp *stnrv1.Dataplane
 	var dpProblem []Problem
@@ -36,6 +37,7 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 			// STUN mode authenticates nothing, so STUNner makes
 			// credentials optional there.
 			auth = config.Auth{Type: config.AuthStatic, Realm: realmOf(gc)}
+			stunOnly = true
 		} else if auth, ps, ok = r.resolveAuth(gc); !ok {
 			fatal = append(fatal, ps...)
 		}
@@ -84,7 +86,7 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 		// Credentials go to a Secret, the ConfigMap names its file; a
 		// standalone ternd renders in its own memory and keeps them inline.
 		var creds *corev1.Secret
-		if !r.opts.Standalone {
+		if !r.opts.Standalone && !stunOnly {
 			auth, creds = credentialsSecret(gw, auth, r.opts.CredentialsDir)
 		}
 		cfg := r.buildConfig(gw, gc, auth, logLevel, dp, listeners, public, svcType)
