@@ -89,7 +89,8 @@ kind: Gateway
 metadata: {name: nodeport-gw, namespace: auth-a}
 spec:
   gatewayClassName: auth-ephemeral
-  listeners: [{name: udp, port: 3478, protocol: TURN-UDP}]
+  # STUNner's alias of TURN-UDP, in its published manifests.
+  listeners: [{name: udp, port: 3478, protocol: UDP}]
 ---
 apiVersion: v1
 kind: Service
@@ -131,7 +132,8 @@ kind: Gateway
 metadata: {name: gw, namespace: auth-b}
 spec:
   gatewayClassName: auth-static
-  listeners: [{name: tcp, port: 3478, protocol: TURN-TCP}]
+  # STUNner's alias of TURN-TCP.
+  listeners: [{name: tcp, port: 3478, protocol: TCP}]
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
