@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"crypto/tls"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pion/dtls/v2"
 	"github.com/pion/logging"
 	"github.com/pion/stun/v3"
 	"github.com/pion/turn/v4"
@@ -26,12 +28,13 @@ import (
 // each Gateway of the stunner_* golden cases (operator/render/testdata:
 // Tern's own equivalents of the manifests STUNner publishes in
 // deploy/manifests and docs/examples), runs ternd with it on 127.0.0.1 and
-// relays through each of its TURN-UDP and TURN-TCP listeners with the
-// pion/turn client to an echo peer. What a pod gets from its environment
+// relays through each of its listeners (TURN-UDP, TURN-TCP, TURN-TLS and
+// TURN-DTLS) with the pion/turn client to an echo peer. What a pod gets from its environment
 // is put in by hand, the way a pod has it: listener and relay addresses
 // become 127.0.0.1 on free ports, every cluster's endpoints the echo
 // peer's address (the real ones are cluster IPs), credential files the
-// rendered Secret's keys, and offload is off (it needs privileges). A
+// rendered Secret's keys, certificates a self-signed one for 127.0.0.1,
+// and offload is off (it needs privileges). A
 // config in STUN mode is checked to answer a Binding and refuse Allocate
 // with 403 instead.
 func TestStunnerManifestsRelay(t *testing.T) {
@@ -73,7 +76,7 @@ func TestStunnerManifestsRelay(t *testing.T) {
 }
 
 // relayRendered runs ternd on g's config, made local, and relays through
-// each TURN-UDP and TURN-TCP listener to peer (or, in STUN mode, checks
+// each listener to peer (or, in STUN mode, checks
 // that a Binding is answered and an Allocate refused).
 func relayRendered(t *testing.T, g *render.GatewayResult, peer *peer) {
 	raw, err := yaml.Marshal(g.Config)
@@ -92,29 +95,23 @@ func relayRendered(t *testing.T, g *render.GatewayResult, peer *peer) {
 	cfg.Admin.MetricsAddress = ""
 	cfg.Admin.LogLevel = "debug"
 	cfg.Offload = dpconfig.Offload{Engine: dpconfig.OffloadNone}
-	var listeners []dpconfig.Listener
-	for _, l := range cfg.Listeners {
+	// The test cases' certificate Secrets hold placeholders; a pod would
+	// mount a real certificate where the config says, so this test does.
+	cert, key := writeTestCert(t, dir)
+	for i := range cfg.Listeners {
+		l := &cfg.Listeners[i]
 		network := "udp4"
 		switch l.Protocol {
-		case dpconfig.ProtoTURNUDP:
-		case dpconfig.ProtoTURNTCP:
+		case dpconfig.ProtoTURNTCP, dpconfig.ProtoTURNTLS:
 			network = "tcp4"
-		default:
-			continue // TURN-TLS and TURN-DTLS need the certificate of a real Secret
 		}
 		port, release := freePort(t, network)
 		release()
 		l.Address, l.Port, l.PublicAddress, l.PublicPort = "127.0.0.1", port, "", 0
-		listeners = append(listeners, l)
+		if l.Cert != "" {
+			l.Cert, l.Key = cert, key
+		}
 	}
-	if len(listeners) == 0 {
-		// Not a skip: nothing is missing, the Gateway has no listener
-		// this test speaks (its TLS and DTLS ones render as checked by
-		// the golden case and tern-operator render).
-		t.Logf("Gateway %s/%s has no TURN-UDP or TURN-TCP listener", g.Namespace, g.Name)
-		return
-	}
-	cfg.Listeners = listeners
 	for i := range cfg.Clusters {
 		cfg.Clusters[i].Type = ""
 		cfg.Clusters[i].Endpoints = []string{peer.addr.IP.String()}
@@ -222,17 +219,35 @@ func credentials(t *testing.T, g *render.GatewayResult, cfg *dpconfig.Config) (u
 }
 
 // dialTURN returns a pion/turn client of addr over the transport of
-// protocol, closed when the test ends.
+// protocol (TLS and DTLS trust any certificate: the test's is self-signed),
+// closed when the test ends.
 func dialTURN(t *testing.T, protocol, addr, user, pass string) *turn.Client {
 	t.Helper()
 	var conn net.PacketConn
-	if protocol == dpconfig.ProtoTURNTCP {
+	switch protocol {
+	case dpconfig.ProtoTURNTCP:
 		tc, err := net.Dial("tcp4", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		conn = turn.NewSTUNConn(tc)
-	} else {
+	case dpconfig.ProtoTURNTLS:
+		tc, err := tls.Dial("tcp4", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // self-signed test certificate
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn = turn.NewSTUNConn(tc)
+	case dpconfig.ProtoTURNDTLS:
+		raddr, err := net.ResolveUDPAddr("udp4", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dc, err := dtls.Dial("udp4", raddr, &dtls.Config{InsecureSkipVerify: true, ExtendedMasterSecret: dtls.RequireExtendedMasterSecret}) //nolint:gosec // self-signed test certificate
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn = dtlsConn{dc}
+	default:
 		uc, err := net.ListenPacket("udp4", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -260,3 +275,13 @@ func dialTURN(t *testing.T, protocol, addr, user, pass string) *turn.Client {
 	}
 	return c
 }
+
+// dtlsConn lets the pion/turn client speak over a DTLS association: each
+// record is one TURN message.
+type dtlsConn struct{ *dtls.Conn }
+
+func (c dtlsConn) ReadFrom(b []byte) (int, net.Addr, error) {
+	n, err := c.Read(b)
+	return n, c.RemoteAddr(), err
+}
+func (c dtlsConn) WriteTo(b []byte, _ net.Addr) (int, error) { return c.Write(b) }
