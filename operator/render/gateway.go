@@ -26,18 +26,21 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 	var fatal []Problem // what keeps the Gateway from being rendered at all
 	gc := r.gatewayConfigFor(gw, cs, &fatal)
 	var auth config.Auth
-	stunOnly := false // STUN mode without credentials: there is nothing to mount
+	stunOnly := false // STUN mode: no credentials, so nothing to mount
 	logLevel := "all:INFO"
 	var dp *stnrv1.Dataplane
 	var dpProblem []Problem
 	if gc != nil {
 		var ps []Problem
 		var ok bool
-		if gc.Spec.STUNMode && !hasCredentials(gc) {
-			// STUN mode authenticates nothing, so STUNner makes
-			// credentials optional there.
+		if gc.Spec.STUNMode {
+			// STUN mode authenticates nothing: STUNner makes credentials
+			// optional there, and ignores them when given.
 			auth = config.Auth{Type: config.AuthStatic, Realm: realmOf(gc)}
 			stunOnly = true
+			if hasCredentials(gc) {
+				r.problems.warnf(gatewayConfigRef(gc), "spec.stunMode", "credentials are ignored in STUN mode")
+			}
 		} else if auth, ps, ok = r.resolveAuth(gc); !ok {
 			fatal = append(fatal, ps...)
 		}

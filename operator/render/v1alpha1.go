@@ -20,8 +20,8 @@ import (
 // URL) and gc.spec.healthCheckEndpoint turning health checking off (an
 // empty string) or leaving it on (a URL). A URL naming another port than
 // v1's gets a warning on gc: Tern serves on v1's port, which the pod's
-// container ports and probes name. An unparsable URL is an error on gc
-// and changes nothing. dp may be nil (no Dataplane found); so is the
+// container ports and probes name. An unparsable URL gets a warning and
+// changes nothing. dp may be nil (no Dataplane found); so is the
 // result then.
 func (r *renderer) v1alpha1Dataplane(gc *stnrv1.GatewayConfig, dp *stnrv1.Dataplane) *stnrv1.Dataplane {
 	if dp == nil || (gc.Spec.MetricsEndpoint == nil && gc.Spec.HealthCheckEndpoint == nil) {

@@ -108,7 +108,8 @@ type GatewayConfigSpec struct {
 	// STUNMode makes the Gateways a STUN server only, as in STUNner: STUN
 	// Binding requests are answered and every TURN request (Allocate,
 	// Refresh, CreatePermission, ChannelBind) is refused with 403, so no
-	// allocation is made. Credentials are then optional. Default false.
+	// allocation is made. Credentials are then optional and, as in
+	// STUNner, ignored when given (with a warning). Default false.
 	// +optional
 	STUNMode bool `json:"stunMode,omitempty"`
 
