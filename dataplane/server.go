@@ -193,7 +193,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	return s, nil
 }
 
-// engineSettings maps the config's auth and limits to the engine's. The
+// engineSettings maps the config's stunMode, auth and limits to the engine's. The
 // config's NoLimit (-1) is the engine's 0 (off); defaults are already in
 // cfg (config.SetDefaults). It reads the credential files the config names
 // (auth.passwordFile, auth.sharedSecretFile) and fails when one cannot be
@@ -208,9 +208,17 @@ func engineSettings(cfg *config.Config) (turn.Settings, error) {
 		AllocationsPerIP:     on(cfg.Limits.AllocationsPerIP),
 		MaxAllocations:       on(cfg.Limits.MaxAllocations),
 		StrictChannelNumbers: cfg.Limits.StrictChannelNumbers,
+		STUNOnly:             cfg.STUNMode,
 	}
 	if cfg.Limits.AuthFailureBurst > 0 && cfg.Limits.AuthFailureRate > 0 {
 		st.AuthFailureBurst, st.AuthFailureRate = cfg.Limits.AuthFailureBurst, float64(cfg.Limits.AuthFailureRate)
+	}
+	if cfg.STUNMode {
+		// No TURN request is authenticated in STUN mode, so credentials
+		// are optional (config.Validate) and not read; the engine still
+		// wants an Authenticator, and one that knows no user will do.
+		st.Auth = turn.StaticAuth{Username: "\x00"}
+		return st, nil
 	}
 	// Credentials in files (a mounted Secret) are read here, so that a
 	// file that cannot be read rejects the config like any invalid field.

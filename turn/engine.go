@@ -103,6 +103,10 @@ type Settings struct {
 	// coturn's turnutils_uclient uses, then get 400 Bad Request. Off (the
 	// default), 0x4000-0x7FFF are accepted, as coturn and pion/turn do.
 	StrictChannelNumbers bool
+	// STUNOnly makes the engine a STUN server (STUNner's stunMode):
+	// Binding requests are answered and every TURN request gets 403
+	// Forbidden unauthenticated (see refuseTURN), so no allocation is made.
+	STUNOnly bool
 }
 
 // Config builds an Engine.

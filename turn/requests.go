@@ -65,6 +65,10 @@ func (e *Engine) request(tr Transport, ft FiveTuple, pkt []byte, r *Result) {
 	case stun.MethodBinding:
 		resp = rq.success(xorAttr{stun.AttrXORMappedAddress, ft.Client})
 	case stun.MethodAllocate, stun.MethodRefresh, stun.MethodCreatePermission, stun.MethodChannelBind:
+		if rq.s.STUNOnly {
+			resp = rq.refuseTURN()
+			break
+		}
 		resp = rq.turn()
 	default:
 		resp = rq.fail(stun.CodeBadRequest, nil)
@@ -156,6 +160,21 @@ func (q *req) fail(code stun.ErrorCode, extra []stun.Setter) []byte {
 		ec = &stun.ErrorCodeAttribute{Code: code}
 	}
 	return q.respond(stun.ClassErrorResponse, append([]stun.Setter{ec}, extra...)...)
+}
+
+// refuseTURN answers a TURN request (Allocate, Refresh, CreatePermission,
+// ChannelBind) under Settings.STUNOnly with 403 Forbidden, before any
+// authentication: STUN-only mode needs no credentials (STUNner's stunMode
+// makes them optional) and makes no allocation. 403 is RFC 8656's answer
+// to a request the server's policy forbids. An error response ends the
+// client's transaction at once, where silence would have it retransmit
+// for 39.5 s (RFC 8489 §6.2.1); pion/turn, libwebrtc and coturn's client
+// report a 403 Allocate as a failed allocation and do not retry it. 400
+// would say the request was malformed, which it is not, and 420 would name
+// an attribute the server does not understand. The code goes bare, like
+// every unauthenticated error, so the answer is no larger than the request.
+func (q *req) refuseTURN() []byte {
+	return q.fail(stun.CodeForbidden, nil)
 }
 
 // challenge answers 401 or 438 with a fresh NONCE and the REALM, and no

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -105,12 +104,13 @@ func (f *gatewayFile) close() {
 	}
 }
 
-// needsTLS reports whether a Gateway has a TURN-TLS or TURN-DTLS listener,
+// needsTLS reports whether a Gateway has a TURN-TLS or TURN-DTLS listener
+// (or one of their aliases TLS and DTLS),
 // whose certificate files must then be written somewhere.
 func needsTLS(gw *gwapiv1.Gateway) bool {
 	for _, l := range gw.Spec.Listeners {
-		switch strings.ToUpper(string(l.Protocol)) {
-		case "TURN-TLS", "TURN-DTLS":
+		switch p, _ := config.NormalizeProtocol(string(l.Protocol)); p {
+		case config.ProtoTURNTLS, config.ProtoTURNDTLS:
 			return true
 		}
 	}

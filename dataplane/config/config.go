@@ -37,7 +37,15 @@ const (
 // Config is one dataplane's whole configuration: what one Gateway renders to.
 type Config struct {
 	// Version must be "v1".
-	Version   string     `json:"version"`
+	Version string `json:"version"`
+	// STUNMode makes the dataplane a STUN server only (STUNner's
+	// GatewayConfig stunMode): listeners answer STUN Binding requests and
+	// refuse every TURN request (Allocate, Refresh, CreatePermission,
+	// ChannelBind) with 403 Forbidden, so no allocation is ever made. Auth
+	// credentials are then optional and unused. Changes in place on a
+	// reload; allocations made before STUN mode was turned on are not
+	// refreshed and run out. Default false.
+	STUNMode  bool       `json:"stunMode,omitempty"`
 	Admin     Admin      `json:"admin"`
 	Auth      Auth       `json:"auth"`
 	Listeners []Listener `json:"listeners"`

@@ -37,11 +37,14 @@ type StunnerdAdmin struct {
 	MetricsEndpoint string `json:"metrics_endpoint,omitempty"`
 	// HealthCheckEndpoint is "http://address:port"; absent means stunnerd's
 	// default http://:8086, empty disables health checks.
-	HealthCheckEndpoint *string  `json:"healthcheck_endpoint,omitempty"`
-	UserQuota           int      `json:"user_quota,omitempty"`
-	OffloadEngine       string   `json:"offload_engine,omitempty"`
-	OffloadInterfaces   []string `json:"offload_interfaces,omitempty"`
-	LicenseConfig       *struct {
+	HealthCheckEndpoint *string `json:"healthcheck_endpoint,omitempty"`
+	// UserQuota caps the allocations of one username. Present, it has
+	// stunnerd's meaning: N > 0 caps at N, 0 (or less, which stunnerd
+	// reads as 0) is no cap. Absent, Tern's default applies.
+	UserQuota         *int     `json:"user_quota,omitempty"`
+	OffloadEngine     string   `json:"offload_engine,omitempty"`
+	OffloadInterfaces []string `json:"offload_interfaces,omitempty"`
+	LicenseConfig     *struct {
 		Key  string `json:"key"`
 		HMAC string `json:"hmac"`
 	} `json:"license_config,omitempty"`
@@ -211,8 +214,11 @@ func (s *Stunnerd) Convert(opts StunnerdOptions) (*Config, []string, error) {
 			c.Admin.HealthAddress = addr
 		}
 	}
-	if s.Admin.UserQuota > 0 {
-		c.Limits.AllocationsPerUser = s.Admin.UserQuota
+	if q := s.Admin.UserQuota; q != nil {
+		c.Limits.AllocationsPerUser = NoLimit
+		if *q > 0 {
+			c.Limits.AllocationsPerUser = *q
+		}
 	}
 	if e := s.Admin.OffloadEngine; e != "" {
 		if m, err := NormalizeOffloadEngine(e); err != nil {

@@ -204,3 +204,28 @@ func TestParseStunnerdStrictDNS(t *testing.T) {
 		t.Errorf("clusters %+v", c.Clusters)
 	}
 }
+
+// TestParseStunnerdUserQuota: admin.user_quota has stunnerd's meaning when
+// present (0 or less: no cap) and Tern's default when absent.
+func TestParseStunnerdUserQuota(t *testing.T) {
+	const doc = "version: v1\nauth:\n  type: ephemeral\n  credentials: {secret: s}\nlisteners:\n- name: udp\n  address: 127.0.0.1\n  port: 3478\n"
+	for _, tc := range []struct {
+		name, admin string
+		want        int
+	}{
+		{"absent", "", DefaultAllocationsPerUser},
+		{"zero", "admin:\n  user_quota: 0\n", NoLimit},
+		{"negative", "admin:\n  user_quota: -3\n", NoLimit},
+		{"set", "admin:\n  user_quota: 7\n", 7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _, err := ParseStunnerd([]byte(doc+tc.admin), StunnerdOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.Limits.AllocationsPerUser; got != tc.want {
+				t.Errorf("limits.allocationsPerUser = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}

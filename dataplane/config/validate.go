@@ -70,7 +70,13 @@ func (c *Config) Validate() error {
 		bad("auth.realm", "must not contain control characters")
 	}
 	// Check the credentials of the type meant, even if spelled as an alias.
-	switch t, _ := NormalizeAuthType(c.Auth.Type); t {
+	// In STUN mode no TURN request is authenticated, so none are needed
+	// (STUNner's stunMode makes them optional too).
+	t, _ := NormalizeAuthType(c.Auth.Type)
+	if c.STUNMode {
+		t = ""
+	}
+	switch t {
 	case AuthStatic:
 		if c.Auth.Username == "" {
 			bad("auth.username", "required for static auth")

@@ -35,6 +35,8 @@ func TestValidateOK(t *testing.T) {
 		{"shared secret file", func(c *Config) { c.Auth = Auth{Type: AuthEphemeral, Realm: "r", SharedSecretFile: "/s"} }},
 		{"offload auto", func(c *Config) { c.Offload = Offload{Engine: OffloadAuto, Interfaces: []string{"eth0", "lo"}} }},
 		{"offload unset", func(c *Config) { c.Offload = Offload{} }},
+		{"stun mode without credentials", func(c *Config) { c.STUNMode, c.Auth = true, Auth{Type: AuthStatic, Realm: "r"} }},
+		{"stun mode ephemeral without secret", func(c *Config) { c.STUNMode, c.Auth = true, Auth{Type: AuthEphemeral, Realm: "r"} }},
 		{"node public addresses", func(c *Config) {
 			c.Relay.NodePublicAddresses = map[string]string{"node-a": "203.0.113.1", "node-b": "2001:db8::1"}
 		}},

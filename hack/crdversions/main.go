@@ -6,7 +6,10 @@
 // storedVersions of its CRDs, and the API server refuses a CRD update that
 // drops a stored version; so replacing STUNner's CRDs with Tern's would fail
 // there. STUNner's v1alpha1 objects fit the v1 schema field for field
-// (GatewayConfig's minPort and maxPort are in v1 too), so the versions
+// (Tern's v1 types carry v1alpha1's fields too: GatewayConfig's minPort,
+// maxPort, metricsEndpoint and healthCheckEndpoint, Dataplane's
+// healthCheckPort, StaticService's ports; the renderer gives them their v1
+// meaning), so the versions
 // differ in name only and need no conversion webhook: the CRD's default
 // conversion strategy, None, rewrites apiVersion alone.
 package main

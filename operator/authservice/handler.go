@@ -64,8 +64,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.Serv
 // service returns it.
 type iceServer struct {
 	URLs       []string `json:"urls"`
-	Username   string   `json:"username"`
-	Credential string   `json:"credential"`
+	Username   string   `json:"username,omitempty"`
+	Credential string   `json:"credential,omitempty"`
 }
 
 // iceConfig is the subset of an RTCConfiguration /ice returns.
@@ -132,8 +132,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ice bool) {
 			ttls[i] = DefaultTTL
 		}
 		out[i] = iceServer{URLs: s.uris}
-		switch s.auth.Type {
-		case config.AuthEphemeral:
+		switch {
+		case s.stunOnly:
+			// stun: URIs take no credentials (RTCIceServer ignores them).
+		case s.auth.Type == config.AuthEphemeral:
 			out[i].Username, out[i].Credential = Mint(s.auth.SharedSecret, req.user, now.Add(time.Duration(ttls[i])*time.Second))
 		default:
 			out[i].Username, out[i].Credential = s.auth.Username, s.auth.Password

@@ -42,10 +42,36 @@ const (
 // authLifetime 7200) with a Gateway of four TURN listeners and one unprogrammed, a NodePort
 // Gateway on IPv6, and a Gateway with no address yet; auth-b has static auth (the password in a
 // Secret key, seed 001's shape) and a Gateway of another controller; auth-c's class names a
-// GatewayConfig that does not exist.
+// GatewayConfig that does not exist; auth-d's GatewayConfig is in STUN mode, with no
+// credentials, and its Gateway has a TURN-UDP and a TURN-TCP listener.
 var handlerManifests = `apiVersion: v1
 kind: Namespace
 metadata: {name: auth-a}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: auth-d}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: auth-stun}
+spec:
+  controllerName: stunner.l7mp.io/gateway-operator
+  parametersRef: {group: stunner.l7mp.io, kind: GatewayConfig, name: stun, namespace: auth-d}
+---
+apiVersion: stunner.l7mp.io/v1
+kind: GatewayConfig
+metadata: {name: stun, namespace: auth-d}
+spec: {stunMode: true}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: stun-gw, namespace: auth-d}
+spec:
+  gatewayClassName: auth-stun
+  listeners:
+  - {name: udp, port: 3478, protocol: TURN-UDP}
+  - {name: tcp, port: 3478, protocol: TURN-TCP}
 ---
 apiVersion: v1
 kind: Namespace
@@ -89,7 +115,8 @@ kind: Gateway
 metadata: {name: nodeport-gw, namespace: auth-a}
 spec:
   gatewayClassName: auth-ephemeral
-  listeners: [{name: udp, port: 3478, protocol: TURN-UDP}]
+  # STUNner's alias of TURN-UDP, in its published manifests.
+  listeners: [{name: udp, port: 3478, protocol: UDP}]
 ---
 apiVersion: v1
 kind: Service
@@ -131,7 +158,8 @@ kind: Gateway
 metadata: {name: gw, namespace: auth-b}
 spec:
   gatewayClassName: auth-static
-  listeners: [{name: tcp, port: 3478, protocol: TURN-TCP}]
+  # STUNner's alias of TURN-TCP.
+  listeners: [{name: tcp, port: 3478, protocol: TCP}]
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
@@ -277,6 +305,7 @@ func TestHandler(t *testing.T) {
 	setStatus(t, c, "auth-b", "gw", []gwapiv1.GatewayStatusAddress{{Type: ptr(gwapiv1.HostnameAddressType), Value: "turn.example.net"}})
 	setStatus(t, c, "auth-b", "foreign", []gwapiv1.GatewayStatusAddress{ipAddr("203.0.113.1")})
 	setStatus(t, c, "auth-c", "gw", []gwapiv1.GatewayStatusAddress{ipAddr("203.0.113.2")})
+	setStatus(t, c, "auth-d", "stun-gw", []gwapiv1.GatewayStatusAddress{ipAddr("203.0.113.3")})
 
 	now := time.Unix(1700000000, 0)
 	var logs syncBuffer
@@ -309,7 +338,8 @@ func TestHandler(t *testing.T) {
 	wholeCluster := ice("all",
 		server([]any{"turn:[2001:db8::5]:30478?transport=udp"}, anon, anonPass),
 		server(udpGW, anon, anonPass),
-		static("turn:turn.example.net:3478?transport=tcp"))
+		static("turn:turn.example.net:3478?transport=tcp"),
+		map[string]any{"urls": []any{"stun:203.0.113.3:3478"}})
 	testenv.Eventually(t, 30*time.Second, func() error {
 		code, _, body := get(t, base+"/ice?service=turn")
 		var got any
@@ -344,6 +374,12 @@ func TestHandler(t *testing.T) {
 		{path: "/?service=turn&namespace=auth-b", code: 200,
 			want: map[string]any{"username": "user-1", "password": staticPass, "ttl": 86400.0,
 				"uris": []any{"turn:turn.example.net:3478?transport=tcp"}}},
+
+		// STUN mode: the TURN-UDP listener as a stun: URI, no credentials.
+		{path: "/ice?service=turn&namespace=auth-d&gateway=stun-gw&username=alice", code: 200,
+			want: ice("all", map[string]any{"urls": []any{"stun:203.0.113.3:3478"}})},
+		{path: "/ice?service=turn&namespace=auth-d&gateway=stun-gw&listener=tcp", code: 404,
+			wantText: "STUN mode, and no TURN-UDP listener"},
 
 		{path: "/?username=alice", code: 400, wantText: `service: required, want "turn"`},
 		{path: "/ice?service=stun", code: 400, wantText: `service: want "turn", got "stun"`},

@@ -27,6 +27,10 @@ type server struct {
 	uris     []string
 	auth     config.Auth
 	lifetime int64 // the GatewayConfig's authLifetime in seconds; 0 if unset
+	// stunOnly: the GatewayConfig's stunMode. The Gateway answers STUN
+	// Binding requests only, so it is offered as stun: URIs of its
+	// TURN-UDP listeners, without credentials.
+	stunOnly bool
 }
 
 // notFoundError is a selection that matches nothing usable; the handler
@@ -150,6 +154,12 @@ func (h *Handler) lookup(ctx context.Context, req request) (servers []server, sk
 			skipped = append(skipped, err)
 			continue
 		}
+		if srv.stunOnly {
+			if uris = stunURIs(uris); len(uris) == 0 {
+				why = append(why, "Gateway "+name+": STUN mode, and no TURN-UDP listener to offer as a stun: URI")
+				continue
+			}
+		}
 		srv.name, srv.uris = name, uris
 		servers = append(servers, srv)
 	}
@@ -195,7 +205,8 @@ func (h *Handler) uris(ctx context.Context, gw *gwapiv1.Gateway, req request) ([
 		if req.listener != "" && string(l.Name) != req.listener {
 			continue
 		}
-		proto := strings.ToUpper(string(l.Protocol))
+		// STUNner's aliases (UDP, TCP, TLS, DTLS) name the same listeners.
+		proto, _ := config.NormalizeProtocol(string(l.Protocol))
 		scheme, ok := turnSchemes[proto]
 		if !ok || !programmed(gw, l.Name) {
 			unprogrammed = append(unprogrammed, string(l.Name))
@@ -269,6 +280,11 @@ func (h *Handler) credentials(ctx context.Context, class *gwapiv1.GatewayClass, 
 	if err != nil {
 		return server{}, err // names the class and the field
 	}
+	if gc.Spec.STUNMode {
+		// No TURN request is served, so no credential is needed (the
+		// renderer ignores them too).
+		return server{stunOnly: true}, nil
+	}
 	var secrets []corev1.Secret
 	for _, key := range render.AuthSecrets(gc) {
 		var s corev1.Secret
@@ -289,6 +305,21 @@ func (h *Handler) credentials(ctx context.Context, class *gwapiv1.GatewayClass, 
 		srv.lifetime = int64(*gc.Spec.AuthLifetime)
 	}
 	return srv, nil
+}
+
+// stunURIs turns the "turn:" URIs of UDP listeners into the "stun:" URIs
+// (RFC 7064) a Gateway in STUN mode is reached at, and drops the others:
+// browsers speak STUN to a stun: URI over UDP only.
+func stunURIs(uris []string) []string {
+	var out []string
+	for _, u := range uris {
+		if hostPort, ok := strings.CutPrefix(u, "turn:"); ok {
+			if hostPort, ok = strings.CutSuffix(hostPort, "?transport=udp"); ok {
+				out = append(out, "stun:"+hostPort)
+			}
+		}
+	}
+	return out
 }
 
 // isNotFound and isConfig classify lookup's errors for the handler.

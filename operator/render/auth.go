@@ -245,3 +245,19 @@ func ClassGatewayConfig(class *gwapiv1.GatewayClass, configs []stnrv1.GatewayCon
 	}
 	return nil, errors.Join(errs...)
 }
+
+// hasCredentials reports whether gc names any credential or where to find
+// one: a username, password, shared secret or authRef.
+func hasCredentials(gc *stnrv1.GatewayConfig) bool {
+	s := &gc.Spec
+	return deref(s.Username) != "" || deref(s.UserName) != "" || s.Password != nil ||
+		deref(s.SharedSecret) != "" || s.AuthRef != nil
+}
+
+// realmOf is gc's realm, or the default one.
+func realmOf(gc *stnrv1.GatewayConfig) string {
+	if r := deref(gc.Spec.Realm); r != "" {
+		return r
+	}
+	return config.DefaultRealm
+}

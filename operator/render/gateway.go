@@ -26,13 +26,22 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 	var fatal []Problem // what keeps the Gateway from being rendered at all
 	gc := r.gatewayConfigFor(gw, cs, &fatal)
 	var auth config.Auth
+	stunOnly := false // STUN mode: no credentials, so nothing to mount
 	logLevel := "all:INFO"
 	var dp *stnrv1.Dataplane
 	var dpProblem []Problem
 	if gc != nil {
 		var ps []Problem
 		var ok bool
-		if auth, ps, ok = r.resolveAuth(gc); !ok {
+		if gc.Spec.STUNMode {
+			// STUN mode authenticates nothing: STUNner makes credentials
+			// optional there, and ignores them when given.
+			auth = config.Auth{Type: config.AuthStatic, Realm: realmOf(gc)}
+			stunOnly = true
+			if hasCredentials(gc) {
+				r.problems.warnf(gatewayConfigRef(gc), "spec.stunMode", "credentials are ignored in STUN mode")
+			}
+		} else if auth, ps, ok = r.resolveAuth(gc); !ok {
 			fatal = append(fatal, ps...)
 		}
 		if gc.Spec.LogLevel != nil && *gc.Spec.LogLevel != "" {
@@ -53,6 +62,7 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 			dpProblem = append(dpProblem, r.problems.errorf(gatewayConfigRef(gc), "spec.dataplane",
 				"Dataplane %q not found: the dataplane Deployment cannot be rendered", dpName))
 		}
+		dp = r.v1alpha1Dataplane(gc, dp)
 	}
 
 	listeners := r.checkListeners(gw)
@@ -79,7 +89,7 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 		// Credentials go to a Secret, the ConfigMap names its file; a
 		// standalone ternd renders in its own memory and keeps them inline.
 		var creds *corev1.Secret
-		if !r.opts.Standalone {
+		if !r.opts.Standalone && !stunOnly {
 			auth, creds = credentialsSecret(gw, auth, r.opts.CredentialsDir)
 		}
 		cfg := r.buildConfig(gw, gc, auth, logLevel, dp, listeners, public, svcType)
@@ -285,9 +295,15 @@ func (r *renderer) buildConfig(gw *gwapiv1.Gateway, gc *stnrv1.GatewayConfig, au
 	if gc.Spec.MaxPort != nil {
 		cfg.Relay.MaxPort = int(*gc.Spec.MaxPort)
 	}
-	if gc.Spec.UserQuota != nil {
-		cfg.Limits.AllocationsPerUser = int(*gc.Spec.UserQuota)
+	if q := gc.Spec.UserQuota; q != nil {
+		// STUNner's meaning once set: 0 (or less) is no cap. Unset, the
+		// config's default stands.
+		cfg.Limits.AllocationsPerUser = config.NoLimit
+		if *q > 0 {
+			cfg.Limits.AllocationsPerUser = int(*q)
+		}
 	}
+	cfg.STUNMode = gc.Spec.STUNMode
 	// Always said, since ternd's own default is Auto: a pod without the
 	// privileges offload needs runs None rather than trying and logging.
 	cfg.Offload = config.Offload{Engine: config.OffloadNone}

@@ -3,10 +3,11 @@ package render
 import (
 	"fmt"
 	"path"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/tern-gw/tern/dataplane/config"
 )
 
 // listenerState is one Gateway listener while rendering.
@@ -68,12 +69,14 @@ func (r *renderer) checkListeners(gw *gwapiv1.Gateway) []*listenerState {
 			ls.problems = append(ls.problems, r.problems.errorf(ref, ls.field+field, format, args...))
 		}
 
-		proto := strings.ToUpper(string(l.Protocol))
+		// STUNner's operator reads UDP, TCP, TLS and DTLS as the TURN
+		// protocols of that transport, and its published manifests use them.
+		proto, _ := config.NormalizeProtocol(string(l.Protocol))
 		if tr, ok := turnProtocols[proto]; ok {
 			ls.protocol, ls.transport = proto, tr
 		} else {
 			ls.accepted, ls.acceptReason = false, string(gwapiv1.ListenerReasonUnsupportedProtocol)
-			bad(".protocol", "unsupported protocol %q: want TURN-UDP, TURN-TCP, TURN-TLS or TURN-DTLS", l.Protocol)
+			bad(".protocol", "unsupported protocol %q: want TURN-UDP, TURN-TCP, TURN-TLS or TURN-DTLS (or UDP, TCP, TLS, DTLS)", l.Protocol)
 		}
 		if l.Port < 1 || l.Port > 65535 {
 			ls.accepted, ls.acceptReason = false, string(gwapiv1.ListenerReasonPortUnavailable)

@@ -157,6 +157,7 @@ func newRenderer(in *Input, opts Options) *renderer {
 	for i := range in.Namespaces {
 		r.namespaces[in.Namespaces[i].Name] = &in.Namespaces[i]
 	}
+	r.checkV1alpha1Dataplanes()
 	r.routes = r.collectRoutes()
 	return r
 }

@@ -35,10 +35,12 @@ func isStunnerdCommand(cmd []string) bool {
 // running it as written would start stunnerd (which cannot read Tern's
 // config) or crash, so the image becomes ternd's at this operator's
 // version and the command ternd. Args are kept: ternd accepts stunnerd's
-// flags. The returned message says what was replaced, "" when nothing was
+// flags. A Dataplane without an image means STUNner's default, stunnerd,
+// and gets ternd's image too. The returned message says what was replaced, "" when nothing was
 // (dp itself is then returned, unchanged).
 func substituteStunnerd(dp *stnrv1.Dataplane) (*stnrv1.Dataplane, string) {
-	img, cmd := isStunnerdImage(dp.Spec.Image), isStunnerdCommand(dp.Spec.Command)
+	// No image means STUNner's default, the stunnerd image.
+	img, cmd := dp.Spec.Image == "" || isStunnerdImage(dp.Spec.Image), isStunnerdCommand(dp.Spec.Command)
 	if !img && !cmd {
 		return dp, ""
 	}
@@ -49,7 +51,11 @@ func substituteStunnerd(dp *stnrv1.Dataplane) (*stnrv1.Dataplane, string) {
 		// The user's pull policy was chosen for their stunnerd tag; ternd's
 		// tag follows the operator, so the default for that tag applies.
 		out.Spec.ImagePullPolicy = nil
-		what = append(what, "image "+dp.Spec.Image+" with "+out.Spec.Image)
+		if dp.Spec.Image == "" {
+			what = append(what, "no image (STUNner's default, stunnerd) with "+out.Spec.Image)
+		} else {
+			what = append(what, "image "+dp.Spec.Image+" with "+out.Spec.Image)
+		}
 	}
 	if cmd {
 		out.Spec.Command = append([]string{"ternd"}, dp.Spec.Command[1:]...)

@@ -102,6 +102,7 @@ func terndBinary(t *testing.T) string {
 // documents, so a renamed key in the Go package must break them.
 type config struct {
 	Version   string     `json:"version"`
+	STUNMode  bool       `json:"stunMode,omitempty"`
 	Admin     admin      `json:"admin"`
 	Auth      auth       `json:"auth"`
 	Listeners []listener `json:"listeners"`

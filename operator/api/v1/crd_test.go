@@ -98,7 +98,16 @@ func TestCRDsAcceptSeeds(t *testing.T) {
 		{name: "endPort without port", yaml: "apiVersion: stunner.l7mp.io/v1\nkind: UDPRoute\nmetadata: {name: endport, namespace: crd-test}\nspec:\n  rules: [{backendRefs: [{name: svc, endPort: 10}]}]\n", wantErr: "endPort requires port"},
 		{name: "endPort below port", yaml: "apiVersion: stunner.l7mp.io/v1\nkind: UDPRoute\nmetadata: {name: endport2, namespace: crd-test}\nspec:\n  rules: [{backendRefs: [{name: svc, port: 10, endPort: 5}]}]\n", wantErr: "endPort must not be less than port"},
 		{name: "static service without prefixes", yaml: "apiVersion: stunner.l7mp.io/v1\nkind: StaticService\nmetadata: {name: empty, namespace: crd-test}\nspec: {prefixes: []}\n", wantErr: "prefixes"},
-		{name: "dataplane without image", yaml: "apiVersion: stunner.l7mp.io/v1\nkind: Dataplane\nmetadata: {name: noimage}\nspec: {command: [ternd]}\n", wantErr: "image"},
+		// STUNner's CRD does not require an image; the renderer takes ternd's.
+		{name: "dataplane without image", yaml: "apiVersion: stunner.l7mp.io/v1\nkind: Dataplane\nmetadata: {name: noimage}\nspec: {command: [ternd]}\n"},
+		// STUNner's fields as STUNner types them (TestStunnerFields lists them all).
+		{name: "stunMode and userQuota 0", yaml: "apiVersion: stunner.l7mp.io/v1\nkind: GatewayConfig\nmetadata: {name: stun, namespace: crd-test}\nspec: {stunMode: true, userQuota: 0}\n"},
+		{name: "negative userQuota", yaml: "apiVersion: stunner.l7mp.io/v1\nkind: GatewayConfig\nmetadata: {name: negquota, namespace: crd-test}\nspec: {userQuota: -1}\n"},
+		{name: "stunMode as a string", yaml: "apiVersion: stunner.l7mp.io/v1\nkind: GatewayConfig\nmetadata: {name: stunstr, namespace: crd-test}\nspec: {stunMode: \"true\"}\n", wantErr: "stunMode"},
+		{name: "v1alpha1 endpoints", yaml: "apiVersion: stunner.l7mp.io/v1alpha1\nkind: GatewayConfig\nmetadata: {name: alpha, namespace: crd-test}\nspec: {metricsEndpoint: \"http://0.0.0.0:8080/metrics\", healthCheckEndpoint: \"\"}\n"},
+		{name: "v1alpha1 healthCheckPort", yaml: "apiVersion: stunner.l7mp.io/v1alpha1\nkind: Dataplane\nmetadata: {name: alpha}\nspec: {image: l7mp/stunnerd:0.16.0, healthCheckPort: 8086}\n"},
+		{name: "v1alpha1 StaticService ports", yaml: "apiVersion: stunner.l7mp.io/v1alpha1\nkind: StaticService\nmetadata: {name: alpha, namespace: crd-test}\nspec: {prefixes: [192.0.2.0/24], ports: [{port: 5000, protocol: UDP}]}\n"},
+		{name: "useDefaultGateways", yaml: "apiVersion: stunner.l7mp.io/v1\nkind: UDPRoute\nmetadata: {name: defaults, namespace: crd-test}\nspec:\n  useDefaultGateways: None\n  parentRefs: [{name: g}]\n  rules: [{backendRefs: [{name: svc}]}]\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -111,6 +120,21 @@ func TestCRDsAcceptSeeds(t *testing.T) {
 				t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
 			}
 		})
+	}
+
+	// STUNner's v1alpha1 fields are kept, read as v1: Tern's v1 schema has
+	// them, so storing in v1 prunes nothing the renderer converts.
+	var alpha unstructured.Unstructured
+	alpha.SetAPIVersion("stunner.l7mp.io/v1")
+	alpha.SetKind("GatewayConfig")
+	if err := c.Get(ctx, types.NamespacedName{Namespace: "crd-test", Name: "alpha"}, &alpha); err != nil {
+		t.Fatal(err)
+	}
+	if m, _, _ := unstructured.NestedString(alpha.Object, "spec", "metricsEndpoint"); m != "http://0.0.0.0:8080/metrics" {
+		t.Errorf("v1alpha1 metricsEndpoint read as v1: %q", m)
+	}
+	if _, found, _ := unstructured.NestedString(alpha.Object, "spec", "healthCheckEndpoint"); !found {
+		t.Error("v1alpha1 healthCheckEndpoint \"\" pruned")
 	}
 
 	// What the server stored decodes into the Go types with both spellings

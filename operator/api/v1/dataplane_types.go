@@ -24,9 +24,10 @@ type Dataplane struct {
 
 // DataplaneSpec is the pod template of a dataplane Deployment.
 type DataplaneSpec struct {
-	// Image is the dataplane container image.
-	// +kubebuilder:validation:MinLength=1
-	Image string `json:"image"`
+	// Image is the dataplane container image. Optional, as in STUNner:
+	// unset, the renderer takes ternd's image at the operator's version.
+	// +optional
+	Image string `json:"image,omitempty"`
 
 	// ImagePullPolicy: Always, Never or IfNotPresent. Default: Always for a
 	// :latest (or untagged) image, IfNotPresent otherwise.
@@ -106,6 +107,13 @@ type DataplaneSpec struct {
 	// EnableMetricsEndpoint serves Prometheus metrics on port 8080 (/metrics).
 	// +optional
 	EnableMetricsEndpoint bool `json:"enableMetricsEndpoint,omitempty"`
+
+	// HealthCheckPort is STUNner's v1alpha1 field, accepted in both
+	// versions: the port of the health endpoint. v1 has no such port (it
+	// serves health on 8086 unless disableHealthCheck), and neither does
+	// Tern: the Dataplane gets a warning when this names another port.
+	// +optional
+	HealthCheckPort *int32 `json:"healthCheckPort,omitempty"`
 
 	// TerminationGracePeriodSeconds is how long a dataplane pod may drain
 	// before it is killed. Default: 30.

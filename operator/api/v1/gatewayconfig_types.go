@@ -97,15 +97,38 @@ type GatewayConfigSpec struct {
 
 	// UserQuota caps the concurrent allocations of one username on each
 	// dataplane pod, as in STUNner; past it an Allocate is refused with 486
-	// (Allocation Quota Reached). 0 or unset: no cap.
+	// (Allocation Quota Reached). Set, it has STUNner's meaning: N > 0 caps
+	// at N, 0 (or less, which STUNner reads as 0) is no cap. Unset, Tern's
+	// default applies: 100 per username with ephemeral auth, none with
+	// static auth, whose one username every client shares
+	// (docs/config-reference.md, limits.allocationsPerUser).
 	// +optional
-	// +kubebuilder:validation:Minimum=0
 	UserQuota *int32 `json:"userQuota,omitempty"`
 
-	// STUNMode is accepted for compatibility with STUNner and ignored:
-	// Tern's listeners always answer STUN Binding requests.
+	// STUNMode makes the Gateways a STUN server only, as in STUNner: STUN
+	// Binding requests are answered and every TURN request (Allocate,
+	// Refresh, CreatePermission, ChannelBind) is refused with 403, so no
+	// allocation is made. Credentials are then optional and, as in
+	// STUNner, ignored when given (with a warning). Default false.
 	// +optional
-	STUNMode *string `json:"stunMode,omitempty"`
+	STUNMode bool `json:"stunMode,omitempty"`
+
+	// MetricsEndpoint is STUNner's v1alpha1 field, accepted in both
+	// versions: an http://address:port/path URL turns the dataplane's
+	// Prometheus endpoint on, which v1 says with the Dataplane's
+	// enableMetricsEndpoint; it is served on port 8080, path /metrics
+	// (a warning says so when the URL names another port). Empty: no
+	// change.
+	// +optional
+	MetricsEndpoint *string `json:"metricsEndpoint,omitempty"`
+
+	// HealthCheckEndpoint is STUNner's v1alpha1 field, accepted in both
+	// versions: an http://address:port URL keeps health checking on (/live
+	// and /ready, on port 8086, as v1 serves them; a warning says so when
+	// the URL names another port), and an empty string turns it off, which
+	// v1 says with the Dataplane's disableHealthCheck.
+	// +optional
+	HealthCheckEndpoint *string `json:"healthCheckEndpoint,omitempty"`
 
 	// MinPort and MaxPort bound the relay port range, inclusive (STUNner's
 	// v1alpha1 GatewayConfig fields, kept as a Tern extension so that the

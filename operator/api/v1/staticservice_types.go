@@ -1,6 +1,9 @@
 package v1
 
-import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 // StaticService is a set of IP prefixes outside the cluster that a UDPRoute
 // may name as a backend, for peers that no Kubernetes Service describes.
@@ -25,6 +28,15 @@ type StaticServiceSpec struct {
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:items:MaxLength=64
 	Prefixes []string `json:"prefixes"`
+
+	// Ports is STUNner's v1alpha1 field, accepted in both versions and
+	// ignored, as STUNner ignores it: every port of the prefixes is
+	// reachable, and a UDPRoute backendRef's port and endPort narrow it.
+	// +optional
+	// +listType=map
+	// +listMapKey=port
+	// +listMapKey=protocol
+	Ports []corev1.ServicePort `json:"ports,omitempty"`
 }
 
 // StaticServiceList is a list of StaticServices.

@@ -30,6 +30,14 @@ type UDPRouteSpec struct {
 	// +kubebuilder:validation:MaxItems=32
 	ParentRefs []gwapiv1.ParentReference `json:"parentRefs,omitempty"`
 
+	// UseDefaultGateways is the Gateway API's default-Gateway scope (All or
+	// None), which STUNner's UDPRoute takes from the Gateway API's common
+	// route spec. Accepted and, as in STUNner, ignored: Tern has no default
+	// Gateways, so a route attaches only to its parentRefs.
+	// +optional
+	// +kubebuilder:validation:Enum=All;None
+	UseDefaultGateways gwapiv1.GatewayDefaultScope `json:"useDefaultGateways,omitempty"`
+
 	// Rules hold the backends reachable through the route.
 	// +optional
 	// +kubebuilder:validation:MaxItems=16

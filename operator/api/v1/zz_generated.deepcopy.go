@@ -205,6 +205,11 @@ func (in *DataplaneSpec) DeepCopyInto(out *DataplaneSpec) {
 			(*out)[key] = val
 		}
 	}
+	if in.HealthCheckPort != nil {
+		in, out := &in.HealthCheckPort, &out.HealthCheckPort
+		*out = new(int32)
+		**out = **in
+	}
 	if in.TerminationGracePeriodSeconds != nil {
 		in, out := &in.TerminationGracePeriodSeconds, &out.TerminationGracePeriodSeconds
 		*out = new(int64)
@@ -361,8 +366,13 @@ func (in *GatewayConfigSpec) DeepCopyInto(out *GatewayConfigSpec) {
 		*out = new(int32)
 		**out = **in
 	}
-	if in.STUNMode != nil {
-		in, out := &in.STUNMode, &out.STUNMode
+	if in.MetricsEndpoint != nil {
+		in, out := &in.MetricsEndpoint, &out.MetricsEndpoint
+		*out = new(string)
+		**out = **in
+	}
+	if in.HealthCheckEndpoint != nil {
+		in, out := &in.HealthCheckEndpoint, &out.HealthCheckEndpoint
 		*out = new(string)
 		**out = **in
 	}
@@ -511,6 +521,13 @@ func (in *StaticServiceSpec) DeepCopyInto(out *StaticServiceSpec) {
 		in, out := &in.Prefixes, &out.Prefixes
 		*out = make([]string, len(*in))
 		copy(*out, *in)
+	}
+	if in.Ports != nil {
+		in, out := &in.Ports, &out.Ports
+		*out = make([]corev1.ServicePort, len(*in))
+		for i := range *in {
+			(*in)[i].DeepCopyInto(&(*out)[i])
+		}
 	}
 }
 
