@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -8,6 +9,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
@@ -76,4 +80,36 @@ func value(m prometheus.Metric) float64 {
 		return c.GetValue()
 	}
 	return out.GetGauge().GetValue()
+}
+
+// TestEnqueueThrottle: with no throttle an event queues the render at once; with
+// --throttle-timeout the render waits (an hour here, so the test never sees it fire) and
+// further events join it; every event is counted.
+func TestEnqueueThrottle(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		throttle time.Duration
+		wantLen  int
+	}{
+		{"at once", 0, 1},
+		{"throttled", time.Hour, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &Reconciler{opts: Options{ThrottleTimeout: tt.throttle}, loop: &loopState{}}
+			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+			defer q.ShutDown()
+			h := r.enqueue()
+			p0 := value(metricReconcileEvents.WithLabelValues("passed"))
+			t0 := value(metricReconcileEvents.WithLabelValues("throttled"))
+			for range 3 {
+				h.Create(context.Background(), event.CreateEvent{Object: &appsv1.DaemonSet{}}, q)
+			}
+			if q.Len() != tt.wantLen {
+				t.Errorf("queue holds %d renders, want %d", q.Len(), tt.wantLen)
+			}
+			if p, th := value(metricReconcileEvents.WithLabelValues("passed"))-p0, value(metricReconcileEvents.WithLabelValues("throttled"))-t0; p != 1 || th != 2 {
+				t.Errorf("events: %v passed, %v throttled; want 1 and 2", p, th)
+			}
+		})
+	}
 }
