@@ -54,11 +54,29 @@ func runOperator(args []string, stderr io.Writer) int {
 // operate parses the run flags and runs the manager until ctx ends. It returns 0 after a
 // clean stop, 1 when the controller could not start or failed, 2 for bad usage.
 func operate(ctx context.Context, args []string, stderr io.Writer) int {
+	f, log, code := parseRun(args, stderr)
+	if code >= 0 {
+		return code
+	}
+	if err := runManager(ctx, f, log); err != nil {
+		log.Error("tern-operator failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// parseRun parses the run flags and sets up logging. It returns the exit code to leave with
+// (2 for bad usage, 0 after -h), or -1 and what runManager needs.
+func parseRun(args []string, stderr io.Writer) (managerFlags, *slog.Logger, int) {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, runUsage); fs.PrintDefaults() }
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default $KUBECONFIG, ~/.kube/config, in-cluster)")
-	controllerName := fs.String("controller-name", render.DefaultControllerName, "controllerName of the GatewayClasses to manage")
+	defaultControllerName := render.DefaultControllerName
+	if v := os.Getenv(envControllerName); v != "" {
+		defaultControllerName = v
+	}
+	controllerName := fs.String("controller-name", defaultControllerName, "controllerName of the GatewayClasses to manage (default $"+envControllerName+" or STUNner's)")
 	leaderElect := fs.Bool("leader-elect", true, "elect a leader among operator replicas; only the leader reconciles")
 	leaderNS := fs.String("leader-election-namespace", "", "namespace of the leader election Lease (default $POD_NAMESPACE, the pod's namespace, or default)")
 	leaderID := fs.String("leader-election-id", "tern-operator.stunner.l7mp.io", "name of the leader election Lease")
@@ -68,24 +86,34 @@ func operate(ctx context.Context, args []string, stderr io.Writer) int {
 	authPublicAddr := fs.String("auth-public-addr", os.Getenv("STUNNER_PUBLIC_ADDR"),
 		"host the auth service puts into every TURN URI instead of the Gateways' addresses (default $STUNNER_PUBLIC_ADDR)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	stunner := addStunnerFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return 0
+			return managerFlags{}, nil, 0
 		}
-		return 2
+		return managerFlags{}, nil, 2
 	}
 	if fs.NArg() > 0 {
 		fs.Usage()
-		return 2
+		return managerFlags{}, nil, 2
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := stunner.resolve(set); err != nil {
+		fmt.Fprintf(stderr, "tern-operator: %v\n", err)
+		return managerFlags{}, nil, 2
+	}
+	if stunner.zapLogLevel != "" && !set["log-level"] {
+		*logLevel, _ = stunner.level() // resolve checked it
 	}
 	level, err := config.ParseLogLevel(*logLevel)
 	if err != nil {
 		fmt.Fprintf(stderr, "tern-operator: --log-level: %v\n", err)
-		return 2
+		return managerFlags{}, nil, 2
 	}
 	if err := authservice.CheckPublicAddr(*authPublicAddr); err != nil {
 		fmt.Fprintf(stderr, "tern-operator: --auth-public-addr: %v\n", err)
-		return 2
+		return managerFlags{}, nil, 2
 	}
 	if *authAddr == "0" {
 		*authAddr = ""
@@ -95,8 +123,9 @@ func operate(ctx context.Context, args []string, stderr io.Writer) int {
 	logger := logr.FromSlogHandler(log.Handler())
 	ctrl.SetLogger(logger)
 	klog.SetLogger(logger)
+	stunner.logIgnored(log, set)
 
-	if err := runManager(ctx, managerFlags{
+	return managerFlags{
 		kubeconfig:     *kubeconfig,
 		controllerName: *controllerName,
 		leaderElect:    *leaderElect,
@@ -106,11 +135,10 @@ func operate(ctx context.Context, args []string, stderr io.Writer) int {
 		healthAddr:     *healthAddr,
 		authAddr:       *authAddr,
 		authPublicAddr: *authPublicAddr,
-	}, log); err != nil {
-		log.Error("tern-operator failed", "err", err)
-		return 1
-	}
-	return 0
+		pprofAddr:      stunner.pprofAddr,
+		throttle:       stunner.throttle,
+		labelFilter:    stunner.labelFilter,
+	}, log, -1
 }
 
 // managerFlags are the parsed run flags runManager needs.
@@ -120,6 +148,9 @@ type managerFlags struct {
 	leaderNS, leaderID         string
 	metricsAddr, healthAddr    string
 	authAddr, authPublicAddr   string
+	pprofAddr                  string
+	throttle                   time.Duration
+	labelFilter                []string // nil: render's default
 }
 
 // The operator's client-side rate limit on API requests. client-go's default, 5 requests/s in
@@ -146,6 +177,7 @@ func runManager(ctx context.Context, f managerFlags, log *slog.Logger) error {
 		Cache:                   controller.CacheOptions(),
 		Metrics:                 metricsserver.Options{BindAddress: f.metricsAddr},
 		HealthProbeBindAddress:  f.healthAddr,
+		PprofBindAddress:        f.pprofAddr,
 		LeaderElection:          f.leaderElect,
 		LeaderElectionID:        f.leaderID,
 		LeaderElectionNamespace: f.leaderNS,
@@ -157,7 +189,8 @@ func runManager(ctx context.Context, f managerFlags, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
 	}
-	if _, err := controller.Setup(mgr, controller.Options{ControllerName: f.controllerName}); err != nil {
+	if _, err := controller.Setup(mgr, controller.Options{ControllerName: f.controllerName,
+		ThrottleTimeout: f.throttle, LabelFilter: f.labelFilter}); err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}
 	if f.authAddr != "" {
@@ -186,7 +219,8 @@ func runManager(ctx context.Context, f managerFlags, log *slog.Logger) error {
 		return err
 	}
 	log.Info("starting tern-operator", "controllerName", f.controllerName, "leaderElection", f.leaderElect,
-		"leaderElectionNamespace", f.leaderNS, "metrics", f.metricsAddr, "health", f.healthAddr, "auth", f.authAddr)
+		"leaderElectionNamespace", f.leaderNS, "metrics", f.metricsAddr, "health", f.healthAddr, "auth", f.authAddr,
+		"pprof", f.pprofAddr, "throttleTimeout", f.throttle.String())
 	return mgr.Start(ctx)
 }
 

@@ -22,12 +22,14 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/tern-gw/tern/internal/testenv"
+	stnrv1 "github.com/tern-gw/tern/operator/api/v1"
 	"github.com/tern-gw/tern/operator/controller"
 )
 
@@ -206,6 +208,36 @@ func TestOperate(t *testing.T) {
 	// The operator's own metrics (docs/metrics.md): reconcile counts by result, errors and
 	// durations of its controller.
 	testenv.Eventually(t, 30*time.Second, func() error { return reconcileMetrics("http://" + metricsAddr + "/metrics") })
+	// STUNner's operator metrics, counted for the Gateway above.
+	testenv.Eventually(t, 30*time.Second, func() error { return stunnerMetrics("http://"+metricsAddr+"/metrics", "Deployment") })
+
+	// The Dataplane switched to a DaemonSet, under the shipped RBAC: the DaemonSet replaces
+	// the Deployment, and its creation is counted.
+	var dp stnrv1.Dataplane
+	if err := c.Get(ctx, client.ObjectKey{Name: "operate-dataplane"}, &dp); err != nil {
+		t.Fatal(err)
+	}
+	orig := dp.DeepCopy()
+	dp.Spec.DataplaneResource = ptr("DaemonSet")
+	if err := c.Patch(ctx, &dp, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "operate", Name: "gw"}, &appsv1.DaemonSet{}); err != nil {
+			return err
+		}
+		var dep appsv1.Deployment
+		switch err := c.Get(ctx, client.ObjectKey{Namespace: "operate", Name: "gw"}, &dep); {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err != nil:
+			return err
+		case dep.DeletionTimestamp != nil:
+			return nil
+		}
+		return errors.New("the Deployment is still there beside the DaemonSet")
+	})
+	testenv.Eventually(t, 30*time.Second, func() error { return stunnerMetrics("http://"+metricsAddr+"/metrics", "DaemonSet") })
 	if strings.Contains(stderr.String(), "forbidden") {
 		t.Errorf("the operator was refused something under deploy/rbac:\n%s", stderr.String())
 	}
@@ -286,6 +318,99 @@ func reconcileMetrics(url string) error {
 	}
 	return nil
 }
+
+// stunnerMetrics checks that url serves STUNner's stunner_gateway_operator_* metrics with
+// their types and labels, counted: renders and updates done and timed, the creation of a
+// workload of kind and ConfigMap applies, a Gateway status written, events passed, the
+// generations, and the loops' heartbeats since the test began.
+func stunnerMetrics(url, kind string) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return err
+	}
+	value := func(name string, typ dto.MetricType, labels ...string) (float64, error) {
+		f := fams["stunner_gateway_operator_"+name]
+		if f == nil || f.GetType() != typ {
+			return 0, fmt.Errorf("stunner_gateway_operator_%s: %v, want a %v", name, f.GetType(), typ)
+		}
+	next:
+		for _, m := range f.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			if len(have) != len(labels)/2 {
+				return 0, fmt.Errorf("stunner_gateway_operator_%s has labels %v, want %v", name, have, labels)
+			}
+			for i := 0; i+1 < len(labels); i += 2 {
+				if have[labels[i]] != labels[i+1] {
+					continue next
+				}
+			}
+			switch typ {
+			case dto.MetricType_COUNTER:
+				return m.GetCounter().GetValue(), nil
+			case dto.MetricType_GAUGE:
+				return m.GetGauge().GetValue(), nil
+			case dto.MetricType_HISTOGRAM:
+				return float64(m.GetHistogram().GetSampleCount()), nil
+			}
+		}
+		return 0, fmt.Errorf("stunner_gateway_operator_%s has no series %v", name, labels)
+	}
+	positive := []struct {
+		name   string
+		typ    dto.MetricType
+		labels []string
+	}{
+		{"render_total", dto.MetricType_COUNTER, nil},
+		{"render_time_seconds", dto.MetricType_HISTOGRAM, nil},
+		{"update_total", dto.MetricType_COUNTER, []string{"result", "success"}},
+		{"update_time_seconds", dto.MetricType_HISTOGRAM, nil},
+		{"resource_operations_total", dto.MetricType_COUNTER, []string{"scope", "spec", "kind", kind, "operation", "attempt"}},
+		{"resource_operations_total", dto.MetricType_COUNTER, []string{"scope", "spec", "kind", kind, "operation", "created"}},
+		{"resource_operations_total", dto.MetricType_COUNTER, []string{"scope", "spec", "kind", "ConfigMap", "operation", "attempt"}},
+		{"resource_operations_total", dto.MetricType_COUNTER, []string{"scope", "status", "kind", "Gateway", "operation", "updated"}},
+		{"reconcile_events_total", dto.MetricType_COUNTER, []string{"result", "passed"}},
+		{"generation", dto.MetricType_GAUGE, nil},
+		{"generation_last_acked", dto.MetricType_GAUGE, nil},
+	}
+	for _, p := range positive {
+		v, err := value(p.name, p.typ, p.labels...)
+		if err != nil {
+			return err
+		}
+		if v <= 0 {
+			return fmt.Errorf("stunner_gateway_operator_%s%v is %v, want > 0", p.name, p.labels, v)
+		}
+	}
+	if _, err := value("update_errors_total", dto.MetricType_COUNTER); err != nil {
+		return err
+	}
+	gen, _ := value("generation", dto.MetricType_GAUGE)
+	if acked, _ := value("generation_last_acked", dto.MetricType_GAUGE); acked > gen {
+		return fmt.Errorf("generation_last_acked %v is past generation %v", acked, gen)
+	}
+	for _, loop := range []string{"operator", "renderer", "updater"} {
+		v, err := value(loop+"_loop_last_active_timestamp_seconds", dto.MetricType_GAUGE)
+		if err != nil {
+			return err
+		}
+		if v < float64(testStart.Unix()) {
+			return fmt.Errorf("%s loop last active at %v, before the test began (%v)", loop, v, testStart.Unix())
+		}
+	}
+	return nil
+}
+
+// testStart is when the test binary started.
+var testStart = time.Now()
 
 func httpOK(url, want string) error {
 	resp, err := http.Get(url)

@@ -27,6 +27,7 @@ type flags struct {
 	level, logFormat, id, pprofAt, ioMode          string
 	offloadEngine                                  string
 	watch, verbose, showVer, gso, legacyChannels   bool
+	cfgFromEnv                                     bool // cfgPath is $STUNNER_CONFIG_ORIGIN
 	packetCounters, strictChannels                 bool
 	threads, relays, bufs                          int
 	grace, linger                                  time.Duration
@@ -35,6 +36,10 @@ type flags struct {
 	// the ones given are logged once at start.
 	ignored map[string]string
 }
+
+// envConfigOrigin is stunnerd's config origin variable, STUNNER_CONFIG_ORIGIN: ternd reads
+// it, as stunnerd does, only when neither -c, -f nor a TURN URI is given.
+const envConfigOrigin = "STUNNER_CONFIG_ORIGIN"
 
 // ignoredStunnerdFlags are stunnerd flags ternd accepts and ignores, with
 // the reason it logs. Values are taken as strings whatever their type in
@@ -145,6 +150,14 @@ func (f *flags) parse(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		f.offloadEngine = m
+	}
+	if f.cfgPath == "" && f.gwPath == "" && f.fs.NArg() == 0 {
+		// stunnerd's config origin when the command line names none. Tern's
+		// rendered pods always give -c, so there it is never read, whatever
+		// STUNner's operator would have put in it.
+		if origin := os.Getenv(envConfigOrigin); origin != "" {
+			f.cfgPath, f.cfgFromEnv = origin, true
+		}
 	}
 	if f.id == "" && os.Getenv("STUNNER_NAME") != "" {
 		// stunnerd's default id, from the variables STUNner's pods set.

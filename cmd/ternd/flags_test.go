@@ -147,3 +147,34 @@ func TestConfigPath(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigOriginEnv: STUNNER_CONFIG_ORIGIN, which STUNner's and Tern's dataplane pods
+// carry, is read only when the command line names no config, as stunnerd reads it; with
+// -c, -f or a TURN URI it is ignored whatever it holds (STUNner's CDS address included).
+func TestConfigOriginEnv(t *testing.T) {
+	for _, tc := range []struct {
+		name, origin string
+		args         []string
+		wantPath     string
+		wantFromEnv  bool
+	}{
+		{"no config on the command line", "file:///etc/tern/config/tern.yaml", []string{"-w"}, "file:///etc/tern/config/tern.yaml", true},
+		{"-c wins over a CDS origin", "http://10.0.0.1:13478", []string{"-w", "-c", "/etc/tern/config/tern.yaml"}, "/etc/tern/config/tern.yaml", false},
+		{"-c wins over a file origin", "file:///other.conf", []string{"--config=/x.yaml"}, "/x.yaml", false},
+		{"-f wins", "http://10.0.0.1:13478", []string{"-f", "gw.yaml"}, "", false},
+		{"a TURN URI wins", "http://10.0.0.1:13478", []string{"turn://u:p@127.0.0.1:3478"}, "", false},
+		{"unset", "", []string{"-w"}, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(envConfigOrigin, tc.origin)
+			f := newFlags()
+			var out, errw bytes.Buffer
+			if code := f.parse(tc.args, &out, &errw); code != -1 {
+				t.Fatalf("exit %d: %s", code, errw.String())
+			}
+			if f.cfgPath != tc.wantPath || f.cfgFromEnv != tc.wantFromEnv {
+				t.Errorf("config %q (from $%s: %v), want %q (%v)", f.cfgPath, envConfigOrigin, f.cfgFromEnv, tc.wantPath, tc.wantFromEnv)
+			}
+		})
+	}
+}

@@ -62,7 +62,11 @@ func run(args []string) int {
 	case f.cfgPath != "":
 		path, err := configPath(f.cfgPath)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "ternd: -c: %v\n", err)
+			from := "-c"
+			if f.cfgFromEnv {
+				from = "$" + envConfigOrigin
+			}
+			fmt.Fprintf(os.Stderr, "ternd: %s: %v\n", from, err)
 			return 2
 		}
 		source, load = path, cf.load

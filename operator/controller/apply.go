@@ -47,45 +47,71 @@ const HashAnnotation = "operator.tern-gw.io/rendered-hash"
 // a hand edit of a Deployment or Service is undone at the next change of what renders, and a
 // deleted object or an edited ConfigMap at once. A Deployment's replicas are left out once
 // someone else (an autoscaler, kubectl scale) owns them, as the Dataplane reference asks.
+//
+// Each call is counted in resource_operations_total (scope "spec"): an attempt, then
+// suppressed, created, updated, none or error.
 func (r *Reconciler) applyOwned(ctx context.Context, obj client.Object, gw *gwapiv1.Gateway) error {
+	countOp("spec", obj, opAttempt)
+	op, err := r.apply(ctx, obj, gw)
+	if err != nil {
+		op = opError
+	}
+	countOp("spec", obj, op)
+	return err
+}
+
+// apply is applyOwned without the counting; it returns the operation it did.
+func (r *Reconciler) apply(ctx context.Context, obj client.Object, gw *gwapiv1.Gateway) (string, error) {
 	if err := checkApplicable(obj, gw); err != nil {
-		return err
+		return "", err
 	}
 	u, err := r.toApplyObject(obj)
 	if err != nil {
-		return err
+		return "", err
 	}
 	hash, err := contentHash(u)
 	if err != nil {
-		return err
+		return "", err
 	}
 	u.SetAnnotations(withAnnotation(u.GetAnnotations(), HashAnnotation, hash))
 
 	cur := obj.DeepCopyObject().(client.Object)
+	created := false
 	switch err := r.client.Get(ctx, client.ObjectKeyFromObject(obj), cur); {
 	case apierrors.IsNotFound(err):
+		created = true
 	case err != nil:
-		return err
+		return "", err
 	case isSecret(cur) && !metav1.IsControlledBy(cur, gw):
 		// A Secret is never taken over: one of that name that the Gateway
 		// does not control is the user's, and may hold anything.
-		return fmt.Errorf("the Secret %s/%s exists and is not controlled by the Gateway; the operator will not overwrite it: rename or delete it",
+		return "", fmt.Errorf("the Secret %s/%s exists and is not controlled by the Gateway; the operator will not overwrite it: rename or delete it",
 			cur.GetNamespace(), cur.GetName())
 	case cur.GetAnnotations()[HashAnnotation] == hash && metav1.IsControlledBy(cur, gw) && sameConfig(cur, obj):
-		return nil // applied before, and nothing the operator renders has changed since
+		return opSuppressed, nil // applied before, and nothing the operator renders has changed since
 	default:
 		if d, ok := cur.(*appsv1.Deployment); ok {
 			// Who owns replicas is read from the API server: the cache may not have seen an
 			// autoscaler's scale yet, and a forced apply with replicas would undo it.
 			if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
-				return err
+				return "", err
 			}
 			if replicasOwnedByOthers(d) {
 				unstructured.RemoveNestedField(u.Object, "spec", "replicas")
 			}
 		}
 	}
-	return r.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership)
+	before := cur.GetResourceVersion()
+	if err := r.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return "", err
+	}
+	switch {
+	case created:
+		return opCreated, nil
+	case u.GetResourceVersion() != before:
+		return opUpdated, nil
+	}
+	return opNone, nil
 }
 
 // checkApplicable returns an error unless obj is in gw's namespace, labelled managedBy and

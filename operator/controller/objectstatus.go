@@ -56,9 +56,10 @@ func (r *Reconciler) writeObjectStatuses(ctx context.Context, in *render.Input, 
 			}
 		}
 		if equality.Semantic.DeepEqual(status.Conditions, nextStatus.Conditions) {
+			countOp("status", obj, opSuppressed)
 			return
 		}
-		if err := r.client.Status().Patch(ctx, next, client.MergeFrom(obj)); client.IgnoreNotFound(err) != nil {
+		if err := r.patchStatus(ctx, next, obj); client.IgnoreNotFound(err) != nil {
 			errs = append(errs, fmt.Errorf("%s: status: %w", ref, err))
 		}
 	}

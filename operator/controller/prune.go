@@ -23,34 +23,56 @@ import (
 //
 // Objects of a Gateway that is still managed are kept even when render produced none this
 // time (its GatewayConfig went invalid, the Dataplane is missing): a broken edit should stop
-// configuration changes, not take running TURN servers away.
+// configuration changes, not take running TURN servers away. The one exception is the
+// dataplane workload of the other kind: when render returns a DaemonSet for a Gateway, its
+// Deployment is deleted, and the other way round (the Dataplane's dataplaneResource changed),
+// as STUNner's operator does.
 func (r *Reconciler) prune(ctx context.Context, in *render.Input, res *render.Result) error {
-	names := map[types.NamespacedName]bool{}
-	for _, g := range res.Gateways {
-		names[types.NamespacedName{Namespace: g.Namespace, Name: g.Name}] = true
+	names := map[types.NamespacedName]*render.GatewayResult{}
+	for i, g := range res.Gateways {
+		names[types.NamespacedName{Namespace: g.Namespace, Name: g.Name}] = &res.Gateways[i]
 	}
 	managed := map[types.UID]bool{}
+	// stale holds, per managed Gateway that has a workload rendered, the kind of workload it
+	// must not have.
+	stale := map[types.UID]string{}
 	for _, gw := range in.Gateways {
-		if names[types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}] {
-			managed[gw.UID] = true
+		g := names[types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}]
+		if g == nil {
+			continue
+		}
+		managed[gw.UID] = true
+		switch {
+		case g.Deployment != nil:
+			stale[gw.UID] = "DaemonSet"
+		case g.DaemonSet != nil:
+			stale[gw.UID] = "Deployment"
 		}
 	}
 
 	var errs []error
 	sel := client.MatchingLabels(managedBy)
 	for _, l := range []client.ObjectList{&corev1.ConfigMapList{}, &corev1.SecretList{}, &corev1.ServiceList{}, &appsv1.DeploymentList{},
-		&corev1.ServiceAccountList{}, &rbacv1.RoleList{}, &rbacv1.RoleBindingList{}} {
+		&appsv1.DaemonSetList{}, &corev1.ServiceAccountList{}, &rbacv1.RoleList{}, &rbacv1.RoleBindingList{}} {
 		if err := r.client.List(ctx, l, sel); err != nil {
 			errs = append(errs, fmt.Errorf("prune: list %T: %w", l, err))
 			continue
 		}
 		for _, obj := range listObjects(l) {
 			owner := gatewayOwner(obj)
-			if owner == nil || managed[owner.UID] {
+			if owner == nil {
 				continue
 			}
-			r.log.Info("deleting object of a Gateway no longer managed", "kind", fmt.Sprintf("%T", obj),
-				"namespace", obj.GetNamespace(), "name", obj.GetName(), "gateway", owner.Name)
+			if managed[owner.UID] {
+				if kind := stale[owner.UID]; kind == "" || kindOf(obj) != kind {
+					continue
+				}
+				r.log.Info("deleting the dataplane "+kindOf(obj)+" of a Gateway whose Dataplane now asks for another kind",
+					"namespace", obj.GetNamespace(), "name", obj.GetName(), "gateway", owner.Name)
+			} else {
+				r.log.Info("deleting object of a Gateway no longer managed", "kind", fmt.Sprintf("%T", obj),
+					"namespace", obj.GetNamespace(), "name", obj.GetName(), "gateway", owner.Name)
+			}
 			if err := r.client.Delete(ctx, obj, client.Preconditions{UID: ptr(obj.GetUID())}); client.IgnoreNotFound(err) != nil {
 				errs = append(errs, fmt.Errorf("prune %s/%s: %w", obj.GetNamespace(), obj.GetName(), err))
 			}
@@ -88,6 +110,10 @@ func listObjects(l client.ObjectList) []client.Object {
 			out = append(out, &l.Items[i])
 		}
 	case *appsv1.DeploymentList:
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+	case *appsv1.DaemonSetList:
 		for i := range l.Items {
 			out = append(out, &l.Items[i])
 		}

@@ -26,6 +26,13 @@ type Options struct {
 	// Secret. Default render.CredentialsDir; tests that run ternd outside
 	// a pod point it at a directory of their own.
 	CredentialsDir string
+	// ThrottleTimeout delays each render by this long after the event that
+	// asked for it, so that a burst of changes makes one render (STUNner's
+	// --throttle-timeout). Default 0: at once.
+	ThrottleTimeout time.Duration
+	// LabelFilter are the Gateway label keys not copied to the dataplane
+	// workload (render.Options.LabelFilter; nil means render's default).
+	LabelFilter []string
 }
 
 func (o Options) withDefaults() Options {
@@ -49,6 +56,8 @@ type Reconciler struct {
 	// cluster serves; nil when it serves none.
 	gatewayRoutes *routeVersion
 	log           logr.Logger
+	// loop is what the stunner_gateway_operator_* metrics know of the reconciles.
+	loop *loopState
 }
 
 // Reconcile lists every input object from the caches, renders, and writes the rendered
@@ -59,11 +68,16 @@ type Reconciler struct {
 // (foreignObjects); the render is repeated every conflictRetry until the names are free.
 func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
 	start := time.Now()
+	gen := r.loop.startRender()
 	in, err := r.collect(ctx)
 	if err != nil {
+		r.loop.updated(gen, 0, err)
 		return ctrl.Result{}, fmt.Errorf("list inputs: %w", err)
 	}
-	res := render.Render(in, render.Options{ControllerName: r.opts.ControllerName, CredentialsDir: r.opts.CredentialsDir})
+	res := render.Render(in, render.Options{ControllerName: r.opts.ControllerName, CredentialsDir: r.opts.CredentialsDir,
+		LabelFilter: r.opts.LabelFilter})
+	r.loop.rendered(time.Since(start))
+	writeStart := time.Now()
 	for _, p := range res.Problems {
 		r.log.V(1).Info("render problem", "object", p.Object.String(), "field", p.Field, "severity", p.Severity, "message", p.Message)
 	}
@@ -103,10 +117,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 		}
 		secretFailed := false
 		for _, obj := range objs {
-			if _, ok := obj.(*appsv1.Deployment); ok && secretFailed {
+			if isWorkload(obj) && secretFailed {
 				// Its pods would start without their credentials, or mount a
 				// Secret that is not the Gateway's.
-				errs = append(errs, fmt.Errorf("gateway %s/%s: Deployment %s not applied: its credentials Secret was not", g.Namespace, g.Name, obj.GetName()))
+				errs = append(errs, fmt.Errorf("gateway %s/%s: %s %s not applied: its credentials Secret was not", g.Namespace, g.Name, kindOf(obj), obj.GetName()))
 				continue
 			}
 			if err := r.applyOwned(ctx, obj, gw); err != nil {
@@ -131,6 +145,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 	if err := r.prune(ctx, in, res); err != nil {
 		errs = append(errs, err)
 	}
+	err = errors.Join(errs...)
+	r.loop.updated(gen, time.Since(writeStart), err)
 	r.log.V(1).Info("rendered", "gateways", len(res.Gateways), "problems", len(res.Problems), "took", time.Since(start))
-	return ctrl.Result{RequeueAfter: retry}, errors.Join(errs...)
+	return ctrl.Result{RequeueAfter: retry}, err
+}
+
+// isWorkload reports whether obj runs the dataplane pods: a Deployment or a DaemonSet.
+func isWorkload(obj client.Object) bool {
+	switch obj.(type) {
+	case *appsv1.Deployment, *appsv1.DaemonSet:
+		return true
+	}
+	return false
 }

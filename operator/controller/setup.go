@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -28,13 +29,14 @@ import (
 )
 
 // CacheOptions returns the manager cache options the controller expects: ConfigMaps,
-// Deployments, ServiceAccounts, Roles and RoleBindings are cached only when the operator
+// Deployments, DaemonSets, ServiceAccounts, Roles and RoleBindings are cached only when the operator
 // manages them, since it reads no others and a cluster has many.
 func CacheOptions() cache.Options {
 	sel := labels.SelectorFromSet(managedBy)
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
 		&corev1.ConfigMap{}:      {Label: sel},
 		&appsv1.Deployment{}:     {Label: sel},
+		&appsv1.DaemonSet{}:      {Label: sel},
 		&corev1.ServiceAccount{}: {Label: sel},
 		&rbacv1.Role{}:           {Label: sel},
 		&rbacv1.RoleBinding{}:    {Label: sel},
@@ -60,6 +62,7 @@ func Setup(mgr manager.Manager, opts Options) (*Reconciler, error) {
 		opts:          opts,
 		gatewayRoutes: rv,
 		log:           mgr.GetLogger().WithName("tern-operator"),
+		loop:          &loopState{},
 	}
 	if rv == nil {
 		r.log.Info("the cluster serves no gateway.networking.k8s.io UDPRoute; only stunner.l7mp.io UDPRoutes are handled")
@@ -67,9 +70,7 @@ func Setup(mgr manager.Manager, opts Options) (*Reconciler, error) {
 		r.log.Info("watching gateway.networking.k8s.io UDPRoutes", "version", rv.version)
 	}
 
-	all := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
-		return []reconcile.Request{renderKey}
-	})
+	all := r.enqueue()
 	// Status writes, the operator's own included, do not change what renders; skipping them
 	// keeps each status write from causing another full render.
 	specOnly := builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{},
@@ -93,6 +94,7 @@ func Setup(mgr manager.Manager, opts Options) (*Reconciler, error) {
 		// The operator's own objects: recreate them when deleted, re-apply when edited.
 		Watches(&corev1.ConfigMap{}, all).
 		Watches(&appsv1.Deployment{}, all, specOnly).
+		Watches(&appsv1.DaemonSet{}, all, specOnly).
 		Watches(&corev1.ServiceAccount{}, all, specOnly).
 		Watches(&rbacv1.Role{}, all).
 		Watches(&rbacv1.RoleBinding{}, all)
@@ -102,8 +104,50 @@ func Setup(mgr manager.Manager, opts Options) (*Reconciler, error) {
 	if err := b.Complete(r); err != nil {
 		return nil, err
 	}
+	if err := mgr.Add(heartbeat{r.loop}); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
+
+// enqueue returns the event handler of every watch: each event asks for the one full render
+// (renderKey), counted in reconcile_events_total. With Options.ThrottleTimeout the render
+// starts that long after the first event, and the events until then join it, as STUNner's
+// --throttle-timeout rate-limits its renders; without, at once (events that arrive while a
+// render is queued join it anyway, as the work queue holds renderKey once).
+func (r *Reconciler) enqueue() handler.EventHandler {
+	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		r.loop.event()
+		if r.opts.ThrottleTimeout > 0 {
+			q.AddAfter(renderKey, r.opts.ThrottleTimeout)
+			return
+		}
+		q.Add(renderKey)
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, _ event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q)
+		},
+		UpdateFunc: func(_ context.Context, _ event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q)
+		},
+		DeleteFunc: func(_ context.Context, _ event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q)
+		},
+		GenericFunc: func(_ context.Context, _ event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q)
+		},
+	}
+}
+
+// heartbeat runs loopState.heartbeat on every replica, leader or not: each one's loop gauges
+// say whether it is alive.
+type heartbeat struct{ s *loopState }
+
+func (h heartbeat) Start(ctx context.Context) error { return h.s.heartbeat(ctx) }
+
+// NeedLeaderElection is false: the gauges are per replica.
+func (heartbeat) NeedLeaderElection() bool { return false }
 
 // nodeAddressesChanged passes Node events that can change a rendering (creation, deletion,
 // addresses, labels) and drops the frequent status updates that change neither.

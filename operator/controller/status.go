@@ -37,9 +37,10 @@ func (r *Reconciler) writeGatewayStatus(ctx context.Context, gw *gwapiv1.Gateway
 		next.Status.Listeners[i] = l
 	}
 	if equality.Semantic.DeepEqual(gw.Status, next.Status) {
+		countOp("status", gw, opSuppressed)
 		return nil
 	}
-	return client.IgnoreNotFound(r.client.Status().Patch(ctx, next, client.MergeFrom(gw)))
+	return client.IgnoreNotFound(r.patchStatus(ctx, next, gw))
 }
 
 // writeClassStatuses writes the conditions render computed for each managed GatewayClass.
@@ -54,9 +55,10 @@ func (r *Reconciler) writeClassStatuses(ctx context.Context, classes []gwapiv1.G
 			next := gc.DeepCopy()
 			next.Status.Conditions = carryTransitions(gc.Status.Conditions, res.Conditions, metav1.Now())
 			if equality.Semantic.DeepEqual(gc.Status, next.Status) {
+				countOp("status", gc, opSuppressed)
 				continue
 			}
-			if err := r.client.Status().Patch(ctx, next, client.MergeFrom(gc)); client.IgnoreNotFound(err) != nil {
+			if err := r.patchStatus(ctx, next, gc); client.IgnoreNotFound(err) != nil {
 				errs = append(errs, fmt.Errorf("gatewayclass %s: status: %w", gc.Name, err))
 			}
 		}
@@ -80,11 +82,12 @@ func (r *Reconciler) writeRouteStatuses(ctx context.Context, in *render.Input, r
 		rt := &in.UDPRoutes[i]
 		want := mergeParents(rt.Status.Parents, ours(stnrv1.GroupName, rt.Namespace, rt.Name), ctl)
 		if equality.Semantic.DeepEqual(rt.Status.Parents, want) {
+			countOp("status", rt, opSuppressed)
 			continue
 		}
 		next := rt.DeepCopy()
 		next.Status.Parents = want
-		if err := r.client.Status().Patch(ctx, next, client.MergeFrom(rt)); client.IgnoreNotFound(err) != nil {
+		if err := r.patchStatus(ctx, next, rt); client.IgnoreNotFound(err) != nil {
 			errs = append(errs, fmt.Errorf("udproute.%s %s/%s: status: %w", stnrv1.GroupName, rt.Namespace, rt.Name, err))
 		}
 	}
@@ -92,13 +95,32 @@ func (r *Reconciler) writeRouteStatuses(ctx context.Context, in *render.Input, r
 		rt := &in.GatewayUDPRoutes[i]
 		want := mergeParents(rt.Status.Parents, ours(gwapiv1.GroupName, rt.Namespace, rt.Name), ctl)
 		if equality.Semantic.DeepEqual(rt.Status.Parents, want) {
+			countOp("status", rt, opSuppressed)
 			continue
 		}
+		countOp("status", rt, opAttempt)
 		if _, err := r.gatewayRoutes.setParents(ctx, r.client, rt.Namespace, rt.Name, want); err != nil {
+			countOp("status", rt, opError)
 			errs = append(errs, fmt.Errorf("udproute.%s %s/%s: status: %w", gwapiv1.GroupName, rt.Namespace, rt.Name, err))
+		} else {
+			countOp("status", rt, opUpdated)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// patchStatus writes next's status as a merge patch against orig, counted in
+// resource_operations_total (scope "status": an attempt, then updated or error; an object
+// that is gone is not an error).
+func (r *Reconciler) patchStatus(ctx context.Context, next, orig client.Object) error {
+	countOp("status", next, opAttempt)
+	err := r.client.Status().Patch(ctx, next, client.MergeFrom(orig))
+	if client.IgnoreNotFound(err) != nil {
+		countOp("status", next, opError)
+	} else {
+		countOp("status", next, opUpdated)
+	}
+	return err
 }
 
 // mergeParents returns cur's entries of other controllers followed by ours (each stamped

@@ -72,14 +72,17 @@ func checkObjectsComplete(t *testing.T, gw *gwapiv1.Gateway, g *GatewayResult) {
 			t.Errorf("%s: no apiVersion/kind", what)
 		}
 	}
-	if d := g.Deployment; d != nil && g.Config != nil {
+	if g.Deployment != nil && g.DaemonSet != nil {
+		t.Errorf("Gateway %s/%s: both a Deployment and a DaemonSet rendered", g.Namespace, g.Name)
+	}
+	if d := g.PodTemplate(); d != nil && g.Config != nil {
 		checkCredentialsMounted(t, g)
 	}
-	if d := g.Deployment; d != nil {
+	if d := g.PodTemplate(); d != nil {
 		sa := g.ServiceAccount
-		if sa == nil || g.Role == nil || g.RoleBinding == nil || d.Spec.Template.Spec.ServiceAccountName != sa.Name {
-			t.Errorf("Gateway %s/%s: the Deployment's pods run as %q without the rendered ServiceAccount, Role and RoleBinding",
-				g.Namespace, g.Name, d.Spec.Template.Spec.ServiceAccountName)
+		if sa == nil || g.Role == nil || g.RoleBinding == nil || d.Spec.ServiceAccountName != sa.Name {
+			t.Errorf("Gateway %s/%s: the dataplane pods run as %q without the rendered ServiceAccount, Role and RoleBinding",
+				g.Namespace, g.Name, d.Spec.ServiceAccountName)
 		}
 	}
 }

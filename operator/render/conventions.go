@@ -72,7 +72,58 @@ const (
 	LabelName             = "app.kubernetes.io/name"
 	LabelNameValue        = "ternd"
 	LabelInstance         = "app.kubernetes.io/instance"
+	// LabelOwnedBy marks every object the operator renders, as STUNner's
+	// operator marks its own (tools written for STUNner select on it).
+	LabelOwnedBy      = "stunner.l7mp.io/owned-by"
+	LabelOwnedByValue = "stunner"
 )
+
+// AnnotationRelatedGateway names the Gateway ("namespace/name") an object
+// was rendered for: on the ConfigMap, Service, dataplane workload and its
+// pods, as STUNner annotates them. The key is the same as LabelGatewayName.
+const AnnotationRelatedGateway = "stunner.l7mp.io/related-gateway-name"
+
+// DefaultLabelFilter are the label keys of a Gateway that are not copied to
+// its dataplane Deployment or DaemonSet (STUNner's list: the labels of
+// tools that track what they applied, which must not claim the rendered
+// object). Options.LabelFilter replaces it.
+var DefaultLabelFilter = []string{
+	"applyset.kubernetes.io/part-of",
+	"applyset.k8s.io/part-of",
+	"app.kubernetes.io/managed-by",
+	"argocd.argoproj.io/instance",
+	"kustomize.toolkit.fluxcd.io/name",
+	"kustomize.toolkit.fluxcd.io/namespace",
+}
+
+// The dataplane resource kinds of the Dataplane's spec.dataplaneResource.
+const (
+	DataplaneResourceDeployment = "Deployment"
+	DataplaneResourceDaemonSet  = "DaemonSet"
+)
+
+// The environment STUNner's operator gives stunnerd, which the rendered
+// pods carry too (besides Tern's own POD_IP, NODE_IP, NODE_NAME, ...), so
+// that Dataplane args, sidecars and scripts written for STUNner find it.
+const (
+	// EnvAddr is the pod's address (status.podIP), stunnerd's default relay
+	// address ("$STUNNER_ADDR" in stunnerd configs).
+	EnvAddr = "STUNNER_ADDR"
+	// EnvName and EnvNamespace are the Gateway's name and namespace, from
+	// which ternd and stunnerd make their id (namespace/name).
+	EnvName      = "STUNNER_NAME"
+	EnvNamespace = "STUNNER_NAMESPACE"
+	// EnvNodeName is the node the pod runs on (spec.nodeName).
+	EnvNodeName = "STUNNER_NODENAME"
+	// EnvConfigOrigin is where stunnerd loads its config from. STUNner
+	// points it at its config discovery service; Tern has none, so it is
+	// the mounted config file as a file:// URI (stunnerd's form for a file),
+	// which ternd ignores when -c, -f or --configmap say where the config is.
+	EnvConfigOrigin = "STUNNER_CONFIG_ORIGIN"
+)
+
+// ConfigOrigin is the value of EnvConfigOrigin: ConfigPath as a file:// URI.
+const ConfigOrigin = "file://" + ConfigPath
 
 // DefaultDataplaneName is the Dataplane a GatewayConfig uses unless it
 // names another.

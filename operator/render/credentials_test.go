@@ -33,7 +33,7 @@ func checkCredentialsMounted(t *testing.T, g *GatewayResult) {
 			t.Errorf("Gateway %s/%s: Secret %s has no key %s for %s", g.Namespace, g.Name, g.Secret.Name, filepath.Base(f), f)
 		}
 	}
-	pod := g.Deployment.Spec.Template.Spec
+	pod := g.PodTemplate().Spec
 	mounted := false
 	for _, v := range pod.Volumes {
 		if v.Secret == nil || v.Secret.SecretName != g.Secret.Name {

@@ -3,6 +3,7 @@ package render
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -21,25 +22,79 @@ const (
 	defaultTerminationGracePeriodSeconds = 30
 )
 
-// deployment renders the dataplane Deployment of gw from the Dataplane
-// template dp: one ternd container reading the ConfigMap at ConfigPath,
-// with the listener ports, probes on HealthPort unless disabled, the
-// metrics port when enabled, the TLS Secrets mounted under TLSDir and the
-// credentials Secret creds (when not nil) at Options.CredentialsDir. Its
-// pods run as the ServiceAccount of dataplaneAccess, non-root with no
-// capabilities unless the Dataplane says otherwise (security.go), and with
-// the Dataplane's resources or defaultRequests.
-func (r *renderer) deployment(gw *gwapiv1.Gateway, dp *stnrv1.Dataplane, listeners []*listenerState, tlsSecrets []string, creds *corev1.Secret) *appsv1.Deployment {
-	spec := &dp.Spec
+// dataplane renders the dataplane workload of gw from the Dataplane
+// template dp: a DaemonSet (one pod per eligible node) when the Dataplane's
+// dataplaneResource is DaemonSet, as STUNner's, else a Deployment of the
+// Dataplane's replicas. Exactly one of the two is returned. Both run the
+// same pods (podTemplate) and select them by the same labels, which the
+// Service selects too, so switching kinds keeps the Service's endpoints.
+//
+// The workload carries the Gateway's labels (less those of labelFilter)
+// and annotations (less kubectl's last-applied record), with ours winning
+// on conflict; the pods carry the Dataplane's labels and annotations, not
+// the Gateway's, as STUNner's, so that labelling a Gateway restarts no pod.
+func (r *renderer) dataplane(gw *gwapiv1.Gateway, dp *stnrv1.Dataplane, listeners []*listenerState, tlsSecrets []string, creds *corev1.Secret) (*appsv1.Deployment, *appsv1.DaemonSet) {
 	meta := objectMeta(gw)
+	labels := map[string]string{}
+	for k, v := range gw.Labels {
+		if !slices.Contains(r.opts.LabelFilter, k) {
+			labels[k] = v
+		}
+	}
+	maps.Copy(labels, meta.Labels)
+	meta.Labels = labels
+	ann := maps.Clone(gw.Annotations)
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	delete(ann, lastAppliedAnnotation)
+	maps.Copy(ann, meta.Annotations)
+	meta.Annotations = ann
+
+	selector := &metav1.LabelSelector{MatchLabels: selectorLabels(gw)}
+	template := r.podTemplate(gw, dp, listeners, tlsSecrets, creds)
+	if isDaemonSet(dp) {
+		// spec.replicas means nothing to a DaemonSet: STUNner ignores it too.
+		return nil, &appsv1.DaemonSet{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "DaemonSet"},
+			ObjectMeta: meta,
+			Spec:       appsv1.DaemonSetSpec{Selector: selector, Template: template},
+		}
+	}
+	replicas := int32(defaultReplicas)
+	if dp.Spec.Replicas != nil {
+		replicas = *dp.Spec.Replicas
+	}
+	return &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: meta,
+		Spec:       appsv1.DeploymentSpec{Replicas: &replicas, Selector: selector, Template: template},
+	}, nil
+}
+
+// isDaemonSet reports whether dp asks for a DaemonSet (spec.dataplaneResource).
+func isDaemonSet(dp *stnrv1.Dataplane) bool {
+	return dp.Spec.DataplaneResource != nil && *dp.Spec.DataplaneResource == DataplaneResourceDaemonSet
+}
+
+// podTemplate renders the dataplane pods of gw from the Dataplane template
+// dp: one ternd container reading the ConfigMap at ConfigPath, with the
+// listener ports, probes on HealthPort unless disabled, the metrics port
+// when enabled, the TLS Secrets mounted under TLSDir and the credentials
+// Secret creds (when not nil) at Options.CredentialsDir. The pods run as
+// the ServiceAccount of dataplaneAccess, non-root with no capabilities
+// unless the Dataplane says otherwise (security.go), with the Dataplane's
+// resources or defaultRequests, and drain for the Dataplane's
+// terminationGracePeriodSeconds (default 30) after SIGTERM.
+func (r *renderer) podTemplate(gw *gwapiv1.Gateway, dp *stnrv1.Dataplane, listeners []*listenerState, tlsSecrets []string, creds *corev1.Secret) corev1.PodTemplateSpec {
+	spec := &dp.Spec
 
 	podLabels := map[string]string{}
 	maps.Copy(podLabels, spec.Labels)
 	maps.Copy(podLabels, objectLabels(gw)) // ours win: the selector depends on them
-	var podAnn map[string]string
-	if len(spec.Annotations) > 0 {
-		podAnn = maps.Clone(spec.Annotations)
-	}
+	podAnn := map[string]string{}
+	maps.Copy(podAnn, spec.Annotations)
+	maps.Copy(podAnn, objectAnnotations(gw))
 
 	c := corev1.Container{
 		Name:            ContainerName,
@@ -48,7 +103,7 @@ func (r *renderer) deployment(gw *gwapiv1.Gateway, dp *stnrv1.Dataplane, listene
 		Command:         spec.Command,
 		Args:            withConfigFlag(spec.Args),
 		EnvFrom:         spec.EnvFrom,
-		Env:             append(downwardEnv(gw), spec.Env...),
+		Env:             mergeEnv(downwardEnv(gw), spec.Env),
 		Resources:       resources(spec.Resources),
 		VolumeMounts: []corev1.VolumeMount{{
 			Name: "config", MountPath: ConfigDir, ReadOnly: true,
@@ -115,26 +170,16 @@ func (r *renderer) deployment(gw *gwapiv1.Gateway, dp *stnrv1.Dataplane, listene
 		})
 	}
 
-	replicas := int32(defaultReplicas)
-	if spec.Replicas != nil {
-		replicas = *spec.Replicas
-	}
-	return &appsv1.Deployment{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: meta,
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: selectorLabels(gw)},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: podAnn},
-				Spec:       pod,
-			},
-		},
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: podAnn},
+		Spec:       pod,
 	}
 }
 
 // downwardEnv tells ternd who and where it is: the addresses behind the
-// config's placeholders, and the ConfigMap to watch.
+// config's placeholders, and the ConfigMap to watch (Tern's variables);
+// then the variables STUNner's operator sets for stunnerd, with its
+// values (the config origin excepted: see EnvConfigOrigin).
 func downwardEnv(gw *gwapiv1.Gateway) []corev1.EnvVar {
 	field := func(name, path string) corev1.EnvVar {
 		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
@@ -146,7 +191,34 @@ func downwardEnv(gw *gwapiv1.Gateway) []corev1.EnvVar {
 		field("NODE_IP", "status.hostIP"),
 		field("NODE_NAME", "spec.nodeName"),
 		{Name: "TERN_CONFIGMAP", Value: gw.Name},
+		field(EnvAddr, "status.podIP"),
+		{Name: EnvName, Value: gw.Name},
+		{Name: EnvNamespace, Value: gw.Namespace},
+		field(EnvNodeName, "spec.nodeName"),
+		{Name: EnvConfigOrigin, Value: ConfigOrigin},
 	}
+}
+
+// mergeEnv returns the rendered variables with the Dataplane's spec.env
+// applied over them: a variable of the same name is replaced in place (the
+// Dataplane's value wins, as in a pod where the later of two wins), the
+// others appended in order. Kubernetes keys a container's env by name for
+// server-side apply, so a duplicate name would make the apply fail.
+func mergeEnv(rendered, user []corev1.EnvVar) []corev1.EnvVar {
+	out := append([]corev1.EnvVar(nil), rendered...)
+	at := map[string]int{}
+	for i, e := range out {
+		at[e.Name] = i
+	}
+	for _, e := range user {
+		if i, ok := at[e.Name]; ok {
+			out[i] = e
+			continue
+		}
+		at[e.Name] = len(out)
+		out = append(out, e)
+	}
+	return out
 }
 
 // withConfigFlag appends "-c ConfigPath" to args unless they set -c already.

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	stnrv1 "github.com/tern-gw/tern/operator/api/v1"
 )
@@ -47,5 +48,52 @@ func TestWithConfigFlag(t *testing.T) {
 		if got := withConfigFlag(tt.args); !slices.Equal(got, tt.want) {
 			t.Errorf("withConfigFlag(%q) = %q, want %q", tt.args, got, tt.want)
 		}
+	}
+}
+
+// TestLabelFilter: Options.LabelFilter replaces STUNner's filter list (nil keeps it, empty
+// copies every Gateway label), as STUNNER_GATEWAY_OPERATOR_LABEL_FILTER does; the operator's
+// own labels win either way.
+func TestLabelFilter(t *testing.T) {
+	gwLabels := map[string]string{"team": "media", "argocd.argoproj.io/instance": "media", LabelManagedBy: "Helm"}
+	tests := []struct {
+		name    string
+		filter  []string
+		present []string
+		absent  []string
+	}{
+		{"default", nil, []string{"team"}, []string{"argocd.argoproj.io/instance"}},
+		{"empty copies all", []string{}, []string{"team", "argocd.argoproj.io/instance"}, nil},
+		{"own list", []string{"team"}, []string{"argocd.argoproj.io/instance"}, []string{"team"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := minimalInput()
+			in.Gateways[0].Labels = gwLabels
+			in.Dataplanes = []stnrv1.Dataplane{{ObjectMeta: metav1.ObjectMeta{Name: DefaultDataplaneName},
+				Spec: stnrv1.DataplaneSpec{Image: "ternd:test"}}}
+			res := Render(in, Options{LabelFilter: tt.filter})
+			g := res.Gateway(in.Gateways[0].Namespace, in.Gateways[0].Name)
+			if g == nil || g.Deployment == nil {
+				t.Fatalf("no Deployment rendered: %v", res.Problems)
+			}
+			l := g.Deployment.Labels
+			for _, k := range tt.present {
+				if l[k] != gwLabels[k] {
+					t.Errorf("label %s = %q, want the Gateway's %q", k, l[k], gwLabels[k])
+				}
+			}
+			for _, k := range tt.absent {
+				if _, ok := l[k]; ok {
+					t.Errorf("label %s copied, want it filtered", k)
+				}
+			}
+			if l[LabelManagedBy] != LabelManagedByValue {
+				t.Errorf("%s = %q, want the operator's %q", LabelManagedBy, l[LabelManagedBy], LabelManagedByValue)
+			}
+			if pod := g.Deployment.Spec.Template.Labels; pod["team"] != "" {
+				t.Errorf("pod labels %v carry the Gateway's label", pod)
+			}
+		})
 	}
 }

@@ -120,7 +120,7 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 				res.ServiceAccount, res.Role, res.RoleBinding = dataplaneAccess(gw, res.ConfigMap.Name)
 			}
 			if dp != nil && !res.UnmanagedDataplane {
-				res.Deployment = r.deployment(gw, dp, listeners, res.TLSSecrets, res.Secret)
+				res.Deployment, res.DaemonSet = r.dataplane(gw, dp, listeners, res.TLSSecrets, res.Secret)
 			}
 		}
 	}

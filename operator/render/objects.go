@@ -21,22 +21,31 @@ func selectorLabels(gw *gwapiv1.Gateway) map[string]string {
 	}
 }
 
-// objectLabels label every object rendered for gw.
+// objectLabels label every object rendered for gw: the selector labels,
+// Tern's app.kubernetes.io labels and STUNner's owned-by.
 func objectLabels(gw *gwapiv1.Gateway) map[string]string {
 	l := selectorLabels(gw)
 	l[LabelManagedBy] = LabelManagedByValue
 	l[LabelName] = LabelNameValue
 	l[LabelInstance] = gw.Name
+	l[LabelOwnedBy] = LabelOwnedByValue
 	return l
+}
+
+// objectAnnotations annotate every object rendered for gw with the
+// Gateway's namespace/name, as STUNner does.
+func objectAnnotations(gw *gwapiv1.Gateway) map[string]string {
+	return map[string]string{AnnotationRelatedGateway: gw.Namespace + "/" + gw.Name}
 }
 
 // objectMeta names an object after gw, in its namespace, owned by it so
 // that deleting the Gateway garbage-collects the object.
 func objectMeta(gw *gwapiv1.Gateway) metav1.ObjectMeta {
 	return metav1.ObjectMeta{
-		Name:      gw.Name,
-		Namespace: gw.Namespace,
-		Labels:    objectLabels(gw),
+		Name:        gw.Name,
+		Namespace:   gw.Namespace,
+		Labels:      objectLabels(gw),
+		Annotations: objectAnnotations(gw),
 		OwnerReferences: []metav1.OwnerReference{{
 			APIVersion:         gwapiv1.GroupVersion.String(),
 			Kind:               "Gateway",

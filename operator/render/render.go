@@ -29,6 +29,10 @@ type Options struct {
 	// CredentialsDir is where the Deployment mounts the credentials Secret
 	// and the config names its files. Default CredentialsDir.
 	CredentialsDir string
+	// LabelFilter are the Gateway label keys not copied to the dataplane
+	// Deployment or DaemonSet. Nil means DefaultLabelFilter; empty copies
+	// every label (STUNner's STUNNER_GATEWAY_OPERATOR_LABEL_FILTER).
+	LabelFilter []string
 }
 
 func (o Options) withDefaults() Options {
@@ -40,6 +44,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.CredentialsDir == "" {
 		o.CredentialsDir = CredentialsDir
+	}
+	if o.LabelFilter == nil {
+		o.LabelFilter = DefaultLabelFilter
 	}
 	return o
 }
@@ -148,9 +155,6 @@ func newRenderer(in *Input, opts Options) *renderer {
 		if msg != "" {
 			r.problems.warnf(dataplaneRef(dp), "spec", "%s", msg)
 			r.substituted[dp.Name] = msg
-		}
-		if dp.Spec.DataplaneResource != nil && *dp.Spec.DataplaneResource == "DaemonSet" {
-			r.problems.warnf(dataplaneRef(dp), "spec.dataplaneResource", "DaemonSet is not supported: a Deployment is rendered")
 		}
 		r.dataplanes[dp.Name] = dp
 	}

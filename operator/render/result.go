@@ -44,7 +44,7 @@ type GatewayClassResult struct {
 // the credentials are missing) Config and every object are nil and Status
 // says why; a controller should then leave the objects it created earlier
 // in place rather than delete them. A missing Dataplane leaves the
-// Deployment and its ServiceAccount, Role and RoleBinding nil.
+// Deployment (or DaemonSet) and its ServiceAccount, Role and RoleBinding nil.
 //
 // The objects are complete as they are to be applied: named, in the
 // Gateway's namespace, labelled LabelManagedBy=LabelManagedByValue and
@@ -63,7 +63,10 @@ type GatewayResult struct {
 	// holds them inline.
 	Secret     *corev1.Secret     `json:"secret,omitempty"`
 	Deployment *appsv1.Deployment `json:"deployment,omitempty"`
-	Service    *corev1.Service    `json:"service,omitempty"`
+	// DaemonSet replaces Deployment (which is then nil) when the Dataplane's
+	// spec.dataplaneResource is DaemonSet: the same pods, one per node.
+	DaemonSet *appsv1.DaemonSet `json:"daemonSet,omitempty"`
+	Service   *corev1.Service   `json:"service,omitempty"`
 	// ServiceAccount, Role and RoleBinding let the Deployment's pods read
 	// ConfigMap through the API.
 	ServiceAccount *corev1.ServiceAccount `json:"serviceAccount,omitempty"`
@@ -91,7 +94,7 @@ type Object interface {
 
 // Objects returns every object to create or update for the Gateway, in the
 // order to apply them: ServiceAccount, Role, RoleBinding, Secret (the pods
-// need them at start), ConfigMap, Service, Deployment. Nil ones are left
+// need them at start), ConfigMap, Service, Deployment or DaemonSet. Nil ones are left
 // out.
 func (g *GatewayResult) Objects() []Object {
 	var out []Object
@@ -116,7 +119,22 @@ func (g *GatewayResult) Objects() []Object {
 	if g.Deployment != nil {
 		out = append(out, g.Deployment)
 	}
+	if g.DaemonSet != nil {
+		out = append(out, g.DaemonSet)
+	}
 	return out
+}
+
+// PodTemplate returns the pod template of the dataplane workload, the
+// Deployment's or the DaemonSet's, or nil when neither is rendered.
+func (g *GatewayResult) PodTemplate() *corev1.PodTemplateSpec {
+	switch {
+	case g.Deployment != nil:
+		return &g.Deployment.Spec.Template
+	case g.DaemonSet != nil:
+		return &g.DaemonSet.Spec.Template
+	}
+	return nil
 }
 
 // RouteResult is the status to write on one route, a stunner.l7mp.io or a

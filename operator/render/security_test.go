@@ -33,7 +33,7 @@ func renderPod(t *testing.T, spec stnrv1.DataplaneSpec, ports ...int32) corev1.P
 		spec.Image = "ghcr.io/tern-gw/ternd:v0.1.0"
 	}
 	r := &renderer{}
-	return r.deployment(gw, &stnrv1.Dataplane{Spec: spec}, ls, nil, nil).Spec.Template.Spec
+	return r.podTemplate(gw, &stnrv1.Dataplane{Spec: spec}, ls, nil, nil).Spec
 }
 
 // NET_BIND_SERVICE is added only for a listener below 1024, and what lets

@@ -58,9 +58,9 @@ func (r *renderer) service(gw *gwapiv1.Gateway, ann map[string]string, listeners
 			Selector: selectorLabels(gw),
 		},
 	}
-	if len(ann) > 0 {
-		svc.Annotations = maps.Clone(ann)
-	}
+	// The Gateway's annotations, and the related-gateway one, which is ours.
+	maps.Copy(svc.Annotations, ann)
+	maps.Copy(svc.Annotations, objectAnnotations(gw))
 	// A TURN allocation lives in one pod: a client whose packets a load
 	// balancer spreads over pods loses it. ClientIP keeps each client on
 	// one pod, as STUNner does unless told otherwise.

@@ -38,12 +38,16 @@ func (r *renderer) gatewayStatus(gw *gwapiv1.Gateway, res *GatewayResult, listen
 	case res.UnmanagedDataplane:
 		programmed = condition(ptype, true, string(gwapiv1.GatewayReasonProgrammed),
 			"dataplane config and Service rendered; no Deployment: "+AnnotationDisableManagedDataplane+" is set, the dataplane is yours to run", gen)
-	case res.Deployment == nil:
+	case res.Deployment == nil && res.DaemonSet == nil:
 		programmed = condition(ptype, false, string(gwapiv1.GatewayReasonNoResources), joinMessages(dpProblem), gen)
 	case len(addrs) == 0:
 		programmed = condition(ptype, false, string(gwapiv1.GatewayReasonAddressNotAssigned), "waiting for an address for Service "+nsName(gw.Namespace, gw.Name), gen)
 	default:
-		programmed = condition(ptype, true, string(gwapiv1.GatewayReasonProgrammed), "dataplane config, Deployment and Service rendered", gen)
+		kind := "Deployment"
+		if res.DaemonSet != nil {
+			kind = "DaemonSet"
+		}
+		programmed = condition(ptype, true, string(gwapiv1.GatewayReasonProgrammed), "dataplane config, "+kind+" and Service rendered", gen)
 	}
 	st.Conditions = []metav1.Condition{accepted, programmed}
 

@@ -139,9 +139,11 @@ type DataplaneSpec struct {
 	// +optional
 	OffloadInterfaces []string `json:"offloadInterfaces,omitempty"`
 
-	// DataplaneResource is the kind STUNner deploys the dataplane as.
-	// Accepted for compatibility; Tern always renders a Deployment, and
-	// reports DaemonSet (a STUNner premium feature) as a warning.
+	// DataplaneResource is the kind the dataplane is deployed as, as in
+	// STUNner: Deployment (the default: spec.replicas pods) or DaemonSet
+	// (one pod on each node the pods may be scheduled on; spec.replicas is
+	// ignored). Both run the same pods behind the same Service; switching
+	// kinds replaces one by the other.
 	// +optional
 	// +kubebuilder:validation:Enum=Deployment;DaemonSet
 	DataplaneResource *string `json:"dataplaneResource,omitempty"`
