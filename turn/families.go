@@ -14,7 +14,25 @@ const (
 	// attrAddressErrorCode says why the relayed transport address of a
 	// family could not be allocated in a dual allocation (RFC 8656 §18.12).
 	attrAddressErrorCode stun.AttrType = 0x8001
+	// The code points of the TURNbis drafts before RFC 8656, which coturn
+	// still uses: turnutils_uclient -Z sends ADDITIONAL-ADDRESS-FAMILY as
+	// 0x8032 and reads ADDRESS-ERROR-CODE as 0x8033. Both are accepted;
+	// a client that asked with the draft's gets the draft's answer.
+	attrAdditionalAddressFamilyDraft stun.AttrType = 0x8032
+	attrAddressErrorCodeDraft        stun.AttrType = 0x8033
 )
+
+// additionalFamily returns the value of ADDITIONAL-ADDRESS-FAMILY in m,
+// under RFC 8656's code point or the drafts', and whether it is there.
+func additionalFamily(m *stun.Message) ([]byte, bool) {
+	if v, err := m.Get(attrAdditionalAddressFamily); err == nil {
+		return v, true
+	}
+	if v, err := m.Get(attrAdditionalAddressFamilyDraft); err == nil {
+		return v, true
+	}
+	return nil, false
+}
 
 // addressFamilies reads REQUESTED-ADDRESS-FAMILY and
 // ADDITIONAL-ADDRESS-FAMILY (RFC 8656 §7.2 steps 4-7) into rr, and reports
@@ -25,9 +43,9 @@ const (
 // to IPv6 when it has no IPv4 relay address.
 func (q *req) addressFamilies(rr *RelayRequest) (bool, []byte) {
 	rv, rerr := q.m.Get(stun.AttrRequestedAddressFamily)
-	av, aerr := q.m.Get(attrAdditionalAddressFamily)
+	av, additional := additionalFamily(q.m)
 	switch {
-	case rerr == nil && aerr == nil:
+	case rerr == nil && additional:
 		return false, q.fail(stun.CodeBadRequest, nil)
 	case rerr == nil:
 		switch {
@@ -39,7 +57,7 @@ func (q *req) addressFamilies(rr *RelayRequest) (bool, []byte) {
 			return false, q.fail(stun.CodeAddrFamilyNotSupported, nil)
 		}
 		return false, nil
-	case aerr == nil:
+	case additional:
 		switch {
 		case len(av) < 1 || av[0] == familyIPv4:
 			return false, q.fail(stun.CodeBadRequest, nil)
@@ -53,14 +71,20 @@ func (q *req) addressFamilies(rr *RelayRequest) (bool, []byte) {
 }
 
 // addressErrorCode encodes ADDRESS-ERROR-CODE (RFC 8656 §18.12): the
-// family, a reserved byte, the error class and number, no reason phrase.
+// family, a reserved byte, the error class and number, no reason phrase;
+// under the drafts' code point when draft is set.
 type addressErrorCode struct {
 	family byte
 	code   stun.ErrorCode
+	draft  bool
 }
 
 // AddTo implements stun.Setter.
 func (c addressErrorCode) AddTo(m *stun.Message) error {
-	m.Add(attrAddressErrorCode, []byte{c.family, 0, byte(c.code / 100), byte(c.code % 100)})
+	t := attrAddressErrorCode
+	if c.draft {
+		t = attrAddressErrorCodeDraft
+	}
+	m.Add(t, []byte{c.family, 0, byte(c.code / 100), byte(c.code % 100)})
 	return nil
 }

@@ -11,7 +11,7 @@ func requestedFamily(f byte) stun.Setter {
 	return stun.RawAttribute{Type: stun.AttrRequestedAddressFamily, Value: []byte{f, 0, 0, 0}}
 }
 
-func additionalFamily(f byte) stun.Setter {
+func additionalFamilyAttr(f byte) stun.Setter {
 	return stun.RawAttribute{Type: attrAdditionalAddressFamily, Value: []byte{f, 0, 0, 0}}
 }
 
@@ -53,14 +53,15 @@ func TestAllocateAddressFamilies(t *testing.T) {
 		{"requested IPv6, none", []stun.Setter{requestedFamily(familyIPv6)}, ErrAddressFamily, 440, nil, nil, 0},
 		{"requested unknown family", []stun.Setter{requestedFamily(9)}, nil, 440, nil, nil, 0},
 		{"requested empty", []stun.Setter{stun.RawAttribute{Type: stun.AttrRequestedAddressFamily}}, nil, 400, nil, nil, 0},
-		{"additional IPv6: dual", []stun.Setter{additionalFamily(familyIPv6)}, nil, 0, []netip.Addr{v4, v6}, nil, 0},
-		{"additional IPv6, no IPv6 port", []stun.Setter{additionalFamily(familyIPv6)}, ErrNoCapacity, 0, []netip.Addr{v4}, []byte{familyIPv6, 0, 5, 8}, 0},
-		{"additional IPv6, no IPv6 address", []stun.Setter{additionalFamily(familyIPv6)}, ErrAddressFamily, 440, nil, nil, 1},
-		{"additional IPv4", []stun.Setter{additionalFamily(familyIPv4)}, nil, 400, nil, nil, 0},
-		{"additional unknown family", []stun.Setter{additionalFamily(7)}, nil, 440, nil, nil, 0},
+		{"additional IPv6: dual", []stun.Setter{additionalFamilyAttr(familyIPv6)}, nil, 0, []netip.Addr{v4, v6}, nil, 0},
+		{"additional IPv6 (draft code point, coturn): dual", []stun.Setter{stun.RawAttribute{Type: attrAdditionalAddressFamilyDraft, Value: []byte{familyIPv6, 0, 0, 0}}}, nil, 0, []netip.Addr{v4, v6}, nil, 0},
+		{"additional IPv6, no IPv6 port", []stun.Setter{additionalFamilyAttr(familyIPv6)}, ErrNoCapacity, 0, []netip.Addr{v4}, []byte{familyIPv6, 0, 5, 8}, 0},
+		{"additional IPv6, no IPv6 address", []stun.Setter{additionalFamilyAttr(familyIPv6)}, ErrAddressFamily, 440, nil, nil, 1},
+		{"additional IPv4", []stun.Setter{additionalFamilyAttr(familyIPv4)}, nil, 400, nil, nil, 0},
+		{"additional unknown family", []stun.Setter{additionalFamilyAttr(7)}, nil, 440, nil, nil, 0},
 		{"additional empty", []stun.Setter{stun.RawAttribute{Type: attrAdditionalAddressFamily}}, nil, 400, nil, nil, 0},
-		{"requested and additional", []stun.Setter{requestedFamily(familyIPv4), additionalFamily(familyIPv6)}, nil, 400, nil, nil, 0},
-		{"additional with token", []stun.Setter{additionalFamily(familyIPv6), token}, nil, 400, nil, nil, 0},
+		{"requested and additional", []stun.Setter{requestedFamily(familyIPv4), additionalFamilyAttr(familyIPv6)}, nil, 400, nil, nil, 0},
+		{"additional with token", []stun.Setter{additionalFamilyAttr(familyIPv6), token}, nil, 400, nil, nil, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -83,6 +84,9 @@ func TestAllocateAddressFamilies(t *testing.T) {
 				}
 			}
 			v, err := m.Get(attrAddressErrorCode)
+			if _, e := m.Get(attrAddressErrorCodeDraft); e == nil {
+				t.Error("ADDRESS-ERROR-CODE under the draft code point for an RFC 8656 request")
+			}
 			if (err == nil) != (tc.addrErr != nil) || string(v) != string(tc.addrErr) {
 				t.Errorf("ADDRESS-ERROR-CODE %x, want %x", v, tc.addrErr)
 			}
@@ -111,7 +115,7 @@ func TestAllocateAddressFamilies(t *testing.T) {
 func TestDualAllocationRelays(t *testing.T) {
 	f := newFixture(t, func(c *Config) { c.Settings.AllocationsPerIP = 1 })
 	c := f.client("user", "pass")
-	if m := c.do(stun.MethodAllocate, transportUDP(), additionalFamily(familyIPv6)); code(m) != 0 {
+	if m := c.do(stun.MethodAllocate, transportUDP(), additionalFamilyAttr(familyIPv6)); code(m) != 0 {
 		t.Fatalf("allocate: %d", code(m))
 	}
 	a := f.e.Lookup(clientTuple)

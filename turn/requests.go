@@ -336,7 +336,7 @@ func (q *req) allocate() []byte {
 	rr := RelayRequest{Client: q.ft, Username: q.usr, DontFragment: q.m.Contains(stun.AttrDontFragment)}
 	if v, err := q.m.Get(stun.AttrReservationToken); err == nil {
 		if len(v) != 8 || q.m.Contains(stun.AttrEvenPort) || q.m.Contains(stun.AttrRequestedAddressFamily) ||
-			q.m.Contains(attrAdditionalAddressFamily) {
+			q.m.Contains(attrAdditionalAddressFamily) || q.m.Contains(attrAdditionalAddressFamilyDraft) {
 			return q.fail(stun.CodeBadRequest, nil)
 		}
 		rr.Token = binary.BigEndian.Uint64(v)
@@ -459,7 +459,10 @@ func (q *req) allocated(a *Allocation) []byte {
 		}
 	}
 	if a.extraErr != 0 {
-		attrs = append(attrs, addressErrorCode{family: familyIPv6, code: a.extraErr})
+		// Retransmissions carry the same attributes, so the code point
+		// the client used is read from the request.
+		draft := q.m.Contains(attrAdditionalAddressFamilyDraft) && !q.m.Contains(attrAdditionalAddressFamily)
+		attrs = append(attrs, addressErrorCode{family: familyIPv6, code: a.extraErr, draft: draft})
 	}
 	attrs = append(attrs, lifetimeAttr(lt))
 	if a.token != 0 {
