@@ -204,3 +204,75 @@ func TestDualStackListener(t *testing.T) {
 		})
 	}
 }
+
+// TestDualStackStreamListeners: TURN-TCP, TURN-TLS and TURN-DTLS listeners
+// on the wildcard address serve IPv4 and IPv6 clients too (package net
+// listens on both families for a wildcard "tcp" or "udp" address), and a
+// client of either family gets a dual allocation that relays to peers of
+// both.
+func TestDualStackStreamListeners(t *testing.T) {
+	peer4 := startEchoPeer(t, "127.0.0.1").addr().AddrPort()
+	peer6 := startEchoPeer(t, "::1").addr().AddrPort()
+	cert, key := writeTestCert(t, t.TempDir(), "localhost")
+	cfg := dualConfig(t, "0.0.0.0", 29880, 29899)
+	protos := map[string]turnclient.Proto{"TURN-TCP": turnclient.TCP, "TURN-TLS": turnclient.TLS, "TURN-DTLS": turnclient.DTLS}
+	for _, p := range []string{"TURN-TCP", "TURN-TLS", "TURN-DTLS"} {
+		network := "tcp"
+		if p == "TURN-DTLS" {
+			network = "udp"
+		}
+		l := config.Listener{Name: p, Protocol: p, Address: "0.0.0.0", Port: freePort(t, network), Routes: []string{"local"}}
+		if p != "TURN-TCP" {
+			l.Cert, l.Key = cert, key
+		}
+		cfg.Listeners = append(cfg.Listeners, l)
+	}
+	startWith(t, cfg)
+	for _, l := range cfg.Listeners[1:] {
+		for _, ip := range []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.IPv6Loopback()} {
+			name := l.Protocol + " from " + ip.String()
+			tr, err := turnclient.Dial(protos[l.Protocol], netip.AddrPortFrom(ip, 0), netip.AddrPortFrom(ip, uint16(l.Port)), 2*time.Second)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			c := turnclient.NewOver(tr, turnclient.Credentials{Username: "user", Password: "pass"})
+			c.Timeout = 100 * time.Millisecond
+			relays, err := c.AllocateWith(0, turnclient.AdditionalFamilyIPv6())
+			if err != nil || len(relays) != 2 {
+				t.Fatalf("%s: dual allocation: %v %v", name, relays, err)
+			}
+			for _, peer := range []netip.AddrPort{peer4, peer6} {
+				if err := c.CreatePermission(peer); err != nil {
+					t.Fatalf("%s: permission for %v: %v", name, peer, err)
+				}
+				if err := relayOver(tr, peer, name+" to "+peer.String()); err != nil {
+					t.Errorf("%s: %v", name, err)
+				}
+			}
+			tr.Close()
+		}
+	}
+}
+
+// relayOver is relayVia over any client transport.
+func relayOver(tr turnclient.Transport, peer netip.AddrPort, payload string) error {
+	frame, _, err := turnclient.SendIndication(peer, []byte(payload))
+	if err != nil {
+		return err
+	}
+	if err := tr.WriteMsg(frame); err != nil {
+		return err
+	}
+	buf := make([]byte, 1500)
+	_ = tr.SetReadDeadline(time.Now().Add(2 * time.Second))
+	defer tr.SetReadDeadline(time.Time{})
+	for {
+		n, err := tr.ReadMsg(buf)
+		if err != nil {
+			return fmt.Errorf("no echo of %q from %v: %w", payload, peer, err)
+		}
+		if p, ok := turnclient.Payload(buf[:n]); ok && string(p) == payload {
+			return nil
+		}
+	}
+}
