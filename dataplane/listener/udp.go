@@ -20,7 +20,9 @@ type udpListener struct {
 	// addr6 is the server address of IPv6 clients' 5-tuples: addr, or for
 	// a wildcard listener, which serves both families, [::] at addr's port
 	// (addr itself is then 0.0.0.0 for IPv4 clients).
-	addr6     netip.AddrPort
+	addr6 netip.AddrPort
+	// bound is the address as configured, for LocalAddr.
+	bound     netip.AddrPort
 	env       Env
 	socks     []*udpSocket
 	allowlist atomic.Pointer[allowlist.List]
@@ -72,7 +74,7 @@ func (l *udpListener) WriteToClient([]byte) {}
 func (l *udpListener) Spec() config.Listener           { return *l.cfg.Load() }
 func (l *udpListener) SetSpec(lc config.Listener)      { l.cfg.Store(&lc) }
 func (l *udpListener) SetAllowlist(al *allowlist.List) { l.allowlist.Store(al) }
-func (l *udpListener) LocalAddr() string               { return l.addr.String() }
+func (l *udpListener) LocalAddr() string               { return l.bound.String() }
 func (l *udpListener) KeyPair() (cert, key []byte)     { return nil, nil }
 func (l *udpListener) SetConnLimits(ConnLimits)        {}
 func (l *udpListener) ConnStats() (ConnStats, bool) {
@@ -100,7 +102,7 @@ func startUDP(env Env, lc config.Listener, al *allowlist.List) (*udpListener, er
 	}
 	ip = ip.Unmap()
 	l := &udpListener{addr: netip.AddrPortFrom(ip, uint16(lc.Port)), env: env}
-	l.addr6 = l.addr
+	l.addr6, l.bound = l.addr, l.addr
 	if ip.IsUnspecified() {
 		l.addr = netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(lc.Port))
 		l.addr6 = netip.AddrPortFrom(netip.IPv6Unspecified(), uint16(lc.Port))
