@@ -14,6 +14,9 @@ import (
 	"time"
 
 	stunv2 "github.com/pion/stun/v2"
+	"github.com/pion/transport/v4"
+	"github.com/pion/transport/v4/stdnet"
+	"github.com/pion/turn/v4"
 
 	"github.com/tern-gw/tern/bench/turnclient"
 )
@@ -249,4 +252,56 @@ func TestDualStackUclient(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDualStackPion: the pion/turn client (which sends no address family attribute) from ::1
+// through the dual-stack Gateway learns its own IPv6 address in XOR-MAPPED-ADDRESS, gets the
+// default IPv4 relayed transport address and relays 10 packets to a peer on 127.0.0.1.
+// pion/turn v4's client resolves its server addresses as "udp4" only, so its Net resolves
+// them for both families here; everything else is pion's.
+func TestDualStackPion(t *testing.T) {
+	if targetIsCoturn() {
+		t.Skip("coturn does not read Gateway API manifests")
+	}
+	s := startDualStackGateway(t)
+	peer := startEchoPeer(t, "127.0.0.1:0")
+	conn, err := net.ListenPacket("udp6", "[::1]:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	server := net.JoinHostPort("::1", strconv.Itoa(s.addr.Port))
+	std, err := stdnet.NewNet()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := turn.NewClient(&turn.ClientConfig{STUNServerAddr: server, TURNServerAddr: server,
+		Username: testUser, Password: testPassword, Realm: testRealm, Conn: conn, Net: anyFamilyNet{std}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	mapped, err := c.SendBindingRequest()
+	if err != nil || mapped.String() != conn.LocalAddr().String() {
+		t.Errorf("XOR-MAPPED-ADDRESS %v (%v), want %v", mapped, err, conn.LocalAddr())
+	}
+	relay, err := c.Allocate()
+	if err != nil {
+		t.Fatalf("Allocate: %v", err)
+	}
+	defer relay.Close()
+	if ip := relay.LocalAddr().(*net.UDPAddr).IP; !ip.Equal(net.IPv4(127, 0, 0, 1)) {
+		t.Errorf("relayed transport address %v, want one on 127.0.0.1", relay.LocalAddr())
+	}
+	roundTrips(t, relay, peer.addr, 10)
+}
+
+// anyFamilyNet resolves UDP addresses of either family where pion/turn asks for "udp4".
+type anyFamilyNet struct{ transport.Net }
+
+func (n anyFamilyNet) ResolveUDPAddr(_, address string) (*net.UDPAddr, error) {
+	return n.Net.ResolveUDPAddr("udp", address)
 }
