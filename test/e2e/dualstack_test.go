@@ -18,7 +18,13 @@ import (
 	"github.com/pion/transport/v4/stdnet"
 	"github.com/pion/turn/v4"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/tern-gw/tern/bench/turnclient"
+	"github.com/tern-gw/tern/internal/testenv"
+	"github.com/tern-gw/tern/operator/controller"
 )
 
 // dualStackManifests are Gateway API manifests for `ternd -f`: a TURN-UDP Gateway whose
@@ -304,4 +310,114 @@ type anyFamilyNet struct{ transport.Net }
 
 func (n anyFamilyNet) ResolveUDPAddr(_, address string) (*net.UDPAddr, error) {
 	return n.Net.ResolveUDPAddr("udp", address)
+}
+
+// operatorDualStackManifests is a Gateway the tern-gw.io/ip-family-policy annotation makes
+// dual-stack, whose route reaches both loopbacks.
+const operatorDualStackManifests = `apiVersion: v1
+kind: Namespace
+metadata: {name: e2e-ds}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: e2e-ds-class}
+spec:
+  controllerName: stunner.l7mp.io/gateway-operator
+  parametersRef: {group: stunner.l7mp.io, kind: GatewayConfig, name: e2e-ds-config, namespace: e2e-ds}
+---
+apiVersion: stunner.l7mp.io/v1
+kind: GatewayConfig
+metadata: {name: e2e-ds-config, namespace: e2e-ds}
+spec: {dataplane: e2e-ds-dataplane, realm: stunner.l7mp.io, authType: static, username: user, password: pass}
+---
+apiVersion: stunner.l7mp.io/v1
+kind: Dataplane
+metadata: {name: e2e-ds-dataplane}
+spec: {image: ternd:e2e, disableHealthCheck: true}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata:
+  name: gw
+  namespace: e2e-ds
+  annotations: {tern-gw.io/ip-family-policy: PreferDualStack}
+spec:
+  gatewayClassName: e2e-ds-class
+  listeners: [{name: udp, port: %d, protocol: TURN-UDP}]
+---
+apiVersion: stunner.l7mp.io/v1
+kind: StaticService
+metadata: {name: peers, namespace: e2e-ds}
+spec: {prefixes: [127.0.0.1/32, "::1/128"]}
+---
+apiVersion: stunner.l7mp.io/v1
+kind: UDPRoute
+metadata: {name: media, namespace: e2e-ds}
+spec:
+  parentRefs: [{name: gw}]
+  rules: [{backendRefs: [{group: stunner.l7mp.io, kind: StaticService, name: peers}]}]
+`
+
+// TestOperatorDualStack: tern-operator renders a dual-stack Gateway into a real kube-apiserver,
+// which accepts its Service with ipFamilyPolicy PreferDualStack (envtest's cluster is
+// single-stack, which that policy allows) and its Deployment with POD_IPS from status.podIPs;
+// ternd started from the ConfigMap as the pod starts it, with POD_IPS of both loopbacks, gives
+// an IPv6 client on ::1 a dual allocation that relays to peers on 127.0.0.1 and ::1.
+func TestOperatorDualStack(t *testing.T) {
+	if targetIsCoturn() {
+		t.Skip("coturn is not configured by the operator")
+	}
+	cfg := apiServer.Config(t)
+	c, err := client.New(cfg, client.Options{Scheme: controller.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds := &secretVolume{dir: t.TempDir()}
+	startOperator(t, creds.dir)
+	port := listenerPort(t)
+	testenv.Apply(t, c, fmt.Appendf(nil, operatorDualStackManifests, port))
+	cfgPath := mountRendered(t, c, "e2e-ds", "gw", creds)
+
+	var svc corev1.Service
+	var dep appsv1.Deployment
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: "e2e-ds", Name: "gw"}, &svc); err != nil {
+			return err
+		}
+		return c.Get(context.Background(), client.ObjectKey{Namespace: "e2e-ds", Name: "gw"}, &dep)
+	})
+	if p := svc.Spec.IPFamilyPolicy; p == nil || *p != corev1.IPFamilyPolicyPreferDualStack {
+		t.Errorf("Service ipFamilyPolicy %v, want PreferDualStack", p)
+	}
+	podIPs := false
+	for _, e := range dep.Spec.Template.Spec.Containers[0].Env {
+		podIPs = podIPs || e.Name == "POD_IPS" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.podIPs"
+	}
+	if !podIPs {
+		t.Errorf("Deployment env has no POD_IPS from status.podIPs: %v", dep.Spec.Template.Spec.Containers[0].Env)
+	}
+
+	kubeconfig := apiServer.ImpersonatingKubeconfig(t, "system:serviceaccount:e2e-ds:gw")
+	s := &server{addr: &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}}
+	cmd := exec.Command(terndBinary(t), "-c", cfgPath, "--kubeconfig", kubeconfig, "-l", "info")
+	cmd.Env = append(os.Environ(), "TERN_CONFIGMAP=e2e-ds/gw", "POD_IP=127.0.0.1", "POD_IPS=127.0.0.1,::1", "POD_NAMESPACE=e2e-ds")
+	s.start(t, cmd)
+	s.waitBinding(t)
+
+	peer4 := startEchoPeer(t, "127.0.0.1:0").addr.AddrPort()
+	peer6 := startEchoPeer(t, "[::1]:0").addr.AddrPort()
+	tc, conn, server := familyClient(t, s, true)
+	relays, err := tc.AllocateWith(0, turnclient.AdditionalFamilyIPv6())
+	if err != nil || len(relays) != 2 || relays[0].Addr() != netip.MustParseAddr("127.0.0.1") || relays[1].Addr() != netip.IPv6Loopback() {
+		t.Fatalf("dual allocation: %v %v, want one relayed address on 127.0.0.1 and one on ::1", relays, err)
+	}
+	defer func() { _ = tc.Refresh(0) }()
+	for _, peer := range []netip.AddrPort{peer4, peer6} {
+		if err := tc.CreatePermission(peer); err != nil {
+			t.Fatalf("CreatePermission %v: %v", peer, err)
+		}
+		if err := echoThrough(conn, server, peer, 0, "operator dual-stack to "+peer.String()); err != nil {
+			t.Error(err)
+		}
+	}
 }
