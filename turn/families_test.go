@@ -186,3 +186,22 @@ func TestPeerAddressFamilyMismatch(t *testing.T) {
 		})
 	}
 }
+
+// TestAddressErrorCodeDraft: a dual Allocate under the drafts' code point
+// (coturn's 0x8032) that gets no IPv6 port hears why under the drafts'
+// ADDRESS-ERROR-CODE, 0x8033, and not under RFC 8656's.
+func TestAddressErrorCodeDraft(t *testing.T) {
+	f := newFixture(t)
+	f.relays.failV6 = ErrNoCapacity
+	m := f.client("user", "pass").do(stun.MethodAllocate, transportUDP(),
+		stun.RawAttribute{Type: attrAdditionalAddressFamilyDraft, Value: []byte{familyIPv6, 0, 0, 0}})
+	if code(m) != 0 || len(relayedAddrs(t, m)) != 1 {
+		t.Fatalf("code %d, relayed %v", code(m), relayedAddrs(t, m))
+	}
+	if v, err := m.Get(attrAddressErrorCodeDraft); err != nil || string(v) != string([]byte{familyIPv6, 0, 5, 8}) {
+		t.Errorf("ADDRESS-ERROR-CODE (0x8033) %x %v, want 02000508", v, err)
+	}
+	if m.Contains(attrAddressErrorCode) {
+		t.Error("ADDRESS-ERROR-CODE under RFC 8656's code point too")
+	}
+}
