@@ -205,3 +205,39 @@ func TestAddressErrorCodeDraft(t *testing.T) {
 		t.Error("ADDRESS-ERROR-CODE under RFC 8656's code point too")
 	}
 }
+
+// TestDualAllocationRefusedQuota: an ADDITIONAL-ADDRESS-FAMILY Allocate
+// refused with 440 gives back its allocation's quota slot; a port its
+// EVEN-PORT reserved keeps one until claimed or swept, as any reservation.
+func TestDualAllocationRefusedQuota(t *testing.T) {
+	evenR := stun.RawAttribute{Type: stun.AttrEvenPort, Value: []byte{0x80}}
+	for _, tc := range []struct {
+		name  string
+		attrs []stun.Setter
+		held  int // quota slots still held after the 440
+	}{
+		{"plain", nil, 0},
+		{"EVEN-PORT with R", []stun.Setter{evenR}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, func(c *Config) { c.Settings.AllocationsPerIP = 2 })
+			f.relays.failV6 = ErrAddressFamily
+			c := f.client("user", "pass")
+			attrs := append([]stun.Setter{transportUDP(), additionalFamilyAttr(familyIPv6)}, tc.attrs...)
+			if m := c.do(stun.MethodAllocate, attrs...); code(m) != 440 {
+				t.Fatalf("code %d, want 440", code(m))
+			}
+			// 2 - held more allocations fit; the next gets 486.
+			for i := 0; i < 2-tc.held; i++ {
+				c.ft.Client = netip.AddrPortFrom(clientAddr.Addr(), uint16(40000+i))
+				if m := c.do(stun.MethodAllocate, transportUDP()); code(m) != 0 {
+					t.Fatalf("allocation %d after the 440: code %d", i, code(m))
+				}
+			}
+			c.ft.Client = netip.AddrPortFrom(clientAddr.Addr(), 40100)
+			if m := c.do(stun.MethodAllocate, transportUDP()); code(m) != 486 {
+				t.Fatalf("allocation past the quota: code %d, want 486", code(m))
+			}
+		})
+	}
+}

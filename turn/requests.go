@@ -393,6 +393,14 @@ func (q *req) allocate() []byte {
 		}
 		return q.fail(stun.CodeInsufficientCapacity, nil)
 	}
+	if slots == 2 {
+		if token != 0 {
+			e.addReservation(token, q.usr, clientIP, q.now)
+		} else {
+			e.releaseQuota(q.usr, clientIP, 1)
+		}
+		slots = 1
+	}
 	var extra Relay
 	var extraErr stun.ErrorCode
 	if additional {
@@ -402,21 +410,15 @@ func (q *req) allocate() []byte {
 		extra, _, err = e.relays.Allocate(a, RelayRequest{Client: q.ft, Username: q.usr, IPv6: true, DontFragment: rr.DontFragment})
 		switch {
 		case errors.Is(err, ErrAddressFamily):
-			// No IPv6 relay address: the request is refused whole.
+			// No IPv6 relay address: the request is refused whole. A
+			// port EVEN-PORT reserved stays reserved, holding its quota
+			// slot, until claimed or swept.
 			_ = relay.Close()
-			e.releaseQuota(q.usr, clientIP, slots)
+			e.releaseQuota(q.usr, clientIP, 1)
 			return q.fail(stun.CodeAddrFamilyNotSupported, nil)
 		case err != nil:
 			extraErr = stun.CodeInsufficientCapacity
 		}
-	}
-	if slots == 2 {
-		if token != 0 {
-			e.addReservation(token, q.usr, clientIP, q.now)
-		} else {
-			e.releaseQuota(q.usr, clientIP, 1)
-		}
-		slots = 1
 	}
 	a.setRelays(relay, extra)
 	a.token = token
