@@ -20,9 +20,10 @@ const AnnotationIPFamilyPolicy = "tern-gw.io/ip-family-policy"
 // ipFamilyPolicy returns the ipFamilyPolicy gw's Service gets, nil when
 // nothing asks for one (the cluster's default, single-stack), and the
 // annotation value it could not read ("" when none). The annotation wins;
-// without it, an IPv6 address among spec.addresses asks for
-// PreferDualStack, which a single-stack cluster serves with its one family.
-func ipFamilyPolicy(gw *gwapiv1.Gateway, ann map[string]string) (*corev1.IPFamilyPolicy, string) {
+// without it, an IPv6 address among spec.addresses, or a dual-stack
+// cluster (dualStackCluster), asks for PreferDualStack, which a
+// single-stack cluster serves with its one family.
+func (r *renderer) ipFamilyPolicy(gw *gwapiv1.Gateway, ann map[string]string) (*corev1.IPFamilyPolicy, string) {
 	if v, ok := ann[AnnotationIPFamilyPolicy]; ok {
 		for _, p := range []corev1.IPFamilyPolicy{corev1.IPFamilyPolicySingleStack, corev1.IPFamilyPolicyPreferDualStack, corev1.IPFamilyPolicyRequireDualStack} {
 			if strings.EqualFold(strings.TrimSpace(v), string(p)) {
@@ -31,13 +32,35 @@ func ipFamilyPolicy(gw *gwapiv1.Gateway, ann map[string]string) (*corev1.IPFamil
 		}
 		return nil, v
 	}
+	dual := r.dualStackCluster()
 	for _, a := range hintedAddresses(gw) {
-		if a.Is6() {
-			p := corev1.IPFamilyPolicyPreferDualStack
-			return &p, ""
-		}
+		dual = dual || a.Is6()
+	}
+	if dual {
+		p := corev1.IPFamilyPolicyPreferDualStack
+		return &p, ""
 	}
 	return nil, ""
+}
+
+// dualStackCluster reports whether the input's Nodes show a dual-stack
+// cluster: a Node whose spec.podCIDRs hold a prefix of each family (what
+// kube-controller-manager allocates with dual-stack cluster CIDRs), so its
+// pods get an IP of each.
+func (r *renderer) dualStackCluster() bool {
+	for i := range r.in.Nodes {
+		var has4, has6 bool
+		for _, c := range r.in.Nodes[i].Spec.PodCIDRs {
+			if p, err := netip.ParsePrefix(c); err == nil {
+				has4 = has4 || p.Addr().Is4()
+				has6 = has6 || p.Addr().Is6()
+			}
+		}
+		if has4 && has6 {
+			return true
+		}
+	}
+	return false
 }
 
 // dualStack reports whether policy asks for both families.

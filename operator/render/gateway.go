@@ -111,7 +111,7 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 			}
 			if dp != nil && !res.UnmanagedDataplane {
 				res.Deployment = r.deployment(gw, dp, listeners, res.TLSSecrets, res.Secret)
-				if policy, _ := ipFamilyPolicy(gw, svcAnn); dualStack(policy) {
+				if policy, _ := r.ipFamilyPolicy(gw, svcAnn); dualStack(policy) {
 					withPodIPs(&res.Deployment.Spec.Template.Spec)
 				}
 			}
@@ -282,7 +282,7 @@ func (r *renderer) buildConfig(gw *gwapiv1.Gateway, gc *stnrv1.GatewayConfig, au
 			cfg.Relay.NodePublicAddresses = r.nodePublicAddresses()
 		}
 	}
-	if policy, _ := ipFamilyPolicy(gw, serviceAnnotations(gw, gc)); dualStack(policy) {
+	if policy, _ := r.ipFamilyPolicy(gw, serviceAnnotations(gw, gc)); dualStack(policy) {
 		dualStackRelay(&cfg.Relay, gw, r.opts.Standalone, dp != nil && dp.Spec.HostNetwork)
 	}
 	if gc.Spec.MinPort != nil {

@@ -108,7 +108,7 @@ func (r *renderer) service(gw *gwapiv1.Gateway, ann map[string]string, listeners
 		r.healthCheckPort(gw, svc, ann)
 	}
 
-	policy, bad := ipFamilyPolicy(gw, ann)
+	policy, bad := r.ipFamilyPolicy(gw, ann)
 	if bad != "" {
 		r.problems.warnf(gatewayRef(gw), annotationField(AnnotationIPFamilyPolicy),
 			"want SingleStack, PreferDualStack or RequireDualStack, got %q; ignored", bad)
