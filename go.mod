@@ -15,6 +15,7 @@ require (
 	github.com/pion/logging v0.2.4
 	github.com/pion/stun/v2 v2.0.0
 	github.com/pion/stun/v3 v3.0.1
+	github.com/pion/transport/v4 v4.0.1
 	github.com/pion/turn/v4 v4.1.4
 	github.com/prometheus/client_golang v1.24.0
 	github.com/prometheus/client_model v0.6.2
@@ -119,7 +120,6 @@ require (
 	github.com/pion/randutil v0.1.0 // indirect
 	github.com/pion/transport/v2 v2.2.4 // indirect
 	github.com/pion/transport/v3 v3.0.8 // indirect
-	github.com/pion/transport/v4 v4.0.1 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
 	github.com/rivo/uniseg v0.4.7 // indirect

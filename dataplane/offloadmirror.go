@@ -87,8 +87,8 @@ func offloadMode(cfg *config.Config, flag string) (string, error) {
 }
 
 // udpListenerAddrs returns the TURN-UDP listeners of cfg by address. A
-// listener bound to a wildcard is taken at the relay's bind address of its
-// family (wildcardAddr): the pod's IP, which is where its clients'
+// listener bound to a wildcard is taken at the relay's bind address of
+// each family (wildcardAddr): the pod's IPs, which is where its clients'
 // datagrams arrive in a Kubernetes pod.
 func udpListenerAddrs(cfg *config.Config, relay config.Relay) map[netip.AddrPort]string {
 	m := map[netip.AddrPort]string{}
@@ -97,9 +97,18 @@ func udpListenerAddrs(cfg *config.Config, relay config.Relay) map[netip.AddrPort
 		if l.Protocol != config.ProtoTURNUDP || err != nil {
 			continue
 		}
-		a := wildcardAddr(netip.AddrPortFrom(ip.Unmap(), uint16(l.Port)), relay)
-		if !a.Addr().IsUnspecified() {
-			m[a] = l.Name
+		at := []netip.AddrPort{netip.AddrPortFrom(ip.Unmap(), uint16(l.Port))}
+		if ip.IsUnspecified() {
+			// A wildcard TURN-UDP listener serves both families
+			// (listener.openUDPSocket): it is taken at the relay
+			// address of each.
+			at = []netip.AddrPort{netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(l.Port)),
+				netip.AddrPortFrom(netip.IPv6Unspecified(), uint16(l.Port))}
+		}
+		for _, a := range at {
+			if a = wildcardAddr(a, relay); !a.Addr().IsUnspecified() {
+				m[a] = l.Name
+			}
 		}
 	}
 	return m
@@ -221,7 +230,15 @@ func (m *offloadMirror) PathUp(ev turn.PathEvent) {
 		Channel:  ev.Channel,
 		Expires:  time.Unix(0, ev.Expires),
 	}
-	m.install(mp, m.listeners[listener], ev.Cluster)
+	name := m.listeners[listener]
+	if ev.FiveTuple.Client.Addr().Unmap().Is4() != ev.Peer.Addr().Unmap().Is4() {
+		// A dual allocation's path between families (an IPv6 client
+		// relaying to an IPv4 peer, or the reverse): the programs rewrite
+		// headers in place and cannot change the IP version, so the
+		// socket path carries it.
+		name = ""
+	}
+	m.install(mp, name, ev.Cluster)
 }
 
 // install puts mp into the kernel under the slot of (listener, cluster),

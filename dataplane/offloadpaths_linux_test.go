@@ -374,8 +374,10 @@ func TestOffloadReopen(t *testing.T) {
 }
 
 // TestOffloadPutFailure: a path the kernel cannot take (here its client
-// is IPv4 and the rest IPv6, which no program relays) is counted and left
-// to the socket path, and its PathDown is no error.
+// and peer are IPv4 and its listener and relay IPv6, which no program
+// relays) is counted and left to the socket path, and its PathDown is no
+// error. (A dual allocation's path from a client of one family to a peer
+// of the other is not tried at all: TestOffloadSkipsCrossFamilyPaths.)
 func TestOffloadPutFailure(t *testing.T) {
 	if inFreshNetns(t) {
 		return
@@ -384,7 +386,7 @@ func TestOffloadPutFailure(t *testing.T) {
 	r := newPathRig(t)
 	ev := turn.PathEvent{
 		FiveTuple: turn.FiveTuple{Client: netip.MustParseAddrPort("127.0.0.1:5000"), Server: netip.MustParseAddrPort("[::1]:3478"), Proto: turn.ProtoUDP},
-		Relay:     netip.MustParseAddrPort("[::1]:6000"), Peer: netip.MustParseAddrPort("[::1]:7000"),
+		Relay:     netip.MustParseAddrPort("[::1]:6000"), Peer: netip.MustParseAddrPort("127.0.0.1:7000"),
 		Channel: 0x4001, Expires: time.Now().Add(time.Minute).UnixNano(), Cluster: 1,
 	}
 	r.mirror.mu.Lock()
@@ -393,6 +395,34 @@ func TestOffloadPutFailure(t *testing.T) {
 	r.mirror.PathUp(ev)
 	if n, fails, _ := r.mirror.status(); n != 0 || fails != 1 {
 		t.Errorf("installed %d, put errors %d; want 0 and 1", n, fails)
+	}
+	r.mirror.PathDown(ev)
+	if len(r.mirror.paths) != 0 {
+		t.Errorf("path kept after PathDown")
+	}
+}
+
+// TestOffloadSkipsCrossFamilyPaths: a dual allocation's path from an
+// IPv6 client through an IPv4 relay (or the reverse) stays on the socket
+// path without a Put: the programs rewrite headers in place and cannot
+// change the IP version. It is neither installed nor counted as a failure.
+func TestOffloadSkipsCrossFamilyPaths(t *testing.T) {
+	if inFreshNetns(t) {
+		return
+	}
+	requireOffloadRoot(t)
+	r := newPathRig(t)
+	ev := turn.PathEvent{
+		FiveTuple: turn.FiveTuple{Client: netip.MustParseAddrPort("[::1]:5000"), Server: netip.MustParseAddrPort("[::1]:3478"), Proto: turn.ProtoUDP},
+		Relay:     netip.MustParseAddrPort("127.0.0.1:6000"), Peer: netip.MustParseAddrPort("127.0.0.1:7000"),
+		Channel: 0x4001, Expires: time.Now().Add(time.Minute).UnixNano(), Cluster: 1,
+	}
+	r.mirror.mu.Lock()
+	r.mirror.listeners[ev.FiveTuple.Server] = "udp6"
+	r.mirror.mu.Unlock()
+	r.mirror.PathUp(ev)
+	if n, fails, _ := r.mirror.status(); n != 0 || fails != 0 {
+		t.Errorf("installed %d, put errors %d; want 0 and 0", n, fails)
 	}
 	r.mirror.PathDown(ev)
 	if len(r.mirror.paths) != 0 {

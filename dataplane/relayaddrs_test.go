@@ -83,6 +83,40 @@ func TestRelayAddressFamily(t *testing.T) {
 	}
 }
 
+// TestRelayDefaultFamily: a request that names no family gets IPv4 when
+// the pool has an IPv4 relay address and IPv6 when it has only IPv6 ones;
+// one that asks for IPv4 by name gets 440 from an IPv6-only pool.
+func TestRelayDefaultFamily(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		relay string
+		extra []config.RelayAddress
+		req   turn.RelayRequest
+		want  netip.Addr
+		err   error
+	}{
+		{"dual, default", "127.0.0.1", []config.RelayAddress{{Address: "::1"}}, turn.RelayRequest{Default: true}, netip.MustParseAddr("127.0.0.1"), nil},
+		{"IPv6 only, default", "::1", nil, turn.RelayRequest{Default: true}, netip.IPv6Loopback(), nil},
+		{"IPv6 only, IPv4 asked", "::1", nil, turn.RelayRequest{}, netip.Addr{}, turn.ErrAddressFamily},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t, 29910, 29919)
+			cfg.Relay.Address, cfg.Relay.ExtraAddresses = tc.relay, tc.extra
+			srv := startWith(t, cfg)
+			r, _, err := srv.relays.Allocate(&turn.Allocation{Transport: streamClient{}}, tc.req)
+			if err != tc.err {
+				t.Fatalf("relay: %v, want %v", err, tc.err)
+			}
+			if err == nil {
+				defer r.Close()
+				if r.Addr().Addr() != tc.want {
+					t.Errorf("relay on %v, want %v", r.Addr(), tc.want)
+				}
+			}
+		})
+	}
+}
+
 // TestRelayAddressAdded: adding a relay address live restarts the
 // listeners (a relay change, per the seed's rules) and the new address then
 // serves allocations next to the old one.

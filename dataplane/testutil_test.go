@@ -9,8 +9,8 @@ import (
 	"github.com/tern-gw/tern/internal/selfsigned"
 )
 
-// echoPeer is a UDP peer on 127.0.0.1 that echoes every datagram and
-// counts them.
+// echoPeer is a UDP peer on a loopback address (127.0.0.1, ::1, ...) that
+// echoes every datagram and counts them.
 type echoPeer struct {
 	conn *net.UDPConn
 	got  atomic.Int64
@@ -18,7 +18,11 @@ type echoPeer struct {
 
 func startEchoPeer(t *testing.T, ip string) *echoPeer {
 	t.Helper()
-	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.ParseIP(ip)})
+	network := "udp4"
+	if net.ParseIP(ip).To4() == nil {
+		network = "udp6"
+	}
+	c, err := net.ListenUDP(network, &net.UDPAddr{IP: net.ParseIP(ip)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,8 @@ package turn
 
 import (
 	"net/netip"
+
+	"github.com/pion/stun/v2"
 	"sync"
 	"sync/atomic"
 )
@@ -78,7 +80,7 @@ type Relay interface {
 	Close() error
 	// Socket is the relay socket's descriptor. The engine never uses it:
 	// it is there so that the dataplane's listeners send a Forward result's
-	// payload from Result.Alloc.Relay() without a type assertion.
+	// payload from Result.Alloc.RelayFor(peer) without a type assertion.
 	Socket() int
 }
 
@@ -126,7 +128,12 @@ type Allocation struct {
 	// must carry the same one (441 otherwise).
 	Username string
 
+	// relay is the first relayed transport address (the family the
+	// client asked for, or the default); relays holds it and, for an
+	// allocation made with ADDITIONAL-ADDRESS-FAMILY, the IPv6 one, by
+	// family (relays[0] IPv4, relays[1] IPv6; nil for a family it lacks).
 	relay   Relay
+	relays  [2]Relay
 	key     tupleKey     // FiveTuple packed for the table; set by table.insert
 	expires atomic.Int64 // unix ns
 	deleted atomic.Bool
@@ -144,13 +151,54 @@ type Allocation struct {
 	obs      PathObserver
 	lastTxID [12]byte // Allocate transaction that created it, for retransmissions
 	token    uint64   // RESERVATION-TOKEN that Allocate returned, 0 if none
+	// extraErr is the ADDRESS-ERROR-CODE of a dual allocation whose IPv6
+	// relay could not be opened (RFC 8656 §7.2), 0 otherwise.
+	extraErr stun.ErrorCode
 }
 
-// Relay returns the allocation's relay socket.
+// Relay returns the allocation's first relay socket: the one of the
+// family the client asked for (RFC 8656 §7.2), or the default.
 func (a *Allocation) Relay() Relay { return a.relay }
 
-// RelayAddr returns the relayed transport address.
+// RelayFor returns the relay socket that reaches peer: the allocation's
+// relayed transport address of the peer's family (an IPv4-mapped IPv6
+// address counts as IPv4), or nil when the allocation has none of that
+// family. A dual allocation (ADDITIONAL-ADDRESS-FAMILY, RFC 8656 §7.2) has
+// one of each. It allocates nothing: listeners call it per relayed packet.
+func (a *Allocation) RelayFor(peer netip.Addr) Relay { return a.relays[familyIndex(peer)] }
+
+// Relays returns the allocation's relay sockets: the first, then the
+// additional one of a dual allocation, if any.
+func (a *Allocation) Relays() []Relay {
+	out := []Relay{a.relay}
+	for _, r := range a.relays {
+		if r != nil && r != a.relay {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// RelayAddr returns the first relayed transport address.
 func (a *Allocation) RelayAddr() netip.AddrPort { return a.relay.Addr() }
+
+// familyIndex is 0 for an IPv4 (or IPv4-mapped) address, 1 for IPv6.
+func familyIndex(ip netip.Addr) int {
+	if ip.Is4() || ip.Is4In6() {
+		return 0
+	}
+	return 1
+}
+
+// setRelays records the allocation's relay sockets: first, and extra (nil
+// unless the allocation is dual), filed by the family of their addresses.
+func (a *Allocation) setRelays(first, extra Relay) {
+	a.relay = first
+	a.relays[familyIndex(first.Addr().Addr())] = first
+	if extra != nil {
+		a.relays[familyIndex(extra.Addr().Addr())] = extra
+	}
+}
 
 // Expires returns the allocation's expiry as unix nanoseconds.
 func (a *Allocation) Expires() int64 { return a.expires.Load() }

@@ -43,8 +43,15 @@ var (
 type RelayRequest struct {
 	// Client is the allocation's 5-tuple.
 	Client FiveTuple
-	// IPv6 asks for an IPv6 relayed address (REQUESTED-ADDRESS-FAMILY).
+	// IPv6 asks for an IPv6 relayed address (REQUESTED-ADDRESS-FAMILY, or
+	// the second relay of an ADDITIONAL-ADDRESS-FAMILY allocation).
 	IPv6 bool
+	// Default says the client named no family: an IPv4 relayed address,
+	// or an IPv6 one when the allocator has no IPv4 relay address (where
+	// RFC 8656 §7.2 would answer 440, which would leave an IPv6-only
+	// cluster unusable by clients that never send
+	// REQUESTED-ADDRESS-FAMILY).
+	Default bool
 	// EvenPort asks for an even port (EVEN-PORT); ReservePair also reserves
 	// the next port for a later Allocate that presents the returned token.
 	EvenPort    bool
@@ -226,7 +233,7 @@ const (
 	// Reply: send Result.Reply to the client on the transport it came from.
 	Reply
 	// Forward: send Result.Payload from the allocation's relay socket
-	// (Result.Alloc.Relay()) to Result.Peer.
+	// of Result.Peer's family (Result.Alloc.RelayFor) to Result.Peer.
 	Forward
 )
 

@@ -55,6 +55,11 @@ func clientSeeds(t testing.TB) []clientSeed {
 		{seedMsg(t, 7, req(stun.MethodAllocate), transportUDP()), false}, // the 401 path
 		{unhex(t, rfc5769Request), false},
 		{unhex(t, rfc5769LongTerm), false},
+		// Address families (RFC 8656 §7.2): a dual allocation, and the
+		// drafts' ADDITIONAL-ADDRESS-FAMILY with REQUESTED-ADDRESS-FAMILY (400).
+		{seedMsg(t, 8, req(stun.MethodAllocate), transportUDP(), additionalFamilyAttr(familyIPv6)), true},
+		{seedMsg(t, 9, req(stun.MethodAllocate), transportUDP(), requestedFamily(familyIPv6),
+			stun.RawAttribute{Type: attrAdditionalAddressFamilyDraft, Value: []byte{familyIPv6, 0, 0, 0}}), true},
 	}
 }
 

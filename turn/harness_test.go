@@ -31,6 +31,9 @@ type testRelays struct {
 	reqs   []RelayRequest
 	relays []*testRelay
 	fail   error
+	// failV6 fails only IPv6 requests (ErrAddressFamily: no IPv6 relay
+	// address; ErrNoCapacity: no IPv6 port).
+	failV6 error
 	tokens map[uint64]uint16
 }
 
@@ -40,6 +43,9 @@ func (t *testRelays) Allocate(_ *Allocation, req RelayRequest) (Relay, uint64, e
 	t.reqs = append(t.reqs, req)
 	if t.fail != nil {
 		return nil, 0, t.fail
+	}
+	if req.IPv6 && t.failV6 != nil {
+		return nil, 0, t.failV6
 	}
 	if t.tokens == nil {
 		t.tokens = map[uint64]uint16{}

@@ -124,8 +124,10 @@ func (e *Engine) deleteAllocation(a *Allocation, reason string) {
 	} else {
 		a.deleted.Store(true)
 	}
-	if err := a.relay.Close(); err != nil {
-		e.log.Warn("closing relay socket", "client", a.FiveTuple.String(), "error", err)
+	for _, r := range a.Relays() {
+		if err := r.Close(); err != nil {
+			e.log.Warn("closing relay socket", "client", a.FiveTuple.String(), "error", err)
+		}
 	}
 	e.releaseQuota(a.Username, quotaAddr(a.FiveTuple.Client.Addr()), 1)
 	if e.logs(slog.LevelInfo) {

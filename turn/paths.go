@@ -58,7 +58,7 @@ func (a *Allocation) pathEvent(c *channel) PathEvent {
 	return PathEvent{
 		FiveTuple: a.FiveTuple,
 		Transport: a.Transport,
-		Relay:     a.relay.Addr(),
+		Relay:     a.RelayFor(c.peer.Addr()).Addr(),
 		Peer:      c.peer,
 		Channel:   c.number,
 		Expires:   c.shown,

@@ -200,3 +200,21 @@ func TestDistinctEstimate(t *testing.T) {
 		t.Errorf("estimated %d distinct clients, want about 1000", got)
 	}
 }
+
+// TestQuotaAddr: the key of per-IP quotas and throttles is the IPv4
+// address (an IPv4-mapped IPv6 address counts as its IPv4 address, so a
+// dual-stack socket's mapped sources share their IPv4 bucket), or the
+// IPv6 /64.
+func TestQuotaAddr(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"192.0.2.1", "192.0.2.1"},
+		{"::ffff:192.0.2.1", "192.0.2.1"},
+		{"2001:db8:5:6::1", "2001:db8:5:6::"},
+		{"2001:db8:5:6:ffff:ffff:ffff:ffff", "2001:db8:5:6::"},
+		{"::1", "::"},
+	} {
+		if got := quotaAddr(netip.MustParseAddr(tc.in)); got != netip.MustParseAddr(tc.want) {
+			t.Errorf("quotaAddr(%s) = %v, want %s", tc.in, got, tc.want)
+		}
+	}
+}

@@ -354,7 +354,8 @@ func (q *req) allocate() []byte {
 	}
 	rr := RelayRequest{Client: q.ft, Username: q.usr, DontFragment: q.m.Contains(stun.AttrDontFragment)}
 	if v, err := q.m.Get(stun.AttrReservationToken); err == nil {
-		if len(v) != 8 || q.m.Contains(stun.AttrEvenPort) || q.m.Contains(stun.AttrRequestedAddressFamily) {
+		if len(v) != 8 || q.m.Contains(stun.AttrEvenPort) || q.m.Contains(stun.AttrRequestedAddressFamily) ||
+			q.m.Contains(attrAdditionalAddressFamily) || q.m.Contains(attrAdditionalAddressFamilyDraft) {
 			return q.fail(stun.CodeBadRequest, nil)
 		}
 		rr.Token = binary.BigEndian.Uint64(v)
@@ -368,15 +369,9 @@ func (q *req) allocate() []byte {
 		}
 		rr.EvenPort, rr.ReservePair = true, v[0]&0x80 != 0
 	}
-	if v, err := q.m.Get(stun.AttrRequestedAddressFamily); err == nil {
-		switch {
-		case len(v) < 1:
-			return q.fail(stun.CodeBadRequest, nil)
-		case v[0] == familyIPv6:
-			rr.IPv6 = true
-		case v[0] != familyIPv4:
-			return q.fail(stun.CodeAddrFamilyNotSupported, nil)
-		}
+	additional, resp := q.addressFamilies(&rr)
+	if resp != nil {
+		return resp
 	}
 	clientIP := quotaAddr(q.ft.Client.Addr())
 	slots := 1 // quota slots this request holds: 2 while it reserves a pair
@@ -425,13 +420,35 @@ func (q *req) allocate() []byte {
 		}
 		slots = 1
 	}
-	a.relay = relay
+	var extra Relay
+	var extraErr stun.ErrorCode
+	if additional {
+		// RFC 8656 §7.2: the IPv4 relay is made; the IPv6 one is tried
+		// and, if there is no port for it, the success response says so
+		// in ADDRESS-ERROR-CODE instead of failing the allocation.
+		extra, _, err = e.relays.Allocate(a, RelayRequest{Client: q.ft, Username: q.usr, IPv6: true, DontFragment: rr.DontFragment})
+		switch {
+		case errors.Is(err, ErrAddressFamily):
+			// No IPv6 relay address: the request is refused whole. A
+			// port EVEN-PORT reserved stays reserved, holding its quota
+			// slot, until claimed or swept.
+			_ = relay.Close()
+			e.releaseQuota(q.usr, clientIP, 1)
+			return q.fail(stun.CodeAddrFamilyNotSupported, nil)
+		case err != nil:
+			extraErr = stun.CodeInsufficientCapacity
+		}
+	}
+	a.setRelays(relay, extra)
 	a.token = token
+	a.extraErr = extraErr
 	lt := q.lifetime()
 	a.expires.Store(q.now.Add(lt).UnixNano())
 	if existing := e.allocs.insert(a); existing != nil {
 		// Lost a race with a retransmission handled by another worker.
-		_ = relay.Close()
+		for _, r := range a.Relays() {
+			_ = r.Close()
+		}
 		e.releaseQuota(q.usr, clientIP, 1)
 		if existing.lastTxID == q.m.TransactionID {
 			return q.allocated(existing)
@@ -439,7 +456,11 @@ func (q *req) allocate() []byte {
 		return q.fail(stun.CodeAllocMismatch, nil)
 	}
 	if e.logs(slog.LevelInfo) {
-		e.log.Info("allocation created", "client", q.ft.String(), "relay", relay.Addr().String(),
+		relays := relay.Addr().String()
+		if extra != nil {
+			relays += "," + extra.Addr().String()
+		}
+		e.log.Info("allocation created", "client", q.ft.String(), "relay", relays,
 			"username", q.usr, "lifetime", lt.String())
 	}
 	return q.allocated(a)
@@ -450,7 +471,21 @@ func (q *req) allocate() []byte {
 // kept: the same attributes, with the lifetime that remains.
 func (q *req) allocated(a *Allocation) []byte {
 	lt := max(time.Unix(0, a.expires.Load()).Sub(q.now), 0)
-	attrs := []stun.Setter{xorAttr{stun.AttrXORRelayedAddress, a.relay.Addr()}, lifetimeAttr(lt)}
+	attrs := []stun.Setter{xorAttr{stun.AttrXORRelayedAddress, a.relay.Addr()}}
+	for _, r := range a.relays {
+		// A dual allocation's second relayed transport address (RFC 8656
+		// §7.2): XOR-RELAYED-ADDRESS twice, IPv4 first.
+		if r != nil && r != a.relay {
+			attrs = append(attrs, xorAttr{stun.AttrXORRelayedAddress, r.Addr()})
+		}
+	}
+	if a.extraErr != 0 {
+		// Retransmissions carry the same attributes, so the code point
+		// the client used is read from the request.
+		draft := q.m.Contains(attrAdditionalAddressFamilyDraft) && !q.m.Contains(attrAdditionalAddressFamily)
+		attrs = append(attrs, addressErrorCode{family: familyIPv6, code: a.extraErr, draft: draft})
+	}
+	attrs = append(attrs, lifetimeAttr(lt))
 	if a.token != 0 {
 		v := make([]byte, 8)
 		binary.BigEndian.PutUint64(v, a.token)
@@ -495,9 +530,11 @@ func (q *req) peerAddrs() ([]netip.AddrPort, bool) {
 	return peers, len(peers) > 0
 }
 
-// sameFamily reports whether peer can be reached from a's relayed address.
+// sameFamily reports whether peer can be reached from one of a's relayed
+// transport addresses: otherwise CreatePermission and ChannelBind answer
+// 443 Peer Address Family Mismatch (RFC 8656 §9.2, §11.2).
 func sameFamily(a *Allocation, peer netip.AddrPort) bool {
-	return a.relay.Addr().Addr().Unmap().Is4() == peer.Addr().Unmap().Is4()
+	return a.RelayFor(peer.Addr()) != nil
 }
 
 // createPermission handles CreatePermission (RFC 8656 §9.2): all peers are

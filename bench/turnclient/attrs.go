@@ -33,3 +33,18 @@ func channelNumber(ch uint16) attr {
 }
 
 func data(p []byte) attr { return attr{stun.AttrData, p} }
+
+// RequestedFamily is REQUESTED-ADDRESS-FAMILY (RFC 8656 §18.10): an IPv6
+// relayed transport address when v6, else IPv4.
+func RequestedFamily(v6 bool) stun.Setter {
+	f := byte(1)
+	if v6 {
+		f = 2
+	}
+	return attr{stun.AttrRequestedAddressFamily, []byte{f, 0, 0, 0}}
+}
+
+// AdditionalFamilyIPv6 is ADDITIONAL-ADDRESS-FAMILY (RFC 8656 §18.11,
+// type 0x8000) asking for an IPv6 relayed transport address besides the
+// IPv4 one.
+func AdditionalFamilyIPv6() stun.Setter { return attr{0x8000, []byte{2, 0, 0, 0}} }

@@ -96,6 +96,40 @@ func (c *Client) Allocate(lifetimeSec uint32) (netip.AddrPort, error) {
 	return c.relayed, nil
 }
 
+// AllocateWith is Allocate with extra request attributes (RequestedFamily,
+// AdditionalFamilyIPv6) and returns every XOR-RELAYED-ADDRESS of the
+// response, in order: two for a dual allocation (RFC 8656 §7.2). Relayed
+// becomes the first.
+func (c *Client) AllocateWith(lifetimeSec uint32, attrs ...stun.Setter) ([]netip.AddrPort, error) {
+	extra := append([]stun.Setter{requestedUDP()}, attrs...)
+	if lifetimeSec > 0 {
+		extra = append(extra, lifetime(lifetimeSec))
+	}
+	res, err := c.do(stun.MethodAllocate, extra...)
+	if err != nil {
+		return nil, err
+	}
+	var out []netip.AddrPort
+	for _, a := range res.Attributes {
+		if a.Type != stun.AttrXORRelayedAddress {
+			continue
+		}
+		one := &stun.Message{TransactionID: res.TransactionID}
+		one.Add(stun.AttrXORRelayedAddress, a.Value)
+		var xr stun.XORMappedAddress
+		if err := xr.GetFromAs(one, stun.AttrXORRelayedAddress); err != nil {
+			return nil, fmt.Errorf("allocate: %w", err)
+		}
+		ip, _ := netip.AddrFromSlice(xr.IP)
+		out = append(out, netip.AddrPortFrom(ip.Unmap(), uint16(xr.Port)))
+	}
+	if len(out) == 0 {
+		return nil, errors.New("allocate: no XOR-RELAYED-ADDRESS")
+	}
+	c.relayed = out[0]
+	return out, nil
+}
+
 // Refresh sets the allocation's lifetime; 0 deletes it (RFC 8656 §8).
 func (c *Client) Refresh(lifetimeSec uint32) error {
 	_, err := c.do(stun.MethodRefresh, lifetime(lifetimeSec))

@@ -15,7 +15,8 @@ import (
 
 // gatewayFile renders ternd's config from Gateway API manifests (`ternd -f`),
 // as tern-operator would, in standalone mode: no pod address placeholders,
-// so the relay address follows the config's defaults.
+// so the relay address follows the config's defaults, except for a
+// dual-stack Gateway, whose relay binds its spec.addresses of each family.
 type gatewayFile struct {
 	// gateway is "namespace/name" of the Gateway to serve; "" means the
 	// first Gateway in the file.

@@ -14,6 +14,7 @@ func TestPolicy(t *testing.T) {
 		{Name: "media", Endpoints: []string{"10.0.0.0/24", "10.0.1.5"}, MinPort: 10000, MaxPort: 10010},
 		{Name: "meta", Endpoints: []string{"169.254.169.254"}},
 		{Name: "self", Endpoints: []string{"192.0.2.10/32"}},
+		{Name: "mapped", Endpoints: []string{"::ffff:10.9.0.0/120", "::ffff:10.8.0.1"}},
 	}
 	own := []netip.Addr{netip.MustParseAddr("192.0.2.10")}
 	cases := []struct {
@@ -40,6 +41,16 @@ func TestPolicy(t *testing.T) {
 		{[]string{"media"}, "10.0.1.5:10000", true},
 		{[]string{"media"}, "10.0.1.6:10000", false},
 		{[]string{"local", "media"}, "127.0.0.1:1", true},
+		// IPv4-mapped peers are IPv4 peers, and IPv4-mapped endpoints
+		// IPv4 endpoints.
+		{[]string{"local"}, "[::ffff:127.0.0.1]:9", true},
+		{[]string{"world"}, "[::ffff:127.0.0.1]:9", false},
+		{[]string{"media"}, "[::ffff:10.0.0.7]:10005", true},
+		{[]string{"mapped"}, "10.9.0.200:1", true},
+		{[]string{"mapped"}, "10.9.1.1:1", false},
+		{[]string{"mapped"}, "10.8.0.1:1", true},
+		{[]string{"mapped"}, "[::ffff:10.8.0.1]:1", true},
+		{[]string{"world"}, "[2001:db8::ffff:a08:1]:1", true},
 	}
 	for _, tc := range cases {
 		p, err := New(tc.routes, clusters, own)

@@ -1,6 +1,10 @@
 package config
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
 
 // Address placeholders. A pod's IP is not known when the operator renders
 // a config, so an address field may hold one of these instead; Parse
@@ -13,6 +17,13 @@ const (
 	// PlaceholderNodeIP stands for the node's IP: environment variable
 	// NODE_IP (status.hostIP).
 	PlaceholderNodeIP = "$(NODE_IP)"
+	// PlaceholderPodIPs stands for every IP of the pod, one per family on
+	// a dual-stack cluster: environment variable POD_IPS (status.podIPs,
+	// comma-separated), else POD_IP. It is valid in relay.address only:
+	// the first IP becomes relay.address, the others are put first in
+	// relay.extraAddresses, so the relay has an address of each family
+	// the pod has.
+	PlaceholderPodIPs = "$(POD_IPS)"
 )
 
 // EnvNodeName is the environment variable holding the name of the node
@@ -60,6 +71,11 @@ func (c *Config) expandPlaceholders(getenv func(string) string) error {
 			return err
 		}
 	}
+	if c.Relay.Address == PlaceholderPodIPs {
+		if err := c.Relay.expandPodIPs(getenv); err != nil {
+			return err
+		}
+	}
 	if err := expand("relay.address", &c.Relay.Address); err != nil {
 		return err
 	}
@@ -67,6 +83,33 @@ func (c *Config) expandPlaceholders(getenv func(string) string) error {
 		return err
 	}
 	c.Relay.applyNodePublicAddress(getenv(EnvNodeName))
+	return nil
+}
+
+// expandPodIPs replaces relay.address $(POD_IPS) with the pod's IPs
+// (PlaceholderPodIPs), or returns an error when neither POD_IPS nor POD_IP
+// holds one. Entries of POD_IPS are trimmed; empty ones are skipped.
+func (r *Relay) expandPodIPs(getenv func(string) string) error {
+	var ips []string
+	for _, ip := range strings.Split(getenv("POD_IPS"), ",") {
+		if ip = strings.TrimSpace(ip); ip != "" && !slices.Contains(ips, ip) {
+			ips = append(ips, ip)
+		}
+	}
+	if len(ips) == 0 {
+		if ip := strings.TrimSpace(getenv("POD_IP")); ip != "" {
+			ips = []string{ip}
+		}
+	}
+	if len(ips) == 0 {
+		return fmt.Errorf("relay.address: %s needs the environment variable POD_IPS or POD_IP", PlaceholderPodIPs)
+	}
+	r.Address = ips[0]
+	extra := make([]RelayAddress, 0, len(ips)-1+len(r.ExtraAddresses))
+	for _, ip := range ips[1:] {
+		extra = append(extra, RelayAddress{Address: ip})
+	}
+	r.ExtraAddresses = append(extra, r.ExtraAddresses...)
 	return nil
 }
 

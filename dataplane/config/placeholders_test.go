@@ -48,6 +48,25 @@ func TestExpandPlaceholders(t *testing.T) {
 			wantErr: "relay.publicAddress: $(NODE_IP) needs the environment variable NODE_IP",
 		},
 		{
+			name: "pod IPs of both families",
+			cfg:  Config{Relay: Relay{Address: PlaceholderPodIPs, ExtraAddresses: []RelayAddress{{Address: "10.0.0.9"}}}},
+			getenv: func(k string) string {
+				return map[string]string{"POD_IPS": "10.244.0.7, fd00::7,10.244.0.7,", "POD_IP": "10.244.0.7"}[k]
+			},
+			want: Config{Relay: Relay{Address: "10.244.0.7", ExtraAddresses: []RelayAddress{{Address: "fd00::7"}, {Address: "10.0.0.9"}}}},
+		},
+		{
+			name:   "pod IPs fall back to POD_IP",
+			cfg:    Config{Relay: Relay{Address: PlaceholderPodIPs}},
+			getenv: testEnv,
+			want:   Config{Relay: Relay{Address: "10.244.0.7", ExtraAddresses: []RelayAddress{}}},
+		},
+		{
+			name:    "pod IPs missing",
+			cfg:     Config{Relay: Relay{Address: PlaceholderPodIPs}},
+			wantErr: "relay.address: $(POD_IPS) needs the environment variable POD_IPS or POD_IP",
+		},
+		{
 			name: "nil getenv is fine without placeholders",
 			cfg:  Config{Relay: Relay{Address: "10.0.0.1"}},
 			want: Config{Relay: Relay{Address: "10.0.0.1"}},

@@ -306,7 +306,9 @@ func validHostPort(s string) bool {
 }
 
 // Prefixes returns the cluster's endpoints as masked prefixes: a bare IPv4
-// address becomes a /32, a bare IPv6 address a /128. It fails on the first
+// address becomes a /32, a bare IPv6 address a /128, and an IPv4-mapped
+// IPv6 address or prefix (::ffff:10.0.0.5, ::ffff:10.0.0.0/120) its IPv4
+// form, since peers are matched as IPv4. It fails on the first
 // endpoint that is neither an IP address nor a CIDR prefix, and so on every
 // endpoint of a STRICT_DNS cluster, whose host names must be resolved.
 func (cl Cluster) Prefixes() ([]netip.Prefix, error) {
@@ -327,6 +329,11 @@ func parseEndpoint(s string) (netip.Prefix, error) {
 		if err != nil {
 			return netip.Prefix{}, err
 		}
+		if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
+			// ::ffff:10.0.0.0/104 is 10.0.0.0/8: peers are matched
+			// unmapped, as IPv4, so the IPv4-mapped form must be too.
+			p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+		}
 		return p.Masked(), nil
 	}
 	a, err := netip.ParseAddr(s)
@@ -337,6 +344,7 @@ func parseEndpoint(s string) (netip.Prefix, error) {
 	if a.Zone() != "" {
 		return netip.Prefix{}, fmt.Errorf("endpoint %q: IPv6 zone not allowed", s)
 	}
+	a = a.Unmap()
 	return a.Prefix(a.BitLen())
 }
 

@@ -211,7 +211,7 @@ func handleRecord(c *clientConn, msg []byte, res *turn.Result, snd *peerSender) 
 			st.TxBytes.Add(uint64(len(res.Reply)))
 		}
 	case turn.Forward:
-		snd.add(res.Alloc.Relay().Socket(), res.Payload, res.Peer)
+		snd.add(res.Alloc.RelayFor(res.Peer.Addr()).Socket(), res.Payload, res.Peer)
 		if count {
 			n := uint64(len(res.Payload))
 			st.PeerTx.Add(1)

@@ -136,7 +136,7 @@ func Start(env Env, lc config.Listener, al *allowlist.List) (Listener, error) {
 // listeners on Linux batch theirs), and counts it in st, and under the
 // peer's cluster, when it left and count is set.
 func sendForward(st *stats.Worker, res *turn.Result, count bool) {
-	if udpio.SendTo(res.Alloc.Relay().Socket(), res.Payload, res.Peer) == nil && count {
+	if udpio.SendTo(res.Alloc.RelayFor(res.Peer.Addr()).Socket(), res.Payload, res.Peer) == nil && count {
 		n := uint64(len(res.Payload))
 		st.PeerTx.Add(1)
 		st.PeerTxBytes.Add(n)

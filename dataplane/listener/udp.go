@@ -15,8 +15,14 @@ import (
 // SO_REUSEPORT, each read by its own worker (udp_linux.go). It is the
 // turn.Transport and relay.Client of every allocation made through it.
 type udpListener struct {
-	cfg       atomic.Pointer[config.Listener]
-	addr      netip.AddrPort
+	cfg  atomic.Pointer[config.Listener]
+	addr netip.AddrPort
+	// addr6 is the server address of IPv6 clients' 5-tuples: addr, or for
+	// a wildcard listener, which serves both families, [::] at addr's port
+	// (addr itself is then 0.0.0.0 for IPv4 clients).
+	addr6 netip.AddrPort
+	// bound is the address as configured, for LocalAddr.
+	bound     netip.AddrPort
 	env       Env
 	socks     []*udpSocket
 	allowlist atomic.Pointer[allowlist.List]
@@ -25,6 +31,29 @@ type udpListener struct {
 	relayStats []stats.Worker
 	wg         sync.WaitGroup
 	closed     atomic.Bool
+}
+
+// serverAddr is the server address of the 5-tuple of a client at from:
+// the listener's address, in the client's family for a wildcard listener,
+// so that an allocation's 5-tuple never mixes families (the offload mirror
+// finds the listener's address of the client's family from it).
+func (l *udpListener) serverAddr(from netip.AddrPort) netip.AddrPort {
+	if from.Addr().Is4() {
+		return l.addr
+	}
+	return l.addr6
+}
+
+// udpNetwork is the network package net listens on for ip: "udp" (both
+// families on one socket) for an unspecified address, else "udp4" or "udp6".
+func udpNetwork(ip netip.Addr) string {
+	switch {
+	case ip.IsUnspecified():
+		return "udp"
+	case ip.Is6() && !ip.Is4In6():
+		return "udp6"
+	}
+	return "udp4"
 }
 
 // PeerCluster implements turn.Transport with the listener's current allowlist.
@@ -45,7 +74,7 @@ func (l *udpListener) WriteToClient([]byte) {}
 func (l *udpListener) Spec() config.Listener           { return *l.cfg.Load() }
 func (l *udpListener) SetSpec(lc config.Listener)      { l.cfg.Store(&lc) }
 func (l *udpListener) SetAllowlist(al *allowlist.List) { l.allowlist.Store(al) }
-func (l *udpListener) LocalAddr() string               { return l.addr.String() }
+func (l *udpListener) LocalAddr() string               { return l.bound.String() }
 func (l *udpListener) KeyPair() (cert, key []byte)     { return nil, nil }
 func (l *udpListener) SetConnLimits(ConnLimits)        {}
 func (l *udpListener) ConnStats() (ConnStats, bool) {
@@ -71,7 +100,13 @@ func startUDP(env Env, lc config.Listener, al *allowlist.List) (*udpListener, er
 	if !reusePortBalances || threads < 1 {
 		threads = 1
 	}
+	ip = ip.Unmap()
 	l := &udpListener{addr: netip.AddrPortFrom(ip, uint16(lc.Port)), env: env}
+	l.addr6, l.bound = l.addr, l.addr
+	if ip.IsUnspecified() {
+		l.addr = netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(lc.Port))
+		l.addr6 = netip.AddrPortFrom(netip.IPv6Unspecified(), uint16(lc.Port))
+	}
 	l.cfg.Store(&lc)
 	l.relayStats = make([]stats.Worker, max(env.RelayWorkers, 1))
 	l.allowlist.Store(al)

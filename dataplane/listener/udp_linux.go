@@ -33,10 +33,12 @@ type udpSocket struct {
 
 // openUDPSocket binds a listener socket. In poller mode it is non-blocking
 // and registered with the Go runtime's netpoller; in threads mode it is a
-// blocking socket whose worker blocks in recvmmsg in its own thread.
+// blocking socket whose worker blocks in recvmmsg in its own thread. On an
+// unspecified address (0.0.0.0 or ::) it serves both families, as the
+// TCP, TLS and DTLS listeners do (udpio.SocketOptions.DualStack).
 func openUDPSocket(addr netip.AddrPort, bufSize int, mode udpio.Mode) (*udpSocket, error) {
 	s := &udpSocket{}
-	opts := udpio.SocketOptions{ReusePort: true, Buffer: bufSize}
+	opts := udpio.SocketOptions{ReusePort: true, Buffer: bufSize, DualStack: true}
 	if mode == udpio.Threads {
 		fd, err := udpio.Socket(addr, opts)
 		if err != nil {
@@ -49,10 +51,7 @@ func openUDPSocket(addr netip.AddrPort, bufSize int, mode udpio.Mode) (*udpSocke
 		_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
 		return s, nil
 	}
-	network := "udp4"
-	if addr.Addr().Is6() {
-		network = "udp6"
-	}
+	network := udpNetwork(addr.Addr())
 	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
 		var serr error
 		if err := c.Control(func(fd uintptr) { serr = udpio.SetOptions(int(fd), opts) }); err != nil {
@@ -150,7 +149,7 @@ func (s *udpSocket) process(rb, sb *udpio.Batch, n int) {
 			continue
 		}
 		from := rb.From(i)
-		ft := turn.FiveTuple{Client: from, Server: l.addr, Proto: turn.ProtoUDP}
+		ft := turn.FiveTuple{Client: from, Server: l.serverAddr(from), Proto: turn.ProtoUDP}
 		eng.HandleClient(l, ft, rb.Buf(i)[:size], &res)
 		switch res.Kind {
 		case turn.Reply:
@@ -158,7 +157,7 @@ func (s *udpSocket) process(rb, sb *udpio.Batch, n int) {
 			replies++
 			txBytes += uint64(len(res.Reply))
 		case turn.Forward:
-			sb.Add(res.Alloc.Relay().Socket(), res.Payload, res.Peer)
+			sb.Add(res.Alloc.RelayFor(res.Peer.Addr()).Socket(), res.Payload, res.Peer)
 			peerTx++
 			peerTxByte += uint64(len(res.Payload))
 			run.Tx(st, res.Cluster, len(res.Payload))

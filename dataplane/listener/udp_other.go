@@ -25,10 +25,7 @@ type udpSocket struct {
 }
 
 func openUDPSocket(addr netip.AddrPort, bufSize int, _ udpio.Mode) (*udpSocket, error) {
-	network := "udp4"
-	if addr.Addr().Is6() {
-		network = "udp6"
-	}
+	network := udpNetwork(addr.Addr())
 	pc, err := (&net.ListenConfig{}).ListenPacket(context.Background(), network, addr.String())
 	if err != nil {
 		return nil, err
@@ -60,7 +57,7 @@ func (s *udpSocket) serve() {
 		st.Rx.Add(1)
 		st.RxBytes.Add(uint64(n))
 		from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
-		eng.HandleClient(s.l, turn.FiveTuple{Client: from, Server: s.l.addr, Proto: turn.ProtoUDP}, buf[:n], &res)
+		eng.HandleClient(s.l, turn.FiveTuple{Client: from, Server: s.l.serverAddr(from), Proto: turn.ProtoUDP}, buf[:n], &res)
 		switch res.Kind {
 		case turn.Reply:
 			if _, err := s.conn.WriteToUDPAddrPort(res.Reply, from); err == nil {

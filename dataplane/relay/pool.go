@@ -166,8 +166,10 @@ func (p *Pool) OwnAddrs() []netip.Addr {
 // Allocate implements turn.RelayAllocator: it binds a UDP socket on a free
 // port of the range, on the next address of the requested family that has
 // one (an even port, and reserves the next, when asked), and starts
-// relaying from it. It returns turn.ErrAddressFamily when no relay address
-// has the family and turn.ErrNoCapacity when every port is taken.
+// relaying from it. A request that names no family (req.Default) takes an
+// IPv4 address, or an IPv6 one when the pool has no IPv4 address. It
+// returns turn.ErrAddressFamily when no relay address has the family and
+// turn.ErrNoCapacity when every port is taken.
 func (p *Pool) Allocate(a *turn.Allocation, req turn.RelayRequest) (turn.Relay, uint64, error) {
 	client, _ := a.Transport.(Client)
 	if client == nil {
@@ -185,6 +187,11 @@ func (p *Pool) Allocate(a *turn.Allocation, req turn.RelayRequest) (turn.Relay, 
 		sock, ra, port, err = p.claim(req.Token, owner)
 	} else {
 		sock, ra, port, token, err = p.open(req.IPv6, req.EvenPort, req.ReservePair, owner)
+		if err == turn.ErrAddressFamily && req.Default && !req.IPv6 {
+			// No IPv4 relay address and the client named no family:
+			// IPv6 (turn.RelayRequest.Default).
+			sock, ra, port, token, err = p.open(true, req.EvenPort, req.ReservePair, owner)
+		}
 	}
 	if err != nil {
 		return nil, 0, err

@@ -150,7 +150,8 @@ func (h heartbeat) Start(ctx context.Context) error { return h.s.heartbeat(ctx) 
 func (heartbeat) NeedLeaderElection() bool { return false }
 
 // nodeAddressesChanged passes Node events that can change a rendering (creation, deletion,
-// addresses, labels) and drops the frequent status updates that change neither.
+// addresses, labels, pod CIDRs, which tell a dual-stack cluster and are set after a Node is
+// created) and drops the frequent status updates that change none of them.
 func nodeAddressesChanged() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		o, ok1 := e.ObjectOld.(*corev1.Node)
@@ -159,7 +160,8 @@ func nodeAddressesChanged() predicate.Predicate {
 			return true
 		}
 		return !equality.Semantic.DeepEqual(o.Status.Addresses, n.Status.Addresses) ||
-			!equality.Semantic.DeepEqual(o.Labels, n.Labels)
+			!equality.Semantic.DeepEqual(o.Labels, n.Labels) ||
+			!equality.Semantic.DeepEqual(o.Spec.PodCIDRs, n.Spec.PodCIDRs)
 	}}
 }
 

@@ -121,6 +121,14 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 			}
 			if dp != nil && !res.UnmanagedDataplane {
 				res.Deployment, res.DaemonSet = r.dataplane(gw, dp, listeners, res.TLSSecrets, res.Secret)
+				if policy, _ := r.ipFamilyPolicy(gw, svcAnn); dualStack(policy) {
+					switch {
+					case res.Deployment != nil:
+						withPodIPs(&res.Deployment.Spec.Template.Spec)
+					case res.DaemonSet != nil:
+						withPodIPs(&res.DaemonSet.Spec.Template.Spec)
+					}
+				}
 			}
 		}
 	}
@@ -288,6 +296,9 @@ func (r *renderer) buildConfig(gw *gwapiv1.Gateway, gc *stnrv1.GatewayConfig, au
 			cfg.Relay.Address = config.PlaceholderNodeIP
 			cfg.Relay.NodePublicAddresses = r.nodePublicAddresses()
 		}
+	}
+	if policy, _ := r.ipFamilyPolicy(gw, serviceAnnotations(gw, gc)); dualStack(policy) {
+		dualStackRelay(&cfg.Relay, gw, r.opts.Standalone, dp != nil && dp.Spec.HostNetwork)
 	}
 	if gc.Spec.MinPort != nil {
 		cfg.Relay.MinPort = int(*gc.Spec.MinPort)

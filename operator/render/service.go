@@ -108,19 +108,39 @@ func (r *renderer) service(gw *gwapiv1.Gateway, ann map[string]string, listeners
 		r.healthCheckPort(gw, svc, ann)
 	}
 
+	policy, bad := r.ipFamilyPolicy(gw, ann)
+	if bad != "" {
+		r.problems.warnf(gatewayRef(gw), annotationField(AnnotationIPFamilyPolicy),
+			"want SingleStack, PreferDualStack or RequireDualStack, got %q; ignored", bad)
+	}
+	svc.Spec.IPFamilyPolicy = policy
 	if len(gw.Spec.Addresses) > 0 {
+		used := 1
 		if a, ok := hintedAddress(gw); ok {
 			// The API server refuses loadBalancerIP on other types.
 			if typ == corev1.ServiceTypeLoadBalancer {
 				svc.Spec.LoadBalancerIP = a
 			}
 			svc.Spec.ExternalIPs = []string{a}
+			if dualStack(policy) {
+				// One address of each family: clients of both reach it.
+				ips := firstOfEachFamily(hintedAddresses(gw))
+				svc.Spec.ExternalIPs = svc.Spec.ExternalIPs[:0]
+				for _, ip := range ips {
+					svc.Spec.ExternalIPs = append(svc.Spec.ExternalIPs, ip.String())
+				}
+				used = len(ips)
+			}
 		} else {
 			r.problems.warnf(gatewayRef(gw), "spec.addresses[0]", "only an IPAddress is supported, got %s %q; ignored",
 				deref(gw.Spec.Addresses[0].Type), gw.Spec.Addresses[0].Value)
 		}
-		if len(gw.Spec.Addresses) > 1 {
-			r.problems.warnf(gatewayRef(gw), "spec.addresses", "only the first address is used")
+		if len(gw.Spec.Addresses) > used {
+			if used == 1 {
+				r.problems.warnf(gatewayRef(gw), "spec.addresses", "only the first address is used")
+			} else {
+				r.problems.warnf(gatewayRef(gw), "spec.addresses", "only the first address of each family is used")
+			}
 		}
 	}
 	return svc

@@ -29,10 +29,20 @@ func requireTool(t *testing.T, name string) string {
 // turnutils_uclient sends its RTCP stream), so both must be free.
 func startTurnutilsPeer(t *testing.T) int {
 	t.Helper()
+	return startTurnutilsPeerOn(t, "127.0.0.1")
+}
+
+// startTurnutilsPeerOn is startTurnutilsPeer on ip (127.0.0.1 or ::1).
+func startTurnutilsPeerOn(t *testing.T, ip string) int {
+	t.Helper()
 	bin := requireTool(t, "turnutils_peer")
+	network := "udp4"
+	if strings.Contains(ip, ":") {
+		network = "udp6"
+	}
 	for range 10 {
 		port, release := freePort(t, "udp4")
-		next, err := net.ListenPacket("udp4", "127.0.0.1:"+strconv.Itoa(port+1))
+		next, err := net.ListenPacket(network, net.JoinHostPort(ip, strconv.Itoa(port+1)))
 		release()
 		if err != nil {
 			continue
@@ -40,7 +50,7 @@ func startTurnutilsPeer(t *testing.T) int {
 		next.Close()
 
 		out := &syncBuffer{}
-		cmd := exec.Command(bin, "-L", "127.0.0.1", "-p", strconv.Itoa(port))
+		cmd := exec.Command(bin, "-L", ip, "-p", strconv.Itoa(port))
 		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -59,7 +69,7 @@ func startTurnutilsPeer(t *testing.T) int {
 				<-done
 			}
 		}
-		if err := waitEcho(port, done); err != nil {
+		if err := waitEchoOn(ip, port, done); err != nil {
 			stop()
 			t.Logf("turnutils_peer on port %d: %v\n%s", port, err, out.String())
 			continue // lost a race for the port; try another
@@ -76,14 +86,14 @@ func startTurnutilsPeer(t *testing.T) int {
 	return 0
 }
 
-// waitEcho waits until a UDP echo server answers on 127.0.0.1:port.
-func waitEcho(port int, exited <-chan struct{}) error {
-	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+// waitEchoOn waits until a UDP echo server answers on ip:port.
+func waitEchoOn(ip string, port int, exited <-chan struct{}) error {
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP(ip)})
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	to := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}
+	to := &net.UDPAddr{IP: net.ParseIP(ip), Port: port}
 	buf := make([]byte, 64)
 	for range 50 {
 		select {

@@ -576,15 +576,20 @@ const (
 	peerMaxPackets = 100000          // and after this many datagrams
 )
 
-// startEchoPeer starts a UDP echo peer on addr ("127.0.0.1:0" for any
-// port), which counts what it receives and sends each datagram back.
+// startEchoPeer starts a UDP echo peer on addr ("127.0.0.1:0" or
+// "[::1]:0" for any port), which counts what it receives and sends each
+// datagram back.
 func startEchoPeer(t *testing.T, addr string) *peer {
 	t.Helper()
-	ua, err := net.ResolveUDPAddr("udp4", addr)
+	network := "udp4"
+	if strings.HasPrefix(addr, "[") {
+		network = "udp6"
+	}
+	ua, err := net.ResolveUDPAddr(network, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := net.ListenUDP("udp4", ua)
+	c, err := net.ListenUDP(network, ua)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -623,7 +628,7 @@ func startEchoPeer(t *testing.T, addr string) *peer {
 // instead of sleeping.
 func (p *peer) flush(t *testing.T) {
 	t.Helper()
-	c, err := net.DialUDP("udp4", nil, p.addr)
+	c, err := net.DialUDP("udp", nil, p.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
