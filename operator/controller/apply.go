@@ -47,6 +47,8 @@ const HashAnnotation = "operator.tern-gw.io/rendered-hash"
 // a hand edit of a Deployment or Service is undone at the next change of what renders, and a
 // deleted object or an edited ConfigMap at once. A Deployment's replicas are left out once
 // someone else (an autoscaler, kubectl scale) owns them, as the Dataplane reference asks.
+// An object STUNner's operator rendered for gw is taken over (adoptStunner), and an existing
+// Deployment's selector is kept when it selects the same pods (keepSelector).
 func (r *Reconciler) applyOwned(ctx context.Context, obj client.Object, gw *gwapiv1.Gateway) error {
 	if err := checkApplicable(obj, gw); err != nil {
 		return err
@@ -62,7 +64,14 @@ func (r *Reconciler) applyOwned(ctx context.Context, obj client.Object, gw *gwap
 	u.SetAnnotations(withAnnotation(u.GetAnnotations(), HashAnnotation, hash))
 
 	cur := obj.DeepCopyObject().(client.Object)
-	switch err := r.client.Get(ctx, client.ObjectKeyFromObject(obj), cur); {
+	err = r.client.Get(ctx, client.ObjectKeyFromObject(obj), cur)
+	if apierrors.IsNotFound(err) || err == nil && !metav1.IsControlledBy(cur, gw) {
+		// Not the operator's yet (an object STUNner's operator rendered, say): read it past
+		// the cache, which holds most kinds only when they carry the managed-by label.
+		err = r.apiReader.Get(ctx, client.ObjectKeyFromObject(obj), cur)
+	}
+	exists := err == nil
+	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return err
@@ -74,7 +83,14 @@ func (r *Reconciler) applyOwned(ctx context.Context, obj client.Object, gw *gwap
 	case cur.GetAnnotations()[HashAnnotation] == hash && metav1.IsControlledBy(cur, gw) && sameConfig(cur, obj):
 		return nil // applied before, and nothing the operator renders has changed since
 	default:
-		if d, ok := cur.(*appsv1.Deployment); ok {
+		if !metav1.IsControlledBy(cur, gw) && renderedByStunner(cur, gw) {
+			replaced, err := r.adoptStunner(ctx, cur, obj, gw)
+			if err != nil {
+				return fmt.Errorf("take over from STUNner: %w", err)
+			}
+			exists = !replaced
+		}
+		if d, ok := cur.(*appsv1.Deployment); ok && exists {
 			// Who owns replicas is read from the API server: the cache may not have seen an
 			// autoscaler's scale yet, and a forced apply with replicas would undo it.
 			if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
@@ -83,6 +99,11 @@ func (r *Reconciler) applyOwned(ctx context.Context, obj client.Object, gw *gwap
 			if replicasOwnedByOthers(d) {
 				unstructured.RemoveNestedField(u.Object, "spec", "replicas")
 			}
+		}
+	}
+	if exists {
+		if err := keepSelector(u, cur, obj); err != nil {
+			return err
 		}
 	}
 	return r.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership)
