@@ -65,7 +65,11 @@ func isGatewayAPIVersion(gv string) bool {
 func (r *Reconciler) adoptStunner(ctx context.Context, cur, rendered client.Object, gw *gwapiv1.Gateway) (replaced bool, err error) {
 	if why := mustReplace(cur, rendered); why != "" {
 		r.log.Info("replacing an object STUNner's operator rendered: "+why, "gateway", gw.Namespace+"/"+gw.Name,
-			"kind", r.describe(cur))
+			"object", r.describe(cur))
+		r.events.Eventf(gw, cur, corev1.EventTypeNormal, ReasonReplacedStunnerObject, "Replace",
+			"deleting %s, rendered by STUNner's operator, to create it anew: %s", r.describe(cur), why)
+		// Background, not Orphan: orphaned pods that the new selector does not select would
+		// run on, unmanaged.
 		err := r.client.Delete(ctx, cur, client.Preconditions{UID: ptr(cur.GetUID())},
 			client.PropagationPolicy(metav1.DeletePropagationBackground))
 		if client.IgnoreNotFound(err) != nil {
@@ -85,8 +89,19 @@ func (r *Reconciler) adoptStunner(ctx context.Context, cur, rendered client.Obje
 	}
 	r.log.Info("taking over an object STUNner's operator rendered", "gateway", gw.Namespace+"/"+gw.Name,
 		"object", r.describe(cur), "fieldManagers", sets.List(managers))
-	return false, r.client.Patch(ctx, cur, client.RawPatch(types.JSONPatchType, patch))
+	if err := r.client.Patch(ctx, cur, client.RawPatch(types.JSONPatchType, patch)); err != nil {
+		return false, err
+	}
+	r.events.Eventf(gw, cur, corev1.EventTypeNormal, ReasonTookOverStunnerObject, "Adopt",
+		"%s, rendered by STUNner's operator, is updated in place to the operator's", r.describe(cur))
+	return false, nil
 }
+
+// Reasons of the events about objects STUNner's operator rendered.
+const (
+	ReasonTookOverStunnerObject = "TookOverFromSTUNner"
+	ReasonReplacedStunnerObject = "ReplacedFromSTUNner"
+)
 
 // stunnerLabelField is the field path of STUNner's owned-by label: the field managers that
 // own it are STUNner's operator.

@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -282,6 +283,28 @@ func TestAdoptStunnerObjects(t *testing.T) {
 		if v := dep.Spec.Template.Labels[render.LabelManagedBy]; v != render.LabelManagedByValue {
 			t.Errorf("pod template label %s=%q", render.LabelManagedBy, v)
 		}
+	})
+	t.Run("events on the Gateway", func(t *testing.T) {
+		// Recorded asynchronously, so waited for.
+		testenv.Eventually(t, waitTimeout, func() error {
+			var list eventsv1.EventList
+			if err := c.List(ctx, &list, client.InNamespace("adopt")); err != nil {
+				return err
+			}
+			got := map[string]bool{}
+			for _, e := range list.Items {
+				if e.Regarding.UID == gw.UID && e.Related != nil {
+					got[e.Reason+" "+e.Related.Kind] = true
+				}
+			}
+			for _, want := range []string{ReasonReplacedStunnerObject + " ConfigMap", ReasonTookOverStunnerObject + " Service",
+				ReasonTookOverStunnerObject + " Deployment"} {
+				if !got[want] {
+					return fmt.Errorf("no event %q about the Gateway; have %v", want, got)
+				}
+			}
+			return nil
+		})
 	})
 	t.Run("foreign objects untouched", func(t *testing.T) {
 		for name, was := range conflicting {

@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -49,6 +50,9 @@ type Reconciler struct {
 	// cluster serves; nil when it serves none.
 	gatewayRoutes *routeVersion
 	log           logr.Logger
+	// events records what the operator did to a Gateway's objects that users should see in
+	// `kubectl describe gateway`: taking over or replacing what STUNner's operator rendered.
+	events events.EventRecorder
 }
 
 // Reconcile lists every input object from the caches, renders, and writes the rendered

@@ -60,6 +60,7 @@ func Setup(mgr manager.Manager, opts Options) (*Reconciler, error) {
 		opts:          opts,
 		gatewayRoutes: rv,
 		log:           mgr.GetLogger().WithName("tern-operator"),
+		events:        mgr.GetEventRecorder(FieldOwner),
 	}
 	if rv == nil {
 		r.log.Info("the cluster serves no gateway.networking.k8s.io UDPRoute; only stunner.l7mp.io UDPRoutes are handled")
