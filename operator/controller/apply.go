@@ -48,7 +48,7 @@ const HashAnnotation = "operator.tern-gw.io/rendered-hash"
 // deleted object or an edited ConfigMap at once. A Deployment's replicas are left out once
 // someone else (an autoscaler, kubectl scale) owns them, as the Dataplane reference asks.
 // An object STUNner's operator rendered for gw is taken over (adoptStunner), and an existing
-// Deployment's selector is kept when it selects the same pods (keepSelector).
+// Deployment's or DaemonSet's selector is kept when it selects the same pods (keepSelector).
 func (r *Reconciler) applyOwned(ctx context.Context, obj client.Object, gw *gwapiv1.Gateway) error {
 	if err := checkApplicable(obj, gw); err != nil {
 		return err

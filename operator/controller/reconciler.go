@@ -58,8 +58,8 @@ type Reconciler struct {
 // Reconcile lists every input object from the caches, renders, and writes the rendered
 // objects and the status. It ignores the request: there is only renderKey. A failure to
 // write one Gateway's objects does not stop the others; the errors are returned together so
-// the work queue retries with backoff. A Gateway whose objects' names are taken by objects the
-// operator did not create gets none of them applied and Programmed=False with ReasonConflict
+// the work queue retries with backoff. A Gateway whose objects' names are taken by objects
+// created neither by the operator nor by STUNner's operator for it gets none of them applied and Programmed=False with ReasonConflict
 // (foreignObjects); the render is repeated every conflictRetry until the names are free.
 func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
 	start := time.Now()
