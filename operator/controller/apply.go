@@ -48,8 +48,11 @@ const HashAnnotation = "operator.tern-gw.io/rendered-hash"
 // deleted object or an edited ConfigMap at once. A Deployment's replicas are left out once
 // someone else (an autoscaler, kubectl scale) owns them, as the Dataplane reference asks.
 //
+// An object STUNner's operator rendered for gw is taken over (adoptStunner), and an existing
+// Deployment's or DaemonSet's selector is kept when it selects the same pods (keepSelector).
+//
 // Each call is counted in resource_operations_total (scope "spec"): an attempt, then
-// suppressed, created, updated, none or error.
+// suppressed, created (also for an object of STUNner's replaced), updated, none or error.
 func (r *Reconciler) applyOwned(ctx context.Context, obj client.Object, gw *gwapiv1.Gateway) error {
 	countOp("spec", obj, opAttempt)
 	op, err := r.apply(ctx, obj, gw)
@@ -76,10 +79,15 @@ func (r *Reconciler) apply(ctx context.Context, obj client.Object, gw *gwapiv1.G
 	u.SetAnnotations(withAnnotation(u.GetAnnotations(), HashAnnotation, hash))
 
 	cur := obj.DeepCopyObject().(client.Object)
-	created := false
-	switch err := r.client.Get(ctx, client.ObjectKeyFromObject(obj), cur); {
+	err = r.client.Get(ctx, client.ObjectKeyFromObject(obj), cur)
+	if apierrors.IsNotFound(err) || err == nil && !metav1.IsControlledBy(cur, gw) {
+		// Not the operator's yet (an object STUNner's operator rendered, say): read it past
+		// the cache, which holds most kinds only when they carry the managed-by label.
+		err = r.apiReader.Get(ctx, client.ObjectKeyFromObject(obj), cur)
+	}
+	exists := err == nil
+	switch {
 	case apierrors.IsNotFound(err):
-		created = true
 	case err != nil:
 		return "", err
 	case isSecret(cur) && !metav1.IsControlledBy(cur, gw):
@@ -90,7 +98,14 @@ func (r *Reconciler) apply(ctx context.Context, obj client.Object, gw *gwapiv1.G
 	case cur.GetAnnotations()[HashAnnotation] == hash && metav1.IsControlledBy(cur, gw) && sameConfig(cur, obj):
 		return opSuppressed, nil // applied before, and nothing the operator renders has changed since
 	default:
-		if d, ok := cur.(*appsv1.Deployment); ok {
+		if !metav1.IsControlledBy(cur, gw) && renderedByStunner(cur, gw) {
+			replaced, err := r.adoptStunner(ctx, cur, obj, gw)
+			if err != nil {
+				return "", fmt.Errorf("take over from STUNner: %w", err)
+			}
+			exists = !replaced
+		}
+		if d, ok := cur.(*appsv1.Deployment); ok && exists {
 			// Who owns replicas is read from the API server: the cache may not have seen an
 			// autoscaler's scale yet, and a forced apply with replicas would undo it.
 			if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
@@ -101,12 +116,17 @@ func (r *Reconciler) apply(ctx context.Context, obj client.Object, gw *gwapiv1.G
 			}
 		}
 	}
+	if exists {
+		if err := keepSelector(u, cur, obj); err != nil {
+			return "", err
+		}
+	}
 	before := cur.GetResourceVersion()
 	if err := r.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return "", err
 	}
 	switch {
-	case created:
+	case !exists: // new, or STUNner's replaced
 		return opCreated, nil
 	case u.GetResourceVersion() != before:
 		return opUpdated, nil

@@ -60,13 +60,24 @@ func (r *Reconciler) foreignObjects(ctx context.Context, objs []client.Object, g
 	return out, nil
 }
 
-// createdFor reports whether the operator created cur for gw: gw controls it, or it carries the
-// managed-by label and is controlled by an earlier Gateway of the same name (deleted and
-// created again). The second kind is left over where no garbage collector has run yet; prune
-// would delete it, and adopting it instead saves the dataplane a restart. A name alone, or the
-// label alone, is not enough: both can be set by anyone who can create the object.
+// createdFor reports whether the operator created cur for gw, or may take it over: gw controls
+// it, or it carries the managed-by label and is controlled by an earlier Gateway of the same
+// name (deleted and created again), or STUNner's operator rendered it for gw
+// (renderedByStunner). The second kind is left over where no garbage collector has run yet;
+// prune would delete it, and adopting it instead saves the dataplane a restart. A name alone,
+// or the label alone, is not enough: both can be set by anyone who can create the object.
+//
+// The third kind carries STUNner's owned-by label and a plain owner reference to gw's UID, so
+// that a switch from STUNner keeps its Service (and address) and rolls its Deployment over
+// instead of stopping at a conflict. The UID is what makes this safe: the API server assigns
+// it when gw is created, and it names gw alone, never an earlier or later Gateway of the name.
+// An object carries a reference to it only because its author put it there for gw, after gw
+// was created; nobody's unrelated object has it by chance or by a reused name, so taking the
+// object over takes nothing from someone who did not mean it for gw. The label keeps objects
+// that merely depend on gw (a ConfigMap someone owns by it, to have it garbage-collected with
+// gw) from being taken.
 func createdFor(cur client.Object, gw *gwapiv1.Gateway) bool {
-	if metav1.IsControlledBy(cur, gw) {
+	if metav1.IsControlledBy(cur, gw) || renderedByStunner(cur, gw) {
 		return true
 	}
 	owner := gatewayOwner(cur)

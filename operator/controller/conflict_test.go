@@ -194,7 +194,8 @@ func TestForeignObjectsAreNotTakenOver(t *testing.T) {
 
 // TestCreatedFor: what counts as the operator's own object. Owner and label alike can be
 // set by anyone who creates an object, so only both together with the Gateway's name, or the
-// Gateway's UID as controller, count.
+// Gateway's UID as controller, or STUNner's label with a reference to the Gateway's UID,
+// count.
 func TestCreatedFor(t *testing.T) {
 	gw := &gwapiv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "g", UID: "uid-1"}}
 	owner := func(name, uid string, controller bool) []metav1.OwnerReference {
@@ -202,6 +203,7 @@ func TestCreatedFor(t *testing.T) {
 			Name: name, UID: types.UID("uid-" + uid), Controller: ptr(controller)}}
 	}
 	label := map[string]string{render.LabelManagedBy: render.LabelManagedByValue}
+	stunner := map[string]string{stunnerOwnedBy: stunnerOwnedByValue}
 	tests := []struct {
 		name   string
 		labels map[string]string
@@ -217,6 +219,14 @@ func TestCreatedFor(t *testing.T) {
 		{"labelled, owned but not controlled by the Gateway's name", label, owner("g", "0", false), false},
 		{"labelled, controlled by a Deployment", label, []metav1.OwnerReference{{APIVersion: "apps/v1",
 			Kind: "Deployment", Name: "g", UID: "uid-9", Controller: ptr(true)}}, false},
+		{"STUNner's label, plain owner reference to the Gateway's UID", stunner, owner("g", "1", false), true},
+		{"STUNner's label, controller reference to the Gateway's UID", stunner, owner("g", "1", true), true},
+		{"STUNner's label, owner reference to another UID of the name", stunner, owner("g", "0", false), false},
+		{"STUNner's label, owner reference to another Gateway", stunner, owner("h", "2", false), false},
+		{"STUNner's label, no owner", stunner, nil, false},
+		{"plain owner reference to the Gateway's UID, no label", nil, owner("g", "1", false), false},
+		{"STUNner's label, a Deployment of the Gateway's UID", stunner, []metav1.OwnerReference{{APIVersion: "apps/v1",
+			Kind: "Deployment", Name: "g", UID: "uid-1"}}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -58,13 +59,16 @@ type Reconciler struct {
 	log           logr.Logger
 	// loop is what the stunner_gateway_operator_* metrics know of the reconciles.
 	loop *loopState
+	// events records what the operator did to a Gateway's objects that users should see in
+	// `kubectl describe gateway`: taking over or replacing what STUNner's operator rendered.
+	events events.EventRecorder
 }
 
 // Reconcile lists every input object from the caches, renders, and writes the rendered
 // objects and the status. It ignores the request: there is only renderKey. A failure to
 // write one Gateway's objects does not stop the others; the errors are returned together so
-// the work queue retries with backoff. A Gateway whose objects' names are taken by objects the
-// operator did not create gets none of them applied and Programmed=False with ReasonConflict
+// the work queue retries with backoff. A Gateway whose objects' names are taken by objects
+// created neither by the operator nor by STUNner's operator for it gets none of them applied and Programmed=False with ReasonConflict
 // (foreignObjects); the render is repeated every conflictRetry until the names are free.
 func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
 	start := time.Now()

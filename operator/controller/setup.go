@@ -63,6 +63,7 @@ func Setup(mgr manager.Manager, opts Options) (*Reconciler, error) {
 		gatewayRoutes: rv,
 		log:           mgr.GetLogger().WithName("tern-operator"),
 		loop:          &loopState{},
+		events:        mgr.GetEventRecorder(FieldOwner),
 	}
 	if rv == nil {
 		r.log.Info("the cluster serves no gateway.networking.k8s.io UDPRoute; only stunner.l7mp.io UDPRoutes are handled")
