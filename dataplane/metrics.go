@@ -8,8 +8,9 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"github.com/tern-gw/tern/dataplane/config"
 	"github.com/tern-gw/tern/dataplane/listener"
-	"github.com/tern-gw/tern/dataplane/offload"
+	"github.com/tern-gw/tern/dataplane/offload/mirror"
 	"github.com/tern-gw/tern/dataplane/stats"
 	"github.com/tern-gw/tern/turn"
 )
@@ -85,7 +86,7 @@ func (s *Server) writeMetrics(w io.Writer) {
 	if s.offload != nil {
 		// What the kernel relayed counts as if the sockets had.
 		kernel := map[string]*stats.Sum{}
-		s.offload.fold(kernel)
+		s.offload.Fold(kernel)
 		for i := range running {
 			if k := kernel[running[i].name]; k != nil {
 				running[i].counts.sum.Add(k)
@@ -209,44 +210,37 @@ func (s *Server) writeMetrics(w io.Writer) {
 // attached (None after an Auto fallback, docs/offload-control.md), the
 // paths the kernel relays and the Puts that failed.
 func (s *Server) writeOffloadMetrics(p *promWriter) {
-	requested, attached := "None", "None"
-	var (
-		installed int
-		putErrors uint64
-		st        offload.Stats
-	)
-	if s.offload != nil {
-		requested, attached = s.offload.requested, s.offload.attached()
-		installed, putErrors, st = s.offload.status()
-	}
-	p.family("tern_offload_active", gauge, "1 when the eBPF ChannelData fast path is attached (attached: XDP or TC), 0 when every packet goes through sockets (attached=None: offload off, or requested Auto fell back).")
-	v := uint64(0)
-	if attached != "None" {
-		v = 1
-	}
-	p.sample("tern_offload_active", label("requested", requested)+","+label("attached", attached), v)
+	st := mirror.Status{Requested: config.OffloadNone, Attached: config.OffloadNone}
 	var kernel stats.Sum
 	if s.offload != nil {
+		st = s.offload.Status()
 		byListener := map[string]*stats.Sum{}
-		s.offload.fold(byListener)
+		s.offload.Fold(byListener)
 		for _, k := range byListener {
 			kernel.Add(k)
 		}
 	}
+	p.family("tern_offload_active", gauge, "1 when the eBPF ChannelData fast path is attached (attached: XDP or TC), 0 when every packet goes through sockets (attached=None: offload off, or requested Auto fell back).")
+	v := uint64(0)
+	if st.Attached != config.OffloadNone {
+		v = 1
+	}
+	p.sample("tern_offload_active", label("requested", st.Requested)+","+label("attached", st.Attached), v)
 	p.family("tern_offload_packets_total", counter, "Datagrams the kernel relayed without a socket, to peers (client_to_peer) and to clients (peer_to_client); they are counted in the listener, cluster and peer series too.")
 	p.sample("tern_offload_packets_total", label("direction", "client_to_peer"), kernel.PeerTx)
 	p.sample("tern_offload_packets_total", label("direction", "peer_to_client"), kernel.PeerRx)
 	p.family("tern_offload_paths", gauge, "Channel bindings the kernel relays.")
-	p.sample("tern_offload_paths", "", uint64(installed))
+	p.sample("tern_offload_paths", "", uint64(st.Paths))
 	p.family("tern_offload_put_errors_total", counter, "Channel bindings the kernel could not take (maps full, invalid path); they are relayed through sockets.")
-	p.sample("tern_offload_put_errors_total", "", putErrors)
+	p.sample("tern_offload_put_errors_total", "", st.PutErrors)
 	p.family("tern_offload_passed_packets_total", counter, "Packets of an offloaded channel the kernel left to the socket path (expired path, odd length or padding, too big, no route, forwarding off on the interface) or dropped midway (error).")
+	k := st.Kernel
 	for _, r := range []struct {
 		reason string
 		v      uint64
 	}{
-		{"expired", st.Expired}, {"bad_length", st.BadLength}, {"padding", st.Padding}, {"too_big", st.TooBig},
-		{"no_route", st.NoRoute}, {"forwarding_disabled", st.ForwardingDisabled}, {"error", st.Errors},
+		{"expired", k.Expired}, {"bad_length", k.BadLength}, {"padding", k.Padding}, {"too_big", k.TooBig},
+		{"no_route", k.NoRoute}, {"forwarding_disabled", k.ForwardingDisabled}, {"error", k.Errors},
 	} {
 		p.sample("tern_offload_passed_packets_total", label("reason", r.reason), r.v)
 	}

@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
-	"os"
-	"os/exec"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -33,30 +30,6 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
-}
-
-// inFreshNetns runs the calling test again, as root, in a network
-// namespace of its own (unshare -n, lo up, forwarding on there: the
-// programs' FIB lookups need it), so that the programs it
-// attaches never touch the host's interfaces; the namespace goes when the
-// run ends. It returns true in the outer run, which then has nothing left
-// to do. Unprivileged, the test runs here: BPF is refused anyway.
-func inFreshNetns(t *testing.T) bool {
-	t.Helper()
-	if os.Getenv("TERN_TEST_NETNS") == t.Name() || os.Geteuid() != 0 {
-		return false
-	}
-	_, err := exec.LookPath("unshare")
-	testenv.Require(t, "unshare (util-linux)", err)
-	cmd := exec.Command("unshare", "--net", "--", "sh", "-c", `ip link set lo up && sysctl -qw net.ipv4.conf.all.forwarding=1 net.ipv4.conf.lo.forwarding=1 && exec "$@"`, "sh",
-		os.Args[0], "-test.run=^"+regexp.QuoteMeta(t.Name())+"$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), "TERN_TEST_NETNS="+t.Name())
-	out, err := cmd.CombinedOutput()
-	t.Logf("in a network namespace of its own:\n%s", out)
-	if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()) {
-		t.Fatalf("%v", err)
-	}
-	return true
 }
 
 // startOffload runs a dataplane from cfg with the --offload-engine flag
@@ -136,7 +109,7 @@ func TestOffloadNoneChangesNothing(t *testing.T) {
 // falls back to the socket path with one log line saying why; either way
 // the dataplane relays every echo and /metrics says which.
 func TestOffloadAuto(t *testing.T) {
-	if inFreshNetns(t) {
+	if testenv.InFreshNetns(t) {
 		return
 	}
 	cfg := testConfig(t, 24720, 24739)
@@ -145,12 +118,12 @@ func TestOffloadAuto(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Auto must not fail to start: %v", err)
 	}
-	attached := srv.offload.attached()
+	attached := srv.offload.Attached()
 	if attached == config.OffloadNone {
 		if n := strings.Count(logs.String(), "offload unavailable, relaying through sockets"); n != 1 {
 			t.Errorf("fallback logged %d times:\n%s", n, logs)
 		}
-		if srv.offload.active() {
+		if srv.offload.Active() {
 			t.Error("fallen back but active")
 		}
 	}
@@ -182,11 +155,11 @@ func TestOffloadAuto(t *testing.T) {
 		return nil
 	})
 	kernel := map[string]*stats.Sum{}
-	srv.offload.fold(kernel)
+	srv.offload.Fold(kernel)
 	if k := kernel["udp"]; k != nil {
 		t.Logf("relayed in the kernel: %d to the peer, %d from it, of %d each way", k.PeerTx, k.PeerRx, n)
 	} else if attached != config.OffloadNone {
-		t.Errorf("attached, but the kernel relayed nothing: stats %+v", srv.offload.off.Stats())
+		t.Errorf("attached, but the kernel relayed nothing: stats %+v", srv.offload.Status().Kernel)
 	}
 }
 
@@ -194,7 +167,7 @@ func TestOffloadAuto(t *testing.T) {
 // that is not an engine is refused naming the flag. XDP either attaches or
 // fails New with an error naming the engine: it never falls back.
 func TestOffloadFlag(t *testing.T) {
-	if inFreshNetns(t) {
+	if testenv.InFreshNetns(t) {
 		return
 	}
 	cfg := testConfig(t, 24740, 24759)
@@ -207,7 +180,7 @@ func TestOffloadFlag(t *testing.T) {
 		if !strings.Contains(err.Error(), "offload engine XDP") {
 			t.Errorf("XDP refused without naming it: %v", err)
 		}
-	case srv.offload.attached() != config.OffloadXDP:
-		t.Errorf("XDP requested, %s attached", srv.offload.attached())
+	case srv.offload.Attached() != config.OffloadXDP:
+		t.Errorf("XDP requested, %s attached", srv.offload.Attached())
 	}
 }

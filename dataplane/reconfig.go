@@ -121,7 +121,7 @@ func (s *Server) Reconfigure(next *config.Config) error {
 	}
 	if s.offload != nil {
 		// Listeners that went have withdrawn their paths (CloseTransport).
-		s.offload.setListeners(next)
+		s.offload.SetListeners(next, bindAdvertised(next.Relay, slog.New(slog.DiscardHandler)))
 	}
 	if err := s.startListeners(next, start); err != nil {
 		errs = append(errs, err)

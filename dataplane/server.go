@@ -21,6 +21,7 @@ import (
 	"github.com/tern-gw/tern/dataplane/allowlist"
 	"github.com/tern-gw/tern/dataplane/config"
 	"github.com/tern-gw/tern/dataplane/listener"
+	"github.com/tern-gw/tern/dataplane/offload/mirror"
 	"github.com/tern-gw/tern/dataplane/relay"
 	"github.com/tern-gw/tern/dataplane/udpio"
 	"github.com/tern-gw/tern/turn"
@@ -94,8 +95,8 @@ type Server struct {
 	relays *relay.Pool
 	dns    *allowlist.Resolver // STRICT_DNS clusters' answers; see dns.go
 	// offload mirrors the engine's channel paths into the kernel fast
-	// path (offloadmirror.go); nil with offload engine None.
-	offload *offloadMirror
+	// path (dataplane/offload/mirror); nil with offload engine None.
+	offload *mirror.Mirror
 	// secrets re-reads credential files when they change; see
 	// credentials.go. Nil until Start.
 	secrets *secretWatch
@@ -169,12 +170,14 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	}
 	var paths turn.PathObserver
 	if mode != config.OffloadNone {
-		if s.offload, err = newOffloadMirror(mode, cfg, s.log); err != nil {
+		// The mirror takes the relay addresses the sockets bind, as the
+		// pool does (bindAdvertised logged them already).
+		if s.offload, err = mirror.Open(mode, cfg, bindAdvertised(cfg.Relay, slog.New(slog.DiscardHandler)), s.log); err != nil {
 			s.relays.Close()
 			return nil, err
 		}
 		// A fallen-back Auto needs no observer: nothing is mirrored.
-		if s.offload.active() {
+		if s.offload.Active() {
 			paths = s.offload
 		}
 	}
@@ -182,7 +185,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	if err != nil {
 		s.relays.Close()
 		if s.offload != nil {
-			s.offload.close()
+			s.offload.Close()
 		}
 		return nil, err
 	}
@@ -419,7 +422,7 @@ func (s *Server) Close() {
 	}
 	s.engine.Close()
 	if s.offload != nil {
-		s.offload.close()
+		s.offload.Close()
 	}
 	s.relays.Close()
 	close(s.stop)

@@ -1,4 +1,12 @@
-package dataplane
+// Package mirror keeps the kernel's offload maps (dataplane/offload) in
+// step with the TURN engine: it is the engine's turn.PathObserver, and
+// installs each ChannelData path the engine reports (a channel binding of a
+// TURN-UDP allocation with its permission, RFC 8656 §12) into the maps and
+// withdraws it when the engine says it is gone, so that the kernel never
+// relays what the engine would refuse. It also reopens the programs when
+// the TURN-UDP listeners change and folds what the kernel relayed into the
+// dataplane's counters for /metrics. See docs/offload.md.
+package mirror
 
 import (
 	"errors"
@@ -21,14 +29,14 @@ import (
 // ChannelBind.
 const putErrorLogInterval = 10 * time.Second
 
-// offloadMirror is the engine's turn.PathObserver when the kernel fast path
+// Mirror is the engine's turn.PathObserver when the kernel fast path
 // runs: it installs each channel path the engine reports into the offload
 // maps (offload.Put), replaces it when its expiry or cluster moves, and
 // withdraws it (offload.Delete) when the engine says it is gone, so that
 // the kernel never relays what the engine would refuse. It keeps every
 // reported path, installed or not, so that reopening the programs for a
 // new listener set puts them back.
-type offloadMirror struct {
+type Mirror struct {
 	log       *slog.Logger
 	requested string // config.Offload* mode asked for
 	ifaces    []string
@@ -73,19 +81,6 @@ type slotKey struct {
 	cluster  uint32
 }
 
-// offloadMode returns the engine mode in force: ternd's --offload-engine
-// when given, else the config's.
-func offloadMode(cfg *config.Config, flag string) (string, error) {
-	if flag != "" {
-		m, err := config.NormalizeOffloadEngine(flag)
-		if err != nil {
-			return "", fmt.Errorf("--offload-engine: %w", err)
-		}
-		return m, nil
-	}
-	return cfg.Offload.EngineMode(), nil
-}
-
 // udpListenerAddrs returns the TURN-UDP listeners of cfg by address. A
 // listener bound to a wildcard is taken at the relay's bind address of
 // each family (wildcardAddr): the pod's IPs, which is where its clients'
@@ -100,7 +95,7 @@ func udpListenerAddrs(cfg *config.Config, relay config.Relay) map[netip.AddrPort
 		at := []netip.AddrPort{netip.AddrPortFrom(ip.Unmap(), uint16(l.Port))}
 		if ip.IsUnspecified() {
 			// A wildcard TURN-UDP listener serves both families
-			// (listener.openUDPSocket): it is taken at the relay
+			// (dataplane/listener): it is taken at the relay
 			// address of each.
 			at = []netip.AddrPort{netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(l.Port)),
 				netip.AddrPortFrom(netip.IPv6Unspecified(), uint16(l.Port))}
@@ -129,8 +124,8 @@ func wildcardAddr(a netip.AddrPort, relay config.Relay) netip.AddrPort {
 	return a
 }
 
-// relayAddrs maps the advertised relay addresses of r (as bindAdvertised
-// returns it) to their bind addresses.
+// relayAddrs maps the advertised relay addresses of r (as Open takes it)
+// to their bind addresses.
 func relayAddrs(r config.Relay) map[netip.Addr]netip.Addr {
 	m := map[netip.Addr]netip.Addr{}
 	all := append([]config.RelayAddress{{Address: r.Address, PublicAddress: r.PublicAddress}}, r.ExtraAddresses...)
@@ -148,17 +143,25 @@ func relayAddrs(r config.Relay) map[netip.Addr]netip.Addr {
 	return m
 }
 
-// newOffloadMirror opens the offload programs for cfg in mode (not None).
-// Under Auto, a kernel or a process that cannot run them
-// (offload.ErrUnsupported) leaves the mirror inactive with one log line
-// saying why; under XDP or TC, and for any other error, it fails.
-func newOffloadMirror(mode string, cfg *config.Config, log *slog.Logger) (*offloadMirror, error) {
-	m := &offloadMirror{log: log, requested: mode, ifaces: slices.Clone(cfg.Offload.Interfaces),
+// Open opens the offload programs in mode (config.OffloadAuto, XDP or TC)
+// for the TURN-UDP listeners of cfg and its offload.interfaces. relay is
+// the relay config whose addresses the relay sockets bind (the dataplane's
+// relay config with publicAddresses of this host bound instead, as the
+// relay pool is given it): peers' datagrams arrive there, and a wildcard
+// listener is taken at its addresses. With config.OffloadNone, Open
+// returns a Mirror that is not Active.
+//
+// Under Auto, a kernel or a process that cannot run the programs
+// (offload.ErrUnsupported) leaves the Mirror inactive, with one log line
+// saying why. Under XDP or TC, and for any other error, Open returns an
+// error "offload engine <mode>: <reason>" wrapping offload's.
+func Open(mode string, cfg *config.Config, relay config.Relay, log *slog.Logger) (*Mirror, error) {
+	m := &Mirror{log: log, requested: mode, ifaces: slices.Clone(cfg.Offload.Interfaces),
 		paths: map[pathKey]*mirroredPath{}, slotOf: map[slotKey]uint32{}}
 	if mode == config.OffloadNone {
 		return m, nil
 	}
-	m.relay = bindAdvertised(cfg.Relay, slog.New(slog.DiscardHandler))
+	m.relay = relay
 	m.listeners = udpListenerAddrs(cfg, m.relay)
 	m.relays = relayAddrs(m.relay)
 	off, err := offload.Open(m.offloadConfig())
@@ -174,7 +177,7 @@ func newOffloadMirror(mode string, cfg *config.Config, log *slog.Logger) (*offlo
 	return m, nil
 }
 
-func (m *offloadMirror) offloadConfig() offload.Config {
+func (m *Mirror) offloadConfig() offload.Config {
 	c := offload.Config{Mode: offload.Mode(m.requested), Interfaces: m.ifaces}
 	for a := range m.listeners {
 		c.Listeners = append(c.Listeners, a)
@@ -189,16 +192,18 @@ func (m *offloadMirror) offloadConfig() offload.Config {
 	return c
 }
 
-// active reports whether the kernel relays: the engine needs the mirror
-// as its PathObserver only then.
-func (m *offloadMirror) active() bool {
+// Active reports whether the programs are attached, so that the kernel
+// relays: the engine needs the Mirror as its PathObserver only then.
+func (m *Mirror) Active() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.off != nil
 }
 
-// attached returns the hook in use, config.OffloadNone when none.
-func (m *offloadMirror) attached() string {
+// Attached returns the hook in use, config.OffloadXDP or config.OffloadTC,
+// or config.OffloadNone when the programs are not attached (a fallen-back
+// Auto, a failed reopen, or after Close).
+func (m *Mirror) Attached() string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.off == nil {
@@ -208,7 +213,11 @@ func (m *offloadMirror) attached() string {
 }
 
 // PathUp implements turn.PathObserver: it installs or replaces the path.
-func (m *offloadMirror) PathUp(ev turn.PathEvent) {
+// A path the kernel cannot take (no programs, a listener they do not
+// serve, a client and peer of different IP families, full maps) stays on
+// the socket path; a failed Put is counted in Status.PutErrors and logged
+// at most every 10 s.
+func (m *Mirror) PathUp(ev turn.PathEvent) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := pathKey{ev.FiveTuple, ev.Channel}
@@ -244,7 +253,7 @@ func (m *offloadMirror) PathUp(ev turn.PathEvent) {
 // install puts mp into the kernel under the slot of (listener, cluster),
 // or leaves it to the socket path: no programs, a listener the programs
 // do not serve, no slot left, or a failed Put. The caller holds m.mu.
-func (m *offloadMirror) install(mp *mirroredPath, listener string, cluster uint32) {
+func (m *Mirror) install(mp *mirroredPath, listener string, cluster uint32) {
 	mp.p.Counter = 0
 	if m.off == nil || listener == "" {
 		m.withdraw(mp)
@@ -266,7 +275,7 @@ func (m *offloadMirror) install(mp *mirroredPath, listener string, cluster uint3
 // putFailed leaves mp in user space (withdrawing an earlier version, which
 // may carry a stale expiry) and logs at most every putErrorLogInterval.
 // The caller holds m.mu.
-func (m *offloadMirror) putFailed(mp *mirroredPath, err error) {
+func (m *Mirror) putFailed(mp *mirroredPath, err error) {
 	m.withdraw(mp)
 	m.putErrors++
 	if now := time.Now(); now.Sub(m.lastPutWarn) >= putErrorLogInterval {
@@ -277,7 +286,7 @@ func (m *offloadMirror) putFailed(mp *mirroredPath, err error) {
 }
 
 // withdraw deletes mp from the kernel if it is there. The caller holds m.mu.
-func (m *offloadMirror) withdraw(mp *mirroredPath) {
+func (m *Mirror) withdraw(mp *mirroredPath) {
 	if !mp.installed {
 		return
 	}
@@ -294,7 +303,7 @@ func (m *offloadMirror) withdraw(mp *mirroredPath) {
 
 // slot returns the counter slot of k, numbering a new one on first use.
 // The caller holds m.mu.
-func (m *offloadMirror) slot(k slotKey) (uint32, bool) {
+func (m *Mirror) slot(k slotKey) (uint32, bool) {
 	if s, ok := m.slotOf[k]; ok {
 		return s, true
 	}
@@ -308,7 +317,7 @@ func (m *offloadMirror) slot(k slotKey) (uint32, bool) {
 }
 
 // PathDown implements turn.PathObserver: it withdraws the path.
-func (m *offloadMirror) PathDown(ev turn.PathEvent) {
+func (m *Mirror) PathDown(ev turn.PathEvent) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := pathKey{ev.FiveTuple, ev.Channel}
@@ -318,15 +327,15 @@ func (m *offloadMirror) PathDown(ev turn.PathEvent) {
 	}
 }
 
-// setListeners follows a reconfiguration: when the set of TURN-UDP
-// listener addresses or relay addresses changed, the programs are reopened for the new set and
-// every path still reported goes back in. A reopen that fails leaves every
+// SetListeners follows a reconfiguration to cfg, with relay as Open takes
+// it: when the set of TURN-UDP listener addresses or relay addresses
+// changed, the programs are reopened for the new set and every path still
+// reported goes back in, counted under the same slots. A reopen that fails leaves every
 // packet to the socket path, with the reason logged. Paths of listeners
 // that went are withdrawn by the engine (CloseTransport) before this runs.
-func (m *offloadMirror) setListeners(cfg *config.Config) {
+func (m *Mirror) SetListeners(cfg *config.Config, relay config.Relay) {
 	// A relay change restarted every listener, so no path of the old
 	// relay addresses is left.
-	relay := bindAdvertised(cfg.Relay, slog.New(slog.DiscardHandler))
 	next, relays := udpListenerAddrs(cfg, relay), relayAddrs(relay)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -349,7 +358,7 @@ func (m *offloadMirror) setListeners(cfg *config.Config) {
 }
 
 // clusterOf returns the cluster whose slot mp was last counted under.
-func (m *offloadMirror) clusterOf(mp *mirroredPath) uint32 {
+func (m *Mirror) clusterOf(mp *mirroredPath) uint32 {
 	if int(mp.p.Counter) < len(m.slots) {
 		return m.slots[mp.p.Counter].cluster
 	}
@@ -358,7 +367,7 @@ func (m *offloadMirror) clusterOf(mp *mirroredPath) uint32 {
 
 // closeLocked keeps the counts of the programs in base and closes them.
 // The caller holds m.mu.
-func (m *offloadMirror) closeLocked() {
+func (m *Mirror) closeLocked() {
 	if m.off == nil {
 		return
 	}
@@ -382,19 +391,21 @@ func (m *offloadMirror) closeLocked() {
 	}
 }
 
-// close detaches the programs; the socket path serves from then on.
-func (m *offloadMirror) close() {
+// Close detaches the programs; the socket path serves from then on. The
+// counts so far stay in Fold and Status. It is safe to call more than once.
+func (m *Mirror) Close() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.closeLocked()
 }
 
-// fold adds what the kernel relayed to the metrics' counters, per listener
-// name, the way the socket path counts it: a ChannelData datagram from a
+// Fold adds what the kernel relayed since Open (across reopens) to
+// byListener, keyed by listener name, creating the entries it needs, the
+// way the socket path counts it: a ChannelData datagram from a
 // client is a listener rx packet of payload+4 bytes, a peer tx packet and
 // a cluster tx packet of payload bytes; a datagram from a peer the other
 // way round.
-func (m *offloadMirror) fold(byListener map[string]*stats.Sum) {
+func (m *Mirror) Fold(byListener map[string]*stats.Sum) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	counts := make([]offload.Counters, len(m.slots))
@@ -446,19 +457,38 @@ func addStats(a, b offload.Stats) offload.Stats {
 	return a
 }
 
-// status returns the installed paths, the failed Puts and the kernel's
-// pass and drop reasons, for /metrics.
-func (m *offloadMirror) status() (installed int, putErrors uint64, st offload.Stats) {
+// Status is what the kernel fast path does and did, for /metrics.
+type Status struct {
+	// Requested is the engine mode asked for (config.OffloadAuto, XDP or
+	// TC; config.OffloadNone for a Mirror opened with None).
+	Requested string
+	// Attached is the hook in use, as Attached returns it.
+	Attached string
+	// Paths is the number of channel paths installed in the kernel now.
+	Paths int
+	// PutErrors counts the paths the kernel could not take since Open
+	// (full maps, no counter slot left, an invalid path); they are relayed
+	// through sockets.
+	PutErrors uint64
+	// Kernel counts, by reason, the packets of offloaded channels the
+	// programs left to the socket path or dropped, since Open (across
+	// reopens).
+	Kernel offload.Stats
+}
+
+// Status returns the state of the fast path and its counts.
+func (m *Mirror) Status() Status {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	st = m.baseStats
+	st := Status{Requested: m.requested, Attached: config.OffloadNone, PutErrors: m.putErrors, Kernel: m.baseStats}
 	if m.off != nil {
-		st = addStats(st, m.off.Stats())
+		st.Attached = string(m.off.Attached())
+		st.Kernel = addStats(st.Kernel, m.off.Stats())
 	}
 	for _, mp := range m.paths {
 		if mp.installed {
-			installed++
+			st.Paths++
 		}
 	}
-	return installed, m.putErrors, st
+	return st
 }

@@ -1,4 +1,4 @@
-package dataplane
+package mirror
 
 import (
 	"encoding/binary"
@@ -20,8 +20,8 @@ import (
 )
 
 // This file drives the TURN engine on a manual clock with the offload
-// mirror and the real kernel programs as its PathObserver, in a network
-// namespace of the test's own (inFreshNetns), so that expiry can be tested
+// Mirror and the real kernel programs as its PathObserver, in a network
+// namespace of the test's own (testenv.InFreshNetns), so that expiry can be tested
 // without waiting 300 s: every way a path stops must stop the kernel
 // relaying it from the very next packet, which then reaches the socket
 // the engine would read instead.
@@ -61,7 +61,7 @@ type pathRig struct {
 	t                *testing.T
 	e                *turn.Engine
 	clock            *turn.ManualClock
-	mirror           *offloadMirror
+	mirror           *Mirror
 	tr               *switchable
 	client, listener *net.UDPConn
 	peer             *net.UDPConn
@@ -90,14 +90,14 @@ func newPathRig(t *testing.T) *pathRig {
 		Listeners: []config.Listener{{Name: "udp", Protocol: config.ProtoTURNUDP, Address: "127.0.0.1", Port: int(laddr.Port())}},
 		Relay:     config.Relay{Address: "127.0.99.1"},
 	}
-	m, err := newOffloadMirror(config.OffloadAuto, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	m, err := Open(config.OffloadAuto, cfg, cfg.Relay, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !m.active() {
+	if !m.Active() {
 		t.Fatalf("offload did not attach as root in a namespace of its own")
 	}
-	t.Cleanup(m.close)
+	t.Cleanup(m.Close)
 	r.mirror = m
 	r.e, err = turn.New(turn.Config{
 		Settings:     turn.Settings{Realm: "r", Auth: turn.StaticAuth{Username: "u", Password: "p"}, MaxLifetime: time.Hour},
@@ -264,7 +264,7 @@ func (r *pathRig) relayed(stage string, want bool) {
 // stops (permission expiry, binding expiry, allocation expiry, Refresh 0,
 // a route change, Close) stops the kernel from the next packet on.
 func TestOffloadPathsStop(t *testing.T) {
-	if inFreshNetns(t) {
+	if testenv.InFreshNetns(t) {
 		return
 	}
 	requireOffloadRoot(t)
@@ -312,7 +312,7 @@ func TestOffloadPathsStop(t *testing.T) {
 			r.relayed("bound", true)
 			tc.stop(r)
 			r.relayed("stopped", false)
-			if n, _, _ := r.mirror.status(); n != 0 {
+			if n := r.mirror.Status().Paths; n != 0 {
 				t.Errorf("%d paths still installed", n)
 			}
 		})
@@ -333,7 +333,7 @@ func requireOffloadRoot(t *testing.T) {
 // keep relaying in the kernel, and the kernel's counts carry on from
 // before the reopen.
 func TestOffloadReopen(t *testing.T) {
-	if inFreshNetns(t) {
+	if testenv.InFreshNetns(t) {
 		return
 	}
 	requireOffloadRoot(t)
@@ -342,7 +342,7 @@ func TestOffloadReopen(t *testing.T) {
 	r.relayed("before", true)
 	count := func() uint64 {
 		k := map[string]*stats.Sum{}
-		r.mirror.fold(k)
+		r.mirror.Fold(k)
 		if k["udp"] == nil {
 			return 0
 		}
@@ -360,11 +360,11 @@ func TestOffloadReopen(t *testing.T) {
 		},
 		Relay: config.Relay{Address: "127.0.99.1"},
 	}
-	r.mirror.setListeners(cfg)
-	if !r.mirror.active() {
+	r.mirror.SetListeners(cfg, cfg.Relay)
+	if !r.mirror.Active() {
 		t.Fatal("reopen failed")
 	}
-	if n, _, _ := r.mirror.status(); n != 1 {
+	if n := r.mirror.Status().Paths; n != 1 {
 		t.Errorf("%d paths installed after the reopen, want 1", n)
 	}
 	r.relayed("after", true)
@@ -379,7 +379,7 @@ func TestOffloadReopen(t *testing.T) {
 // error. (A dual allocation's path from a client of one family to a peer
 // of the other is not tried at all: TestOffloadSkipsCrossFamilyPaths.)
 func TestOffloadPutFailure(t *testing.T) {
-	if inFreshNetns(t) {
+	if testenv.InFreshNetns(t) {
 		return
 	}
 	requireOffloadRoot(t)
@@ -393,7 +393,8 @@ func TestOffloadPutFailure(t *testing.T) {
 	r.mirror.listeners[ev.FiveTuple.Server] = "udp6" // as if a listener were there
 	r.mirror.mu.Unlock()
 	r.mirror.PathUp(ev)
-	if n, fails, _ := r.mirror.status(); n != 0 || fails != 1 {
+	if st := r.mirror.Status(); st.Paths != 0 || st.PutErrors != 1 {
+		n, fails := st.Paths, st.PutErrors
 		t.Errorf("installed %d, put errors %d; want 0 and 1", n, fails)
 	}
 	r.mirror.PathDown(ev)
@@ -407,7 +408,7 @@ func TestOffloadPutFailure(t *testing.T) {
 // path without a Put: the programs rewrite headers in place and cannot
 // change the IP version. It is neither installed nor counted as a failure.
 func TestOffloadSkipsCrossFamilyPaths(t *testing.T) {
-	if inFreshNetns(t) {
+	if testenv.InFreshNetns(t) {
 		return
 	}
 	requireOffloadRoot(t)
@@ -421,7 +422,8 @@ func TestOffloadSkipsCrossFamilyPaths(t *testing.T) {
 	r.mirror.listeners[ev.FiveTuple.Server] = "udp6"
 	r.mirror.mu.Unlock()
 	r.mirror.PathUp(ev)
-	if n, fails, _ := r.mirror.status(); n != 0 || fails != 0 {
+	if st := r.mirror.Status(); st.Paths != 0 || st.PutErrors != 0 {
+		n, fails := st.Paths, st.PutErrors
 		t.Errorf("installed %d, put errors %d; want 0 and 0", n, fails)
 	}
 	r.mirror.PathDown(ev)
