@@ -160,7 +160,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	mode, err := offloadMode(cfg, opts.OffloadEngine)
+	mode, err := mirror.Mode(cfg, opts.OffloadEngine)
 	if err != nil {
 		return nil, err
 	}

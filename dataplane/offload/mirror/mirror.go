@@ -81,6 +81,21 @@ type slotKey struct {
 	cluster  uint32
 }
 
+// Mode returns the engine mode in force: override (ternd's
+// --offload-engine, Options.OffloadEngine) when not empty, else cfg's
+// offload.engine; one of config.OffloadNone, Auto, XDP or TC. An override
+// that names no engine is an error naming --offload-engine.
+func Mode(cfg *config.Config, override string) (string, error) {
+	if override != "" {
+		m, err := config.NormalizeOffloadEngine(override)
+		if err != nil {
+			return "", fmt.Errorf("--offload-engine: %w", err)
+		}
+		return m, nil
+	}
+	return cfg.Offload.EngineMode(), nil
+}
+
 // udpListenerAddrs returns the TURN-UDP listeners of cfg by address. A
 // listener bound to a wildcard is taken at the relay's bind address of
 // each family (wildcardAddr): the pod's IPs, which is where its clients'
