@@ -5,7 +5,7 @@
 // withdraws it when the engine says it is gone, so that the kernel never
 // relays what the engine would refuse. It also reopens the programs when
 // the TURN-UDP listeners change and folds what the kernel relayed into the
-// dataplane's counters for /metrics. See docs/offload.md.
+// dataplane's counters for /metrics. See docs/offload-control.md.
 package mirror
 
 import (
