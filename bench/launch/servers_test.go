@@ -66,7 +66,7 @@ func TestStreamsConfig(t *testing.T) {
 	}
 	var protos []string
 	for _, ls := range cfg.Listeners {
-		protos = append(protos, ls.Protocol)
+		protos = append(protos, string(ls.Protocol))
 	}
 	if !slices.Equal(protos, []string{"TURN-UDP", "TURN-TCP", "TURN-TLS", "TURN-DTLS"}) || cfg.Listeners[2].Port != 23478+TLSPortOffset {
 		t.Fatalf("listeners %+v", cfg.Listeners)

@@ -26,14 +26,6 @@ const (
 	AuthEphemeral = "ephemeral"
 )
 
-// Listener protocols, spelled as in the Gateway API listeners of STUNner.
-const (
-	ProtoTURNUDP  = "TURN-UDP"
-	ProtoTURNTCP  = "TURN-TCP"
-	ProtoTURNTLS  = "TURN-TLS"
-	ProtoTURNDTLS = "TURN-DTLS"
-)
-
 // Config is one dataplane's whole configuration: what one Gateway renders to.
 type Config struct {
 	// Version must be "v1".
@@ -155,8 +147,9 @@ type Auth struct {
 type Listener struct {
 	// Name is unique within the config.
 	Name string `json:"name"`
-	// Protocol is TURN-UDP, TURN-TCP, TURN-TLS or TURN-DTLS.
-	Protocol string `json:"protocol"`
+	// Protocol is TURN-UDP, TURN-TCP, TURN-TLS or TURN-DTLS (see
+	// Protocol; SetDefaults normalizes the aliases UDP, TCP, TLS, DTLS).
+	Protocol Protocol `json:"protocol"`
 	// Address is the IP to bind, e.g. "127.0.0.1" or "0.0.0.0".
 	Address string `json:"address"`
 	// Port is the port to bind, 1-65535.

@@ -128,7 +128,7 @@ func (c *Config) SetDefaults() {
 		if l.Address == "" {
 			l.Address = DefaultListenAddress
 		}
-		if p, ok := NormalizeProtocol(l.Protocol); ok {
+		if p, ok := NormalizeProtocol(string(l.Protocol)); ok {
 			l.Protocol = p
 		}
 	}
@@ -177,24 +177,4 @@ func NormalizeAuthType(s string) (string, error) {
 		return AuthEphemeral, nil
 	}
 	return "", fmt.Errorf("unknown auth type %q: want static (or plaintext) or ephemeral (or longterm, timewindowed)", s)
-}
-
-// NormalizeProtocol maps a listener protocol name, case-insensitively, to
-// a Proto* constant and reports whether it is one. The bare transport
-// names UDP, TCP, TLS and DTLS are aliases, as STUNner's operator reads a
-// Gateway listener's protocol (its published manifests say `protocol:
-// UDP`); every place that reads a protocol (the config, the renderer, the
-// auth service's TURN URIs, ternd -f) calls this one function.
-func NormalizeProtocol(s string) (string, bool) {
-	switch strings.ToUpper(s) {
-	case ProtoTURNUDP, "UDP":
-		return ProtoTURNUDP, true
-	case ProtoTURNTCP, "TCP":
-		return ProtoTURNTCP, true
-	case ProtoTURNTLS, "TLS":
-		return ProtoTURNTLS, true
-	case ProtoTURNDTLS, "DTLS":
-		return ProtoTURNDTLS, true
-	}
-	return "", false
 }

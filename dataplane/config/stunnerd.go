@@ -256,7 +256,7 @@ func (s *Stunnerd) Convert(opts StunnerdOptions) (*Config, []string, error) {
 	// listeners
 	for i, l := range s.Listeners {
 		f := fmt.Sprintf("listeners[%d]", i)
-		tl := Listener{Name: l.Name, Protocol: l.Protocol, Port: l.Port, PublicPort: l.PublicPort, Routes: l.Routes}
+		tl := Listener{Name: l.Name, Protocol: Protocol(l.Protocol), Port: l.Port, PublicPort: l.PublicPort, Routes: l.Routes}
 		if tl.Protocol == "" {
 			tl.Protocol = ProtoTURNUDP
 		}
@@ -393,9 +393,9 @@ func ParseTURNURI(s string, getenv func(string) string) (*Config, error) {
 			return nil, fmt.Errorf("turn URI %q: port: %v", s, err)
 		}
 	}
-	proto := "TURN-UDP"
+	proto := ProtoTURNUDP
 	if t := u.Query().Get("transport"); t != "" {
-		proto = "TURN-" + strings.ToUpper(t)
+		proto = Protocol("TURN-" + strings.ToUpper(t))
 	}
 	c := &Config{
 		Version:   Version,
