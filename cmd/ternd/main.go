@@ -21,6 +21,7 @@ import (
 	"github.com/tern-gw/tern/dataplane/admin"
 	"github.com/tern-gw/tern/dataplane/config"
 	"github.com/tern-gw/tern/dataplane/k8sconfig"
+	"github.com/tern-gw/tern/dataplane/stunnerdconf"
 	"github.com/tern-gw/tern/internal/version"
 )
 
@@ -77,7 +78,7 @@ func run(args []string) int {
 	case f.fs.NArg() == 1 && strings.HasPrefix(f.fs.Arg(0), "turn://"):
 		// stunnerd's standalone form: a config made from one TURN URI.
 		uri := f.fs.Arg(0)
-		source, load = "command line", func(string) (*config.Config, error) { return config.ParseTURNURI(uri, os.Getenv) }
+		source, load = "command line", func(string) (*config.Config, error) { return stunnerdconf.ParseTURNURI(uri, os.Getenv) }
 		if f.watch {
 			fmt.Fprintln(os.Stderr, "ternd: -w needs a config file; a TURN URI has nothing to watch")
 			return 2

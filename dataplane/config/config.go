@@ -5,7 +5,10 @@
 // for a file) is the one way to read it: it decodes strictly, replaces the
 // address placeholders $(POD_IP) and $(NODE_IP) from the environment,
 // applies defaults and validates, returning errors that name the offending
-// field by its path (for example "listeners[0].port"). The operator renders
+// field by its path (for example "listeners[0].port"). A config built as a
+// typed value (ternd's readers of stunnerd's formats in
+// dataplane/stunnerdconf, bench) takes the same steps after decoding
+// through Prepare, so there is one set of checks. The operator renders
 // documents for Parse; this package imports nothing of the operator or of
 // the Kubernetes API (internal/importrules checks), so both sides link it
 // without the other's dependencies.
