@@ -221,7 +221,7 @@ func TestDualStackStreamListeners(t *testing.T) {
 		if p == "TURN-DTLS" {
 			network = "udp"
 		}
-		l := config.Listener{Name: p, Protocol: p, Address: "0.0.0.0", Port: freePort(t, network), Routes: []string{"local"}}
+		l := config.Listener{Name: p, Protocol: config.Protocol(p), Address: "0.0.0.0", Port: freePort(t, network), Routes: []string{"local"}}
 		if p != "TURN-TCP" {
 			l.Cert, l.Key = cert, key
 		}
@@ -230,8 +230,8 @@ func TestDualStackStreamListeners(t *testing.T) {
 	startWith(t, cfg)
 	for _, l := range cfg.Listeners[1:] {
 		for _, ip := range []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.IPv6Loopback()} {
-			name := l.Protocol + " from " + ip.String()
-			tr, err := turnclient.Dial(protos[l.Protocol], netip.AddrPortFrom(ip, 0), netip.AddrPortFrom(ip, uint16(l.Port)), 2*time.Second)
+			name := string(l.Protocol) + " from " + ip.String()
+			tr, err := turnclient.Dial(protos[string(l.Protocol)], netip.AddrPortFrom(ip, 0), netip.AddrPortFrom(ip, uint16(l.Port)), 2*time.Second)
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}

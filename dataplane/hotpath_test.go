@@ -173,7 +173,7 @@ func channelData(ch uint16, payload []byte, stream bool) []byte {
 // under load it falls below one per packet. Under -race (raceEnabled) only the TLS count is
 // left out: UDP and TCP allocate nothing there too.
 func TestRelayAllocatesNothing(t *testing.T) {
-	budget := map[string]float64{config.ProtoTURNUDP: 0, config.ProtoTURNTCP: 0, config.ProtoTURNTLS: 2}
+	budget := map[config.Protocol]float64{config.ProtoTURNUDP: 0, config.ProtoTURNTCP: 0, config.ProtoTURNTLS: 2}
 	certPath, keyPath := writeTestCert(t, t.TempDir(), "localhost")
 	cfg := testConfig(t, 29800, 29829)
 	cfg.Listeners = append(cfg.Listeners,
@@ -191,7 +191,7 @@ func TestRelayAllocatesNothing(t *testing.T) {
 	defer peer.Close()
 	peerAddr := peer.LocalAddr().(*net.UDPAddr).AddrPort()
 	for _, lc := range cfg.Listeners {
-		t.Run(lc.Protocol, func(t *testing.T) {
+		t.Run(string(lc.Protocol), func(t *testing.T) {
 			c := dialRaw(t, lc, "user", "pass")
 			const ch = 0x4001
 			relayed := c.allocate(ch, peerAddr)

@@ -27,6 +27,14 @@ import (
 // A config that fails validation is rejected with an error that names the
 // field, and the running config stays. A listener that fails to start is
 // reported in the error; the rest of the change is applied.
+//
+// Reconfigurations are serialized by changeMu (as are Start and Close).
+// Listeners and the admin endpoints are stopped and started without the
+// server lock mu, so that what takes mu (Config, the credential files'
+// reload, a STRICT_DNS refresh) never waits for a socket to close or bind;
+// the config, the credentials and the engine's settings are swapped under
+// mu in one step, after the listeners that must go have stopped and before
+// the new ones start, so a listener always starts under the config in force.
 func (s *Server) Reconfigure(next *config.Config) error {
 	if err := next.Validate(); err != nil {
 		return fmt.Errorf("config rejected, running config kept: %w", err)
@@ -41,31 +49,49 @@ func (s *Server) Reconfigure(next *config.Config) error {
 	if _, err := relay.ParseAddrs(bindAdvertised(next.Relay, slog.New(slog.DiscardHandler))); err != nil {
 		return fmt.Errorf("config rejected, running config kept: %w", err)
 	}
+	s.changeMu.Lock()
+	defer s.changeMu.Unlock()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	closed, prev := s.closed, s.cfg
+	s.mu.Unlock()
+	if closed {
 		return errors.New("server closed")
 	}
-	prev := s.cfg
 	if prevMode, nextMode := prev.Offload.EngineMode(), next.Offload.EngineMode(); prevMode != nextMode || !slices.Equal(prev.Offload.Interfaces, next.Offload.Interfaces) {
 		s.log.Warn("offload settings changed: they take effect when ternd restarts", "running", prevMode, "configured", nextMode)
 	}
+
+	// Stop what goes: every listener on a realm or relay change, else those
+	// removed and those that can only change by a restart.
 	relayChanged := !prev.Relay.Equal(next.Relay)
 	restartAll := prev.Auth.Realm != next.Auth.Realm || relayChanged
-	if restartAll {
-		why := "realm changed"
-		if relayChanged {
-			why = "relay changed"
-		}
-		for _, lc := range prev.Listeners {
-			s.stopListener(lc.Name, why)
-		}
-		if relayChanged {
-			nextRelays, _ := relay.ParseAddrs(bindAdvertised(next.Relay, s.log)) // checked above
-			s.relays.Reset(nextRelays)
+	want := map[string]config.Listener{}
+	for _, lc := range next.Listeners {
+		want[lc.Name] = lc
+	}
+	for name, l := range s.runningListeners() {
+		lc, kept := want[name]
+		switch {
+		case restartAll && relayChanged:
+			s.stopListener(name, "relay changed")
+		case restartAll:
+			s.stopListener(name, "realm changed")
+		case !kept:
+			s.stopListener(name, "removed")
+		case needsRestart(l, lc):
+			s.stopListener(name, "protocol, address, port or certificate paths changed")
 		}
 	}
+	if relayChanged {
+		// Every allocation went with the listeners.
+		nextRelays, _ := relay.ParseAddrs(bindAdvertised(next.Relay, s.log)) // checked above
+		s.relays.Reset(nextRelays)
+	}
+
+	// Swap the config, the credentials and the engine's settings.
+	s.mu.Lock()
 	if err := s.engine.Reconfigure(settings); err != nil {
+		s.mu.Unlock()
 		return err
 	}
 	s.auth = settings.Auth
@@ -75,6 +101,9 @@ func (s *Server) Reconfigure(next *config.Config) error {
 	}
 	s.setClusters(next)
 	s.setLogLevel(next)
+	s.mu.Unlock()
+
+	// Start what comes, and update the listeners that stay in place.
 	var errs []error
 	if prev.Admin.HealthAddress != next.Admin.HealthAddress || prev.Admin.MetricsAddress != next.Admin.MetricsAddress {
 		s.http.Close()
@@ -82,42 +111,23 @@ func (s *Server) Reconfigure(next *config.Config) error {
 			errs = append(errs, err)
 		}
 	}
-
 	s.dns.SetClusters(next.Clusters)
-	want := map[string]config.Listener{}
-	for _, lc := range next.Listeners {
-		want[lc.Name] = lc
-	}
-	s.listenersMu.Lock()
-	running := map[string]listener.Listener{}
-	for n, l := range s.listeners {
-		running[n] = l
-	}
-	s.listenersMu.Unlock()
-	for name := range running {
-		if _, ok := want[name]; !ok {
-			s.stopListener(name, "removed")
-		}
-	}
+	running := s.runningListeners()
 	var start []config.Listener
 	for _, lc := range next.Listeners {
 		l, ok := running[lc.Name]
-		switch {
-		case !ok:
+		if !ok {
 			start = append(start, lc)
-		case needsRestart(l, lc):
-			s.stopListener(lc.Name, "protocol, address, port or certificate paths changed")
-			start = append(start, lc)
-		default:
-			al, err := allowlist.Build(lc.Routes, next.Clusters, s.ownAddrs(next), s.dns.Lookup, &s.clusterIDs)
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			l.SetSpec(lc)
-			l.SetAllowlist(al)
-			l.SetConnLimits(connLimits(next))
+			continue
 		}
+		al, err := allowlist.Build(lc.Routes, next.Clusters, s.ownAddrs(next), s.dns.Lookup, &s.clusterIDs)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		l.SetSpec(lc)
+		l.SetAllowlist(al)
+		l.SetConnLimits(connLimits(next))
 	}
 	if s.offload != nil {
 		// Listeners that went have withdrawn their paths (CloseTransport).
@@ -132,6 +142,17 @@ func (s *Server) Reconfigure(next *config.Config) error {
 	s.ready.Store(s.running() > 0)
 	s.log.Info("config applied", "listeners", s.running(), "restart_all", restartAll)
 	return errors.Join(errs...)
+}
+
+// runningListeners returns a copy of the running listeners by name.
+func (s *Server) runningListeners() map[string]listener.Listener {
+	s.listenersMu.Lock()
+	defer s.listenersMu.Unlock()
+	running := make(map[string]listener.Listener, len(s.listeners))
+	for n, l := range s.listeners {
+		running[n] = l
+	}
+	return running
 }
 
 // needsRestart reports whether a listener change can only be applied by

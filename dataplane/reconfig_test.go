@@ -2,11 +2,16 @@ package dataplane
 
 import (
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/pion/turn/v4"
 
 	"github.com/tern-gw/tern/dataplane/config"
 	"github.com/tern-gw/tern/internal/testenv"
@@ -227,4 +232,151 @@ func TestDrain(t *testing.T) {
 		t.Fatalf("new allocation while draining: %v, want 508", err)
 	}
 	f.alive(t, "while draining", seen)
+}
+
+// TestReconfigureUnderLoad applies changes that restart every listener (a
+// realm change, a relay change), restart one (a port change), add and
+// remove one and move /metrics, while clients allocate over TURN-UDP and
+// TURN-TCP and /metrics is scraped. Under -race it checks the server's
+// locking across restarts. Listeners must open and close their sockets
+// without the server lock mu held: nothing else takes mu in this test (no
+// credential files, no STRICT_DNS clusters), so the hook's TryLock fails
+// only if Reconfigure holds it. After each change every listener of the
+// config serves an allocation.
+func TestReconfigureUnderLoad(t *testing.T) {
+	cfg := testConfig(t, 27000, 27049)
+	cfg.Listeners = append(cfg.Listeners, config.Listener{Name: "tcp", Protocol: config.ProtoTURNTCP,
+		Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}})
+	srv := startWith(t, cfg)
+	var locked, calls atomic.Int32
+	srv.listenerHook = func() {
+		calls.Add(1)
+		if !srv.mu.TryLock() {
+			locked.Add(1)
+			return
+		}
+		srv.mu.Unlock()
+	}
+
+	// Load: allocations over UDP and TCP, and scrapes of /metrics, until
+	// stop. Their errors are expected while listeners restart and are not
+	// counted; what matters is that nothing races or deadlocks.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var current atomic.Pointer[config.Config]
+	current.Store(cfg)
+	allocate := func(proto config.Protocol) {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			c := current.Load()
+			for _, lc := range c.Listeners {
+				if lc.Protocol == proto {
+					_ = tryAllocate(lc, c.Auth.Realm)
+				}
+			}
+		}
+	}
+	wg.Add(3)
+	go allocate(config.ProtoTURNUDP)
+	go allocate(config.ProtoTURNTCP)
+	go func() {
+		defer wg.Done()
+		hc := &http.Client{Timeout: 2 * time.Second}
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if resp, err := hc.Get("http://" + current.Load().Admin.MetricsAddress + "/metrics"); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}
+	}()
+	defer func() {
+		close(stop)
+		wg.Wait()
+	}()
+
+	steps := []struct {
+		name   string
+		change func(*config.Config)
+	}{
+		{"realm", func(c *config.Config) { c.Auth.Realm = "other.example" }},
+		{"tcp port", func(c *config.Config) { c.Listeners[1].Port = freePort(t, "tcp") }},
+		{"add udp2", func(c *config.Config) {
+			c.Listeners = append(c.Listeners, config.Listener{Name: "udp2", Protocol: config.ProtoTURNUDP,
+				Address: "127.0.0.1", Port: freePort(t, "udp"), Routes: []string{"local"}})
+		}},
+		{"remove udp2", func(c *config.Config) { c.Listeners = c.Listeners[:2] }},
+		{"relay", func(c *config.Config) { c.Relay.MinPort, c.Relay.MaxPort = 27050, 27099 }},
+		{"metrics address", func(c *config.Config) { c.Admin.MetricsAddress = fmt.Sprintf("127.0.0.1:%d", freePort(t, "tcp")) }},
+	}
+	for _, st := range steps {
+		next := cloneConfig(current.Load())
+		st.change(next)
+		if err := srv.Reconfigure(next); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		current.Store(next)
+		for _, lc := range next.Listeners {
+			if err := tryAllocate(lc, next.Auth.Realm); err != nil {
+				t.Fatalf("%s: listener %s does not allocate: %v", st.name, lc.Name, err)
+			}
+		}
+	}
+	if n := locked.Load(); n > 0 {
+		t.Errorf("%d of %d listener starts and stops ran with the server lock held", n, calls.Load())
+	}
+	if calls.Load() == 0 {
+		t.Error("no listener started or stopped")
+	}
+	if !strings.Contains(scrape(t, current.Load()), "stunner_listener_packets_total") {
+		t.Error("/metrics at the new address serves no TURN metrics")
+	}
+}
+
+// tryAllocate allocates once through lc (TURN-UDP or TURN-TCP) with the
+// test credentials and releases the allocation. Unlike dialClient it
+// returns every error, for use off the test's goroutine.
+func tryAllocate(lc config.Listener, realm string) error {
+	addr := addrOf(lc)
+	var pc net.PacketConn
+	switch lc.Protocol {
+	case config.ProtoTURNUDP:
+		c, err := net.ListenPacket("udp4", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		pc = c
+	case config.ProtoTURNTCP:
+		c, err := net.DialTimeout("tcp4", addr, 2*time.Second)
+		if err != nil {
+			return err
+		}
+		pc = turn.NewSTUNConn(c)
+	default:
+		return fmt.Errorf("protocol %s", lc.Protocol)
+	}
+	defer pc.Close()
+	cl, err := turn.NewClient(&turn.ClientConfig{STUNServerAddr: addr, TURNServerAddr: addr, Username: "user", Password: "pass",
+		Realm: realm, Conn: pc, RTO: 100 * time.Millisecond})
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	if err := cl.Listen(); err != nil {
+		return err
+	}
+	relay, err := cl.Allocate()
+	if err != nil {
+		return err
+	}
+	return relay.Close()
 }

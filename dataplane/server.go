@@ -104,8 +104,17 @@ type Server struct {
 	// re-read credential files changed it. Guarded by mu.
 	auth turn.Authenticator
 
-	mu  sync.Mutex // serializes Start, Reconfigure, Drain and Close
-	cfg *config.Config
+	// Lock order: changeMu, then mu, then listenersMu. Nothing that holds
+	// mu or listenersMu opens or closes a socket.
+	//
+	// changeMu serializes Start, Reconfigure and Close: what starts and
+	// stops listeners and the admin endpoints (http), which it guards.
+	changeMu sync.Mutex
+	// mu guards the config in force (cfg), auth and closed, and makes the
+	// engine's settings change with them in one step.
+	mu     sync.Mutex
+	cfg    *config.Config
+	closed bool
 
 	listenersMu sync.Mutex // guards listeners and retired, which /metrics reads
 	listeners   map[string]listener.Listener
@@ -122,7 +131,10 @@ type Server struct {
 	draining atomic.Bool
 	stop     chan struct{}
 	bg       sync.WaitGroup
-	closed   bool
+
+	// listenerHook, when set (by a test, before the first Reconfigure), is
+	// called just before a listener opens or closes its sockets.
+	listenerHook func()
 }
 
 // New builds a Server from a config. It opens nothing but the relay
@@ -278,17 +290,20 @@ func (s *Server) ownAddrs(cfg *config.Config) []netip.Addr {
 // (port in use, missing certificate) is reported in the returned error and
 // the others still start; the server is ready when at least one runs.
 func (s *Server) Start() error {
+	s.changeMu.Lock()
+	defer s.changeMu.Unlock()
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	cfg := s.cfg
+	s.mu.Unlock()
 	s.bg.Add(1)
 	go s.background()
-	s.secrets = s.watchSecrets(s.cfg.Auth.SecretFiles())
+	s.secrets = s.watchSecrets(cfg.Auth.SecretFiles())
 	var err error
-	if s.http, err = s.startAdmin(s.cfg.Admin); err != nil {
+	if s.http, err = s.startAdmin(cfg.Admin); err != nil {
 		return err
 	}
-	s.dns.SetClusters(s.cfg.Clusters)
-	err = s.startListeners(s.cfg, s.cfg.Listeners)
+	s.dns.SetClusters(cfg.Clusters)
+	err = s.startListeners(cfg, cfg.Listeners)
 	s.ready.Store(s.running() > 0)
 	return err
 }
@@ -316,6 +331,9 @@ func (s *Server) startListener(cfg *config.Config, lc config.Listener) error {
 	al, err := allowlist.Build(lc.Routes, cfg.Clusters, s.ownAddrs(cfg), s.dns.Lookup, &s.clusterIDs)
 	if err != nil {
 		return fmt.Errorf("listener %q: %w", lc.Name, err)
+	}
+	if s.listenerHook != nil {
+		s.listenerHook()
 	}
 	l, err := listener.Start(s.listenerEnv(cfg), lc, al)
 	if err != nil {
@@ -372,6 +390,9 @@ func (s *Server) stopListener(name, why string) {
 	if l == nil {
 		return
 	}
+	if s.listenerHook != nil {
+		s.listenerHook()
+	}
 	l.Close()
 	s.listenersMu.Lock()
 	delete(s.listeners, name)
@@ -405,12 +426,15 @@ func (s *Server) Drain() {
 // Close stops the listeners, deletes every allocation (closing relay
 // sockets) and stops the HTTP endpoints. It is safe to call more than once.
 func (s *Server) Close() {
+	s.changeMu.Lock()
+	defer s.changeMu.Unlock()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	closed := s.closed
+	s.closed = true
+	s.mu.Unlock()
+	if closed {
 		return
 	}
-	s.closed = true
 	s.dns.Close()
 	s.ready.Store(false)
 	s.listenersMu.Lock()

@@ -82,7 +82,7 @@ func TestStreamAndDTLSListeners(t *testing.T) {
 	srv := startWith(t, cfg)
 	peer := startEchoPeer(t, "127.0.0.1")
 	for _, lc := range cfg.Listeners[1:] {
-		t.Run(lc.Protocol, func(t *testing.T) {
+		t.Run(string(lc.Protocol), func(t *testing.T) {
 			cl := dialClient(t, lc, cfg.Auth.Realm, "user", "pass")
 			relay, err := cl.Allocate()
 			if err != nil {

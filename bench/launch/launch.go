@@ -19,6 +19,7 @@ import (
 	"github.com/tern-gw/tern/bench"
 	"github.com/tern-gw/tern/bench/netns"
 	"github.com/tern-gw/tern/bench/turnclient"
+	"github.com/tern-gw/tern/dataplane/config"
 	"github.com/tern-gw/tern/internal/selfsigned"
 )
 
@@ -180,7 +181,7 @@ func (l *Launcher) Start(name string) (bench.Target, error) {
 	case "ternd", "ternd-nometrics", "ternd-offload":
 		metrics := name != "ternd-nometrics"
 		cfg := filepath.Join(l.Dir, name+".yaml")
-		if err := os.WriteFile(cfg, []byte(l.terndConfig(t.Addr, l.relayIP(i), metrics)), 0o644); err != nil {
+		if err := WriteConfig(cfg, l.terndConfig(t.Addr, l.relayIP(i), metrics)); err != nil {
 			return t, err
 		}
 		args = []string{l.Ternd, "-c", cfg, "--udp-thread-num", fmt.Sprint(l.Threads),
@@ -242,12 +243,12 @@ func (l *Launcher) MetricsURL(t bench.Target) string {
 	return fmt.Sprintf("http://127.0.0.1:%d/metrics", t.Addr.Port()+1)
 }
 
-// StartTernd launches ternd with config, a dataplane config document written to
-// Dir/<name>.yaml, and extra flags, waits until it answers a Binding request at addr (a
+// StartTernd launches ternd with c, a dataplane config written to
+// Dir/<name>.yaml by WriteConfig, and extra flags, waits until it answers a Binding request at addr (a
 // TURN-UDP listener of the config), and returns it as a target named name with its PID. It
 // is for runs that need a config of their own (ternbench soak keeps every limit at its
 // default); Start's configs are the comparison's.
-func (l *Launcher) StartTernd(name, config string, addr netip.AddrPort, flags ...string) (bench.Target, error) {
+func (l *Launcher) StartTernd(name string, c *config.Config, addr netip.AddrPort, flags ...string) (bench.Target, error) {
 	l.defaults()
 	if err := os.MkdirAll(l.Dir, 0o755); err != nil {
 		return bench.Target{}, err
@@ -258,7 +259,7 @@ func (l *Launcher) StartTernd(name, config string, addr netip.AddrPort, flags ..
 		return t, fmt.Errorf("launch %s: something already answers on %v", name, addr)
 	}
 	cfg := filepath.Join(l.Dir, name+".yaml")
-	if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
+	if err := WriteConfig(cfg, c); err != nil {
 		return t, err
 	}
 	p, err := l.spawn(name, append([]string{l.Ternd, "-c", cfg}, flags...))

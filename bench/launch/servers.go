@@ -1,88 +1,80 @@
 package launch
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/tern-gw/tern/dataplane/config"
 )
 
-// terndConfig is a dataplane config (dataplane/config) equivalent to the
-// coturn and pion setups: one TURN-UDP listener, static credentials, loopback
-// peers allowed, the wide relay range on the server's own relay address.
-// Without metrics it serves no /metrics endpoint.
-func (l *Launcher) terndConfig(listen netip.AddrPort, relay netip.Addr, metrics bool) string {
-	metricsAddr := ""
-	if metrics {
-		metricsAddr = fmt.Sprintf("127.0.0.1:%d", listen.Port()+1)
+// terndConfig is a dataplane config equivalent to the coturn and pion
+// setups: one TURN-UDP listener, static credentials, loopback peers allowed,
+// the wide relay range on the server's own relay address. Without metrics it
+// serves no /metrics endpoint. The load generator's thousands of clients
+// share one address, and the peers have no per-IP quota, so
+// allocationsPerIP is off.
+func (l *Launcher) terndConfig(listen netip.AddrPort, relay netip.Addr, metrics bool) *config.Config {
+	c := &config.Config{
+		Version: config.Version,
+		Admin: config.Admin{Name: "ternbench", LogLevel: "warn",
+			HealthAddress: netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), listen.Port()+2).String()},
+		Auth: config.Auth{Type: config.AuthStatic, Realm: Realm, Username: User, Password: Pass},
+		Listeners: []config.Listener{
+			l.listener("udp", config.ProtoTURNUDP, listen.Addr(), listen.Port()),
+		},
+		Clusters: []config.Cluster{{Name: "loopback", Endpoints: l.peerEndpoints()}},
+		Relay:    config.Relay{Address: relay.String(), MinPort: l.MinPort, MaxPort: l.MaxPort},
+		Limits:   config.Limits{AllocationsPerIP: config.NoLimit},
 	}
-	return fmt.Sprintf(`version: v1
-admin:
-  name: ternbench
-  logLevel: warn
-  metricsAddress: "%s"
-  healthAddress: 127.0.0.1:%d
-auth:
-  type: static
-  realm: %s
-  username: %s
-  password: %s
-listeners:
-  - name: udp
-    protocol: TURN-UDP
-    address: %s
-    port: %d
-    routes: [loopback]
-%sclusters:
-  - name: loopback
-    endpoints: [%s]
-relay:
-  address: %s
-  minPort: %d
-  maxPort: %d
-limits:
-  # The load generator's thousands of clients share one address, and the
-  # peers have no per-IP quota.
-  allocationsPerIP: -1
-`, metricsAddr, listen.Port()+2, Realm, User, Pass, listen.Addr(), listen.Port(), l.streamListeners(listen), l.peerEndpoints(), relay, l.MinPort, l.MaxPort)
+	if metrics {
+		c.Admin.MetricsAddress = netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), listen.Port()+1).String()
+	}
+	if l.Streams {
+		// TURN-TCP on the TURN-UDP port; TURN-TLS and TURN-DTLS on the TLS port.
+		tls := listen.Port() + TLSPortOffset
+		c.Listeners = append(c.Listeners,
+			l.listener("tcp", config.ProtoTURNTCP, listen.Addr(), listen.Port()),
+			l.listener("tls", config.ProtoTURNTLS, listen.Addr(), tls),
+			l.listener("dtls", config.ProtoTURNDTLS, listen.Addr(), tls))
+	}
+	return c
+}
+
+// listener is a ternd listener routed to the loopback cluster, with the
+// launcher's certificate when proto is secure.
+func (l *Launcher) listener(name string, proto config.Protocol, addr netip.Addr, port uint16) config.Listener {
+	ls := config.Listener{Name: name, Protocol: proto, Address: addr.String(), Port: int(port), Routes: []string{"loopback"}}
+	if proto.Secure() {
+		ls.Cert, ls.Key = l.cert, l.key
+	}
+	return ls
 }
 
 // peerEndpoints is the peer cluster's endpoint list: loopback, and PeerNet
 // where set.
-func (l *Launcher) peerEndpoints() string {
+func (l *Launcher) peerEndpoints() []string {
 	if l.PeerNet.IsValid() {
-		return fmt.Sprintf("%q, %q", "127.0.0.0/8", l.PeerNet.String())
+		return []string{"127.0.0.0/8", l.PeerNet.String()}
 	}
-	return `"127.0.0.0/8"`
+	return []string{"127.0.0.0/8"}
 }
 
-// streamListeners is the TURN-TCP, TURN-TLS and TURN-DTLS listeners of a
-// ternd config with Streams, or nothing.
-func (l *Launcher) streamListeners(listen netip.AddrPort) string {
-	if !l.Streams {
-		return ""
+// WriteConfig marshals c to path as JSON (which ternd reads as YAML), after
+// checking that config.Parse takes it, so that a schema change fails here
+// rather than when ternd starts mid-benchmark.
+func WriteConfig(path string, c *config.Config) error {
+	data, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return err
 	}
-	tls := listen.Port() + TLSPortOffset
-	return fmt.Sprintf(`  - name: tcp
-    protocol: TURN-TCP
-    address: %[1]s
-    port: %[2]d
-    routes: [loopback]
-  - name: tls
-    protocol: TURN-TLS
-    address: %[1]s
-    port: %[3]d
-    cert: %[4]s
-    key: %[5]s
-    routes: [loopback]
-  - name: dtls
-    protocol: TURN-DTLS
-    address: %[1]s
-    port: %[3]d
-    cert: %[4]s
-    key: %[5]s
-    routes: [loopback]
-`, listen.Addr(), listen.Port(), tls, l.cert, l.key)
+	if _, err := config.Parse(data, nil); err != nil {
+		return fmt.Errorf("ternd config %s: %w", path, err)
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
 }
 
 // coturnArgs is coturn's command line: no config file, UDP only, the same

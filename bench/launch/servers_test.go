@@ -2,7 +2,6 @@ package launch
 
 import (
 	"net/netip"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -19,7 +18,7 @@ func TestTerndConfigValid(t *testing.T) {
 	l.defaults()
 	for _, metrics := range []bool{true, false} {
 		p := filepath.Join(t.TempDir(), "ternd.yaml")
-		if err := os.WriteFile(p, []byte(l.terndConfig(l.addr(0), l.relayIP(0), metrics)), 0o644); err != nil {
+		if err := WriteConfig(p, l.terndConfig(l.addr(0), l.relayIP(0), metrics)); err != nil {
 			t.Fatal(err)
 		}
 		cfg, err := config.Load(p, nil)
@@ -57,7 +56,7 @@ func TestStreamsConfig(t *testing.T) {
 	l.defaults()
 	l.cert, l.key = filepath.Join(l.Dir, "tls.crt"), filepath.Join(l.Dir, "tls.key")
 	p := filepath.Join(l.Dir, "ternd.yaml")
-	if err := os.WriteFile(p, []byte(l.terndConfig(l.addr(0), l.relayIP(0), true)), 0o644); err != nil {
+	if err := WriteConfig(p, l.terndConfig(l.addr(0), l.relayIP(0), true)); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := config.Load(p, nil)
@@ -66,7 +65,7 @@ func TestStreamsConfig(t *testing.T) {
 	}
 	var protos []string
 	for _, ls := range cfg.Listeners {
-		protos = append(protos, ls.Protocol)
+		protos = append(protos, string(ls.Protocol))
 	}
 	if !slices.Equal(protos, []string{"TURN-UDP", "TURN-TCP", "TURN-TLS", "TURN-DTLS"}) || cfg.Listeners[2].Port != 23478+TLSPortOffset {
 		t.Fatalf("listeners %+v", cfg.Listeners)

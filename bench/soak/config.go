@@ -3,6 +3,8 @@ package soak
 import (
 	"fmt"
 	"net/netip"
+
+	"github.com/tern-gw/tern/dataplane/config"
 )
 
 // Credentials and realm of TerndConfig.
@@ -17,32 +19,22 @@ const (
 // 20000-29999) plus a TURN-TCP listener on the TURN-UDP listener's port for the idle
 // connections. Every limit is left at its default; that is what the soak is about. Metrics
 // are on 127.0.0.1 at listen's port + 1 (MetricsURL), health at + 2.
-func TerndConfig(listen netip.AddrPort, relay, peer netip.Addr) string {
-	return fmt.Sprintf(`version: v1
-admin:
-  name: ternbench-soak
-  logLevel: info
-  metricsAddress: 127.0.0.1:%d
-  healthAddress: 127.0.0.1:%d
-auth:
-  type: static
-  realm: %s
-  username: %s
-  password: %s
-listeners:
-  - {name: udp, protocol: TURN-UDP, address: %s, port: %d, routes: [local]}
-  - {name: tcp, protocol: TURN-TCP, address: %s, port: %d, routes: [local]}
-clusters:
-  - name: local
-    endpoints: ["%s/32"]
-relay:
-  address: %s
-  minPort: 20000
-  maxPort: 29999
-limits:
-  maxLifetime: 600
-`, listen.Port()+1, listen.Port()+2, Realm, User, Pass,
-		listen.Addr(), listen.Port(), listen.Addr(), listen.Port(), peer, relay)
+func TerndConfig(listen netip.AddrPort, relay, peer netip.Addr) *config.Config {
+	loopback := netip.MustParseAddr("127.0.0.1")
+	listener := func(name string, p config.Protocol) config.Listener {
+		return config.Listener{Name: name, Protocol: p, Address: listen.Addr().String(), Port: int(listen.Port()), Routes: []string{"local"}}
+	}
+	return &config.Config{
+		Version: config.Version,
+		Admin: config.Admin{Name: "ternbench-soak", LogLevel: "info",
+			MetricsAddress: netip.AddrPortFrom(loopback, listen.Port()+1).String(),
+			HealthAddress:  netip.AddrPortFrom(loopback, listen.Port()+2).String()},
+		Auth:      config.Auth{Type: config.AuthStatic, Realm: Realm, Username: User, Password: Pass},
+		Listeners: []config.Listener{listener("udp", config.ProtoTURNUDP), listener("tcp", config.ProtoTURNTCP)},
+		Clusters:  []config.Cluster{{Name: "local", Endpoints: []string{netip.PrefixFrom(peer, peer.BitLen()).String()}}},
+		Relay:     config.Relay{Address: relay.String(), MinPort: 20000, MaxPort: 29999},
+		Limits:    config.Limits{MaxLifetime: 600},
+	}
 }
 
 // MetricsURL is the /metrics address of a ternd running TerndConfig(listen, ...).

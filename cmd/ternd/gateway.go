@@ -110,8 +110,7 @@ func (f *gatewayFile) close() {
 // whose certificate files must then be written somewhere.
 func needsTLS(gw *gwapiv1.Gateway) bool {
 	for _, l := range gw.Spec.Listeners {
-		switch p, _ := config.NormalizeProtocol(string(l.Protocol)); p {
-		case config.ProtoTURNTLS, config.ProtoTURNDTLS:
+		if p, _ := config.NormalizeProtocol(string(l.Protocol)); p.Secure() {
 			return true
 		}
 	}

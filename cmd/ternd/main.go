@@ -21,6 +21,7 @@ import (
 	"github.com/tern-gw/tern/dataplane/admin"
 	"github.com/tern-gw/tern/dataplane/config"
 	"github.com/tern-gw/tern/dataplane/k8sconfig"
+	"github.com/tern-gw/tern/dataplane/stunnerdconf"
 	"github.com/tern-gw/tern/internal/version"
 )
 
@@ -40,6 +41,8 @@ func main() {
 	os.Exit(run(os.Args[1:]))
 }
 
+// run is ternd's wiring: each step is a function below, and a step's
+// failure is an *exitError that says what ternd prints and exits with.
 func run(args []string) int {
 	f := newFlags()
 	if code := f.parse(args, os.Stdout, os.Stderr); code >= 0 {
@@ -49,16 +52,90 @@ func run(args []string) int {
 		fmt.Println(version.String("ternd"))
 		return 0
 	}
-	var (
-		source string
-		load   func(string) (*config.Config, error)
-		cf     = &configFile{getenv: os.Getenv}
-	)
+	cf := &configFile{getenv: os.Getenv}
 	defer cf.close()
+	src, err := selectSource(f, cf)
+	if err != nil {
+		return exit(err)
+	}
+	defer src.close()
+	cfg, err := src.load(src.name)
+	if err != nil {
+		return exit(fail(1, "%v", err))
+	}
+	log, lvl, fromFlags, err := setupLogging(f, cfg)
+	if err != nil {
+		return exit(err)
+	}
+	cf.setLogger(log, src.name)
+
+	// Signals are caught from before the listeners start.
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	srv, err := startServer(f, cfg, lvl, fromFlags, src.name, log)
+	if err != nil {
+		return exit(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := startWatches(ctx, f, src, srv, log); err != nil {
+		srv.Close()
+		return exit(err)
+	}
+	defer startPprof(f.pprofAt, log)()
+	log.Info("ternd serving", "config", src.name, "realm", cfg.Auth.Realm)
+
+	waitForSignal(srv, sig, f.grace, log)
+	srv.Close()
+	log.Info("stopped")
+	return 0
+}
+
+// exitError is a step of run that failed: ternd exits with code, after
+// printing msg as "ternd: msg" on stderr when msg is not empty (a step that
+// has a logger logs instead and leaves msg empty).
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+// fail makes an *exitError with a message formatted as by fmt.Sprintf.
+func fail(code int, format string, args ...any) error {
+	return &exitError{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// exit prints err's message, if any, and returns its exit code (1 for an
+// error that is not an *exitError).
+func exit(err error) int {
+	e, ok := err.(*exitError)
+	if !ok {
+		e = &exitError{code: 1, msg: err.Error()}
+	}
+	if e.msg != "" {
+		fmt.Fprintln(os.Stderr, "ternd: "+e.msg)
+	}
+	return e.code
+}
+
+// source is where ternd's config comes from: name is the file (or
+// "command line" for a turn:// URI), load reads it (again, for -w), and
+// close removes what load wrote.
+type source struct {
+	name  string
+	load  func(string) (*config.Config, error)
+	close func()
+}
+
+// selectSource picks the config source from the flags: -c (Tern's or
+// stunnerd's config file), -f (Gateway API manifests) or stunnerd's
+// positional turn:// URI. Conflicting or missing choices exit 2.
+func selectSource(f *flags, cf *configFile) (source, error) {
+	src := source{close: func() {}}
 	switch {
 	case f.cfgPath != "" && f.gwPath != "":
-		fmt.Fprintln(os.Stderr, "ternd: give either -c <config file> or -f <Gateway API manifests>, not both")
-		return 2
+		return src, fail(2, "give either -c <config file> or -f <Gateway API manifests>, not both")
 	case f.cfgPath != "":
 		path, err := configPath(f.cfgPath)
 		if err != nil {
@@ -66,46 +143,46 @@ func run(args []string) int {
 			if f.cfgFromEnv {
 				from = "$" + envConfigOrigin
 			}
-			fmt.Fprintf(os.Stderr, "ternd: %s: %v\n", from, err)
-			return 2
+			return src, fail(2, "%s: %v", from, err)
 		}
-		source, load = path, cf.load
+		src.name, src.load = path, cf.load
 	case f.gwPath != "":
 		gf := &gatewayFile{gateway: f.gwName}
-		defer gf.close()
-		source, load = f.gwPath, gf.load
+		src.name, src.load, src.close = f.gwPath, gf.load, gf.close
 	case f.fs.NArg() == 1 && strings.HasPrefix(f.fs.Arg(0), "turn://"):
 		// stunnerd's standalone form: a config made from one TURN URI.
-		uri := f.fs.Arg(0)
-		source, load = "command line", func(string) (*config.Config, error) { return config.ParseTURNURI(uri, os.Getenv) }
 		if f.watch {
-			fmt.Fprintln(os.Stderr, "ternd: -w needs a config file; a TURN URI has nothing to watch")
-			return 2
+			return src, fail(2, "-w needs a config file; a TURN URI has nothing to watch")
 		}
+		uri := f.fs.Arg(0)
+		src.name, src.load = "command line", func(string) (*config.Config, error) { return stunnerdconf.ParseTURNURI(uri, os.Getenv) }
+		return src, nil
 	default:
 		fmt.Fprintln(os.Stderr, "ternd: give -c <config file>, -f <Gateway API manifests>, or a turn://user:pass@address:port URI")
 		f.fs.SetOutput(os.Stderr)
 		f.fs.Usage()
-		return 2
+		return src, &exitError{code: 2}
 	}
-	if f.fs.NArg() > 0 && source != "command line" {
-		fmt.Fprintf(os.Stderr, "ternd: unexpected arguments %q\n", f.fs.Args())
-		return 2
+	if f.fs.NArg() > 0 {
+		src.close()
+		return source{close: func() {}}, fail(2, "unexpected arguments %q", f.fs.Args())
 	}
-	cfg, err := load(source)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "ternd: %v\n", err)
-		return 1
-	}
-	lvl := new(slog.LevelVar)
+	return src, nil
+}
+
+// setupLogging builds ternd's logger from the flags and the config, makes
+// it slog's default and logs what the flags and the log level ignore. The
+// level is a LevelVar that the config's admin.logLevel keeps setting on
+// reloads unless fromFlags (-l given). An invalid level exits 2.
+func setupLogging(f *flags, cfg *config.Config) (log *slog.Logger, lvl *slog.LevelVar, fromFlags bool, err error) {
+	lvl = new(slog.LevelVar)
 	lvlName, fromFlags := f.logLevel(cfg)
 	l, err := config.ParseLogLevel(lvlName)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "ternd: -l: %v\n", err)
-		return 2
+		return nil, nil, false, fail(2, "-l: %v", err)
 	}
 	lvl.Set(l)
-	log := newLogger(f.logFormat, os.Stderr, lvl)
+	log = newLogger(f.logFormat, os.Stderr, lvl)
 	if name := cmp.Or(cfg.Admin.Name, f.id); name != "" {
 		log = log.With("dataplane", name)
 	}
@@ -117,8 +194,13 @@ func run(args []string) int {
 	if unknown := config.UnknownLogScopes(lvlName); len(unknown) > 0 {
 		log.Info("log level: ternd has no loggers for these scopes; their levels are ignored", "scopes", unknown, "level", lvlName)
 	}
-	cf.setLogger(log, source)
+	return log, lvl, fromFlags, nil
+}
 
+// startServer builds the dataplane from cfg and the flags and starts it.
+// It fails (exit 1, logged) when nothing could start; when only some
+// listeners failed it logs that and serves the others.
+func startServer(f *flags, cfg *config.Config, lvl *slog.LevelVar, fromFlags bool, source string, log *slog.Logger) (*dataplane.Server, error) {
 	opts := dataplane.Options{UDPThreads: f.threads, RelayThreads: f.relays, SocketBuffer: f.bufs, IOMode: f.ioMode, GSO: f.gso, NoCounters: !f.packetCounters, Linger: f.linger,
 		StrictChannelNumbers: f.strictChannels, OffloadEngine: f.offloadEngine, Logger: log}
 	if !fromFlags {
@@ -127,37 +209,33 @@ func run(args []string) int {
 	srv, err := dataplane.New(cfg, opts)
 	if err != nil {
 		log.Error("cannot start the dataplane", "file", source, "error", err)
-		return 1
+		return nil, &exitError{code: 1}
 	}
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	if err := srv.Start(); err != nil {
 		if !srv.Ready() {
 			log.Error("start failed", "error", err)
 			srv.Close()
-			return 1
+			return nil, &exitError{code: 1}
 		}
 		log.Error("some listeners failed to start; serving the others", "error", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	// With --configmap, the ConfigMap watch is the source of truth once it has delivered a
-	// config: the mounted file lags it (the kubelet rewrites its volume on its own schedule),
-	// and applying the file then could put back a config the watch has already replaced.
+	return srv, nil
+}
+
+// startWatches starts the config watches the flags ask for, until ctx
+// ends: the file's (-w) and the ConfigMap's (--configmap). With
+// --configmap, the ConfigMap watch is the source of truth once it has
+// delivered a config: the mounted file lags it (the kubelet rewrites its
+// volume on its own schedule), and applying the file then could put back
+// a config the watch has already replaced. A --configmap that does not
+// parse exits 2.
+func startWatches(ctx context.Context, f *flags, src source, srv *dataplane.Server, log *slog.Logger) error {
 	var fromAPI atomic.Bool
-	if f.watch {
-		go func() {
-			if err := watchFile(ctx, source, load, srv.Reconfigure, fromAPI.Load, log); err != nil {
-				log.Error("config watch stopped", "error", err)
-			}
-		}()
-	}
 	if f.cmRef != "" {
 		ns, name, err := k8sconfig.ParseRef(f.cmRef, os.Getenv("POD_NAMESPACE"))
 		if err != nil {
 			log.Error("--configmap", "error", err)
-			srv.Close()
-			return 2
+			return &exitError{code: 2}
 		}
 		go func() {
 			apply := func(c *config.Config) error {
@@ -169,26 +247,41 @@ func run(args []string) int {
 			}
 		}()
 	}
-	if f.pprofAt != "" {
-		// Profiles are a debugging aid: ternd serves TURN without them.
-		if pp, err := admin.StartPprof(f.pprofAt, log); err != nil {
-			log.Error("--pprof", "error", err)
-		} else {
-			log.Info("profiling endpoints", "address", f.pprofAt)
-			defer pp.Close()
-		}
+	if f.watch {
+		go func() {
+			if err := watchFile(ctx, src.name, src.load, srv.Reconfigure, fromAPI.Load, log); err != nil {
+				log.Error("config watch stopped", "error", err)
+			}
+		}()
 	}
-	log.Info("ternd serving", "config", source, "realm", cfg.Auth.Realm)
+	return nil
+}
 
+// startPprof serves the profiling endpoints at addr when it is set and
+// returns what stops them. Profiles are a debugging aid: ternd serves TURN
+// without them, so a failure is logged only.
+func startPprof(addr string, log *slog.Logger) (stop func()) {
+	if addr == "" {
+		return func() {}
+	}
+	pp, err := admin.StartPprof(addr, log)
+	if err != nil {
+		log.Error("--pprof", "error", err)
+		return func() {}
+	}
+	log.Info("profiling endpoints", "address", addr)
+	return func() { pp.Close() }
+}
+
+// waitForSignal returns after SIGINT, or after SIGTERM once the server has
+// drained (drain).
+func waitForSignal(srv *dataplane.Server, sig <-chan os.Signal, grace time.Duration, log *slog.Logger) {
 	s := <-sig
 	if s == syscall.SIGTERM {
-		drain(srv, sig, f.grace, log)
-	} else {
-		log.Info("shutting down", "signal", s.String())
+		drain(srv, sig, grace, log)
+		return
 	}
-	srv.Close()
-	log.Info("stopped")
-	return 0
+	log.Info("shutting down", "signal", s.String())
 }
 
 // drain refuses new allocations and waits until the existing ones are gone,

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/stunnerdconf"
 )
 
 // configPath turns stunnerd's config origin (-c) into a file name.
@@ -45,7 +46,7 @@ func configPath(origin string) (string, error) {
 }
 
 // configFile loads ternd's config from a file in Tern's format or in
-// stunnerd's (told apart by config.IsStunnerd).
+// stunnerd's (told apart by stunnerdconf.Detect).
 type configFile struct {
 	getenv func(string) string
 	// tlsDir holds the certificates and keys inlined in a stunnerd config,
@@ -64,14 +65,14 @@ func (f *configFile) load(path string) (*config.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load config: %w", err)
 	}
-	if !config.IsStunnerd(data) {
+	if !stunnerdconf.Detect(data) {
 		c, err := config.Parse(data, f.getenv)
 		if err != nil {
 			return nil, fmt.Errorf("load config %s: %w", path, err)
 		}
 		return c, nil
 	}
-	c, notes, err := config.ParseStunnerd(data, config.StunnerdOptions{Getenv: f.getenv, WriteTLS: f.writeTLS})
+	c, notes, err := stunnerdconf.Parse(data, stunnerdconf.Options{Getenv: f.getenv, WriteTLS: f.writeTLS})
 	if err != nil {
 		return nil, fmt.Errorf("load stunnerd config %s: %w", path, err)
 	}

@@ -5,7 +5,10 @@
 // for a file) is the one way to read it: it decodes strictly, replaces the
 // address placeholders $(POD_IP) and $(NODE_IP) from the environment,
 // applies defaults and validates, returning errors that name the offending
-// field by its path (for example "listeners[0].port"). The operator renders
+// field by its path (for example "listeners[0].port"). A config built as a
+// typed value (ternd's readers of stunnerd's formats in
+// dataplane/stunnerdconf, bench) takes the same steps after decoding
+// through Prepare, so there is one set of checks. The operator renders
 // documents for Parse; this package imports nothing of the operator or of
 // the Kubernetes API (internal/importrules checks), so both sides link it
 // without the other's dependencies.
@@ -24,14 +27,6 @@ const Version = "v1"
 const (
 	AuthStatic    = "static"
 	AuthEphemeral = "ephemeral"
-)
-
-// Listener protocols, spelled as in the Gateway API listeners of STUNner.
-const (
-	ProtoTURNUDP  = "TURN-UDP"
-	ProtoTURNTCP  = "TURN-TCP"
-	ProtoTURNTLS  = "TURN-TLS"
-	ProtoTURNDTLS = "TURN-DTLS"
 )
 
 // Config is one dataplane's whole configuration: what one Gateway renders to.
@@ -155,8 +150,9 @@ type Auth struct {
 type Listener struct {
 	// Name is unique within the config.
 	Name string `json:"name"`
-	// Protocol is TURN-UDP, TURN-TCP, TURN-TLS or TURN-DTLS.
-	Protocol string `json:"protocol"`
+	// Protocol is TURN-UDP, TURN-TCP, TURN-TLS or TURN-DTLS (see
+	// Protocol; SetDefaults normalizes the aliases UDP, TCP, TLS, DTLS).
+	Protocol Protocol `json:"protocol"`
 	// Address is the IP to bind, e.g. "127.0.0.1" or "0.0.0.0".
 	Address string `json:"address"`
 	// Port is the port to bind, 1-65535.

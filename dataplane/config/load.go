@@ -2,6 +2,7 @@ package config
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -90,20 +91,37 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 // *FieldError).
 func Parse(data []byte, getenv func(string) string) (*Config, error) {
 	var c Config
-	if err := checkUTF8(data); err != nil {
+	if err := CheckUTF8(data); err != nil {
 		return nil, fmt.Errorf("parse config: %w", err)
 	}
 	if err := yaml.UnmarshalStrict(data, &c); err != nil {
 		return nil, fmt.Errorf("parse config: %w", err)
 	}
-	if err := c.expandPlaceholders(getenv); err != nil {
+	if err := c.Prepare(getenv); err != nil {
+		if fe := (*FieldError)(nil); errors.As(err, &fe) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("parse config: %w", err)
 	}
-	c.SetDefaults()
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
 	return &c, nil
+}
+
+// Prepare is the rest of Parse after decoding, for a config built as a
+// typed value: by an adapter of another format (ternd's readers of
+// stunnerd's config file and turn:// URIs, dataplane/stunnerdconf) or by a
+// program (bench, soak). It replaces the address placeholders with the
+// values getenv returns (as Parse does; nil getenv means an empty
+// environment), applies SetDefaults and then Validate, so that a typed
+// config meets exactly the checks a document does. It returns a
+// placeholder error naming the field ("relay.address: $(POD_IP) needs the
+// environment variable POD_IP") or Validate's error (a join of
+// *FieldError); on error c may be partly defaulted.
+func (c *Config) Prepare(getenv func(string) string) error {
+	if err := c.expandPlaceholders(getenv); err != nil {
+		return err
+	}
+	c.SetDefaults()
+	return c.Validate()
 }
 
 // SetDefaults fills unset fields with their defaults and normalizes aliases:
@@ -128,7 +146,7 @@ func (c *Config) SetDefaults() {
 		if l.Address == "" {
 			l.Address = DefaultListenAddress
 		}
-		if p, ok := NormalizeProtocol(l.Protocol); ok {
+		if p, ok := NormalizeProtocol(string(l.Protocol)); ok {
 			l.Protocol = p
 		}
 	}
@@ -177,24 +195,4 @@ func NormalizeAuthType(s string) (string, error) {
 		return AuthEphemeral, nil
 	}
 	return "", fmt.Errorf("unknown auth type %q: want static (or plaintext) or ephemeral (or longterm, timewindowed)", s)
-}
-
-// NormalizeProtocol maps a listener protocol name, case-insensitively, to
-// a Proto* constant and reports whether it is one. The bare transport
-// names UDP, TCP, TLS and DTLS are aliases, as STUNner's operator reads a
-// Gateway listener's protocol (its published manifests say `protocol:
-// UDP`); every place that reads a protocol (the config, the renderer, the
-// auth service's TURN URIs, ternd -f) calls this one function.
-func NormalizeProtocol(s string) (string, bool) {
-	switch strings.ToUpper(s) {
-	case ProtoTURNUDP, "UDP":
-		return ProtoTURNUDP, true
-	case ProtoTURNTCP, "TCP":
-		return ProtoTURNTCP, true
-	case ProtoTURNTLS, "TLS":
-		return ProtoTURNTLS, true
-	case ProtoTURNDTLS, "DTLS":
-		return ProtoTURNDTLS, true
-	}
-	return "", false
 }

@@ -98,14 +98,14 @@ func TestSetDefaultsRelayAddress(t *testing.T) {
 }
 
 func TestProtocolAliases(t *testing.T) {
-	for in, want := range map[string]string{
+	for in, want := range map[string]Protocol{
 		"TURN-UDP": ProtoTURNUDP, "turn-udp": ProtoTURNUDP, "udp": ProtoTURNUDP, "UDP": ProtoTURNUDP,
 		"turn-tcp": ProtoTURNTCP, "TCP": ProtoTURNTCP,
 		"Turn-Tls": ProtoTURNTLS, "tls": ProtoTURNTLS,
 		"turn-dtls": ProtoTURNDTLS, "DTLS": ProtoTURNDTLS,
 		"sctp": "sctp", "": "",
 	} {
-		c := &Config{Listeners: []Listener{{Protocol: in}}}
+		c := &Config{Listeners: []Listener{{Protocol: Protocol(in)}}}
 		c.SetDefaults()
 		if got := c.Listeners[0].Protocol; got != want {
 			t.Errorf("protocol %q normalized to %q, want %q", in, got, want)

@@ -5,13 +5,14 @@ import (
 	"unicode/utf8"
 )
 
-// checkUTF8 reports where data stops being UTF-8, by line and column
+// CheckUTF8 reports where data stops being UTF-8, by line and column
 // (1-based, in bytes). YAML and JSON are UTF-8, and a credential with other
 // bytes could not survive the config's JSON round trip (the ConfigMap the
 // operator writes), so such a file is refused before it is decoded, with
 // the place to look rather than the YAML parser's "invalid leading UTF-8
-// octet".
-func checkUTF8(data []byte) error {
+// octet". Parse calls it; adapters of other formats call it on their input
+// for the same error.
+func CheckUTF8(data []byte) error {
 	if utf8.Valid(data) {
 		return nil
 	}

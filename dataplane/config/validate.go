@@ -140,18 +140,17 @@ func (c *Config) Validate() error {
 		} else {
 			listeners[l.Name] = i
 		}
-		switch l.Protocol {
-		case ProtoTURNUDP, ProtoTURNTCP:
-		case ProtoTURNTLS, ProtoTURNDTLS:
+		switch info, ok := l.Protocol.Info(); {
+		case !ok:
+			bad(p+".protocol", "must be one of %s, got %q",
+				protocolList(", ", ", ", func(i ProtocolInfo) string { return string(i.Protocol) }), l.Protocol)
+		case info.Secure:
 			if l.Cert == "" {
 				bad(p+".cert", "required for %s", l.Protocol)
 			}
 			if l.Key == "" {
 				bad(p+".key", "required for %s", l.Protocol)
 			}
-		default:
-			bad(p+".protocol", "must be one of %s, %s, %s, %s, got %q",
-				ProtoTURNUDP, ProtoTURNTCP, ProtoTURNTLS, ProtoTURNDTLS, l.Protocol)
 		}
 		if _, err := netip.ParseAddr(l.Address); err != nil {
 			bad(p+".address", "must be an IP address, got %q", l.Address)

@@ -55,16 +55,6 @@ func (e *configError) Error() string {
 	return "Gateway " + e.gateway + ": " + e.err.Error()
 }
 
-// turnSchemes maps Tern's listener protocols to a TURN URI's scheme and
-// transport (RFC 7065 §3.1), as STUNner writes them: DTLS is turns over
-// udp, TLS turns over tcp.
-var turnSchemes = map[string][2]string{
-	"TURN-UDP":  {"turn", "udp"},
-	"TURN-TCP":  {"turn", "tcp"},
-	"TURN-DTLS": {"turns", "udp"},
-	"TURN-TLS":  {"turns", "tcp"},
-}
-
 // lookup returns the servers req selects, in namespace/name order: every
 // Gateway of a GatewayClass with controllerName, narrowed by req's
 // namespace, gateway and listener. A Gateway counts when it has a public
@@ -207,7 +197,7 @@ func (h *Handler) uris(ctx context.Context, gw *gwapiv1.Gateway, req request) ([
 		}
 		// STUNner's aliases (UDP, TCP, TLS, DTLS) name the same listeners.
 		proto, _ := config.NormalizeProtocol(string(l.Protocol))
-		scheme, ok := turnSchemes[proto]
+		info, ok := proto.Info()
 		if !ok || !programmed(gw, l.Name) {
 			unprogrammed = append(unprogrammed, string(l.Name))
 			continue
@@ -219,8 +209,10 @@ func (h *Handler) uris(ctx context.Context, gw *gwapiv1.Gateway, req request) ([
 				return nil, "", fmt.Errorf("reading Service %s/%s: %w", gw.Namespace, gw.Name, err)
 			}
 		}
-		port := publicPort(svc, l, proto)
-		uris = append(uris, scheme[0]+":"+net.JoinHostPort(host, strconv.Itoa(port))+"?transport="+scheme[1])
+		// The TURN URI's scheme and transport (RFC 7065 §3.1), as STUNner
+		// writes them: DTLS is turns over udp, TLS turns over tcp.
+		port := publicPort(svc, l, info.Transport)
+		uris = append(uris, info.URIScheme()+":"+net.JoinHostPort(host, strconv.Itoa(port))+"?transport="+string(info.Transport))
 	}
 	if len(uris) == 0 {
 		return nil, fmt.Sprintf("no programmed TURN listener (not programmed: %s)", strings.Join(unprogrammed, ", ")), nil
@@ -257,9 +249,9 @@ func programmed(gw *gwapiv1.Gateway, name gwapiv1.SectionName) bool {
 // publicPort is the port clients reach listener l at: the node port of the
 // Service port that exposes it when svc is a NodePort Service, else the
 // listener's port (a LoadBalancer Service exposes the listener's port).
-func publicPort(svc *corev1.Service, l gwapiv1.Listener, proto string) int {
+func publicPort(svc *corev1.Service, l gwapiv1.Listener, t config.Transport) int {
 	transport := corev1.ProtocolUDP
-	if scheme := turnSchemes[proto]; scheme[1] == "tcp" {
+	if t == config.TransportTCP {
 		transport = corev1.ProtocolTCP
 	}
 	if svc.Spec.Type == corev1.ServiceTypeNodePort {

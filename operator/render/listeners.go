@@ -13,8 +13,8 @@ import (
 // listenerState is one Gateway listener while rendering.
 type listenerState struct {
 	l         *gwapiv1.Listener
-	field     string // spec.listeners[i]
-	protocol  string // TURN-UDP, TURN-TCP, TURN-TLS or TURN-DTLS; "" if unsupported
+	field     string          // spec.listeners[i]
+	protocol  config.Protocol // normalized; "" if unsupported
 	transport corev1.Protocol
 	tlsSecret string // Secret name in the Gateway's namespace, for TLS and DTLS
 
@@ -43,13 +43,13 @@ func (ls *listenerState) port() int {
 // usable reports whether the listener goes into the dataplane config.
 func (ls *listenerState) usable() bool { return ls.accepted && !ls.conflicted && ls.resolved }
 
-// turnProtocols maps the Gateway listener protocols Tern serves to the
-// transport the Service exposes them on.
-var turnProtocols = map[string]corev1.Protocol{
-	"TURN-UDP":  corev1.ProtocolUDP,
-	"TURN-DTLS": corev1.ProtocolUDP,
-	"TURN-TCP":  corev1.ProtocolTCP,
-	"TURN-TLS":  corev1.ProtocolTCP,
+// serviceProtocol is the protocol of the Service port that exposes a
+// listener of transport t (a DTLS listener is a UDP port, TLS a TCP one).
+func serviceProtocol(t config.Transport) corev1.Protocol {
+	if t == config.TransportTCP {
+		return corev1.ProtocolTCP
+	}
+	return corev1.ProtocolUDP
 }
 
 // checkListeners validates each listener of gw: a TURN protocol, a port no
@@ -71,12 +71,11 @@ func (r *renderer) checkListeners(gw *gwapiv1.Gateway) []*listenerState {
 
 		// STUNner's operator reads UDP, TCP, TLS and DTLS as the TURN
 		// protocols of that transport, and its published manifests use them.
-		proto, _ := config.NormalizeProtocol(string(l.Protocol))
-		if tr, ok := turnProtocols[proto]; ok {
-			ls.protocol, ls.transport = proto, tr
+		if proto, ok := config.NormalizeProtocol(string(l.Protocol)); ok {
+			ls.protocol, ls.transport = proto, serviceProtocol(proto.Transport())
 		} else {
 			ls.accepted, ls.acceptReason = false, string(gwapiv1.ListenerReasonUnsupportedProtocol)
-			bad(".protocol", "unsupported protocol %q: want TURN-UDP, TURN-TCP, TURN-TLS or TURN-DTLS (or UDP, TCP, TLS, DTLS)", l.Protocol)
+			bad(".protocol", "unsupported protocol %q: want %s", l.Protocol, config.ProtocolNames())
 		}
 		if l.Port < 1 || l.Port > 65535 {
 			ls.accepted, ls.acceptReason = false, string(gwapiv1.ListenerReasonPortUnavailable)
@@ -92,10 +91,10 @@ func (r *renderer) checkListeners(gw *gwapiv1.Gateway) []*listenerState {
 			}
 		}
 
-		switch ls.protocol {
-		case "TURN-TLS", "TURN-DTLS":
+		switch {
+		case ls.protocol.Secure():
 			r.checkTLS(gw, ls, bad)
-		case "TURN-UDP", "TURN-TCP":
+		case ls.protocol != "":
 			if l.TLS != nil {
 				ls.problems = append(ls.problems, r.problems.warnf(ref, ls.field+".tls", "ignored for %s", ls.protocol))
 			}

@@ -154,7 +154,7 @@ func relayRendered(t *testing.T, g *render.GatewayResult, peer *peer) {
 
 	user, pass := credentials(t, g, &cfg)
 	for _, l := range cfg.Listeners {
-		t.Run(l.Protocol, func(t *testing.T) {
+		t.Run(string(l.Protocol), func(t *testing.T) {
 			addr := net.JoinHostPort(l.Address, strconv.Itoa(l.Port))
 			c := dialTURN(t, l.Protocol, addr, user, pass)
 			if cfg.STUNMode {
@@ -221,7 +221,7 @@ func credentials(t *testing.T, g *render.GatewayResult, cfg *dpconfig.Config) (u
 // dialTURN returns a pion/turn client of addr over the transport of
 // protocol (TLS and DTLS trust any certificate: the test's is self-signed),
 // closed when the test ends.
-func dialTURN(t *testing.T, protocol, addr, user, pass string) *turn.Client {
+func dialTURN(t *testing.T, protocol dpconfig.Protocol, addr, user, pass string) *turn.Client {
 	t.Helper()
 	var conn net.PacketConn
 	switch protocol {

@@ -1,4 +1,4 @@
-package config
+package stunnerdconf
 
 import (
 	"encoding/base64"
@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/tern-gw/tern/dataplane/config"
 )
 
 func stunnerdEnv(k string) string {
@@ -18,42 +20,42 @@ func stunnerdEnv(k string) string {
 func TestParseStunnerdFiles(t *testing.T) {
 	for _, tc := range []struct {
 		file  string
-		want  *Config
+		want  *config.Config
 		notes []string
 	}{{
 		file: "udp.yaml",
-		want: &Config{
+		want: &config.Config{
 			Version: "v1",
-			Admin: Admin{Name: "stunner/udp-gateway", LogLevel: "all:INFO,turn:DEBUG",
+			Admin: config.Admin{Name: "stunner/udp-gateway", LogLevel: "all:INFO,turn:DEBUG",
 				MetricsAddress: ":8080", HealthAddress: "0.0.0.0:8086"},
-			Auth: Auth{Type: AuthStatic, Realm: "stunner.l7mp.io", Username: "user-1", Password: "pass-1"},
-			Listeners: []Listener{{Name: "stunner/udp-gateway/udp-listener", Protocol: ProtoTURNUDP,
+			Auth: config.Auth{Type: config.AuthStatic, Realm: "stunner.l7mp.io", Username: "user-1", Password: "pass-1"},
+			Listeners: []config.Listener{{Name: "stunner/udp-gateway/udp-listener", Protocol: config.ProtoTURNUDP,
 				Address: "10.244.1.5", Port: 3478, PublicAddress: "1.2.3.4", PublicPort: 3478,
 				Routes: []string{"stunner/media-plane"}}},
-			Clusters: []Cluster{{Name: "stunner/media-plane", Endpoints: []string{"10.244.0.0/16", "10.96.12.7"}}},
-			Relay:    Relay{Address: "10.244.1.5", MinPort: DefaultRelayMinPort, MaxPort: DefaultRelayMaxPort},
-			Limits: Limits{MaxLifetime: DefaultMaxLifetime, NonceLifetime: DefaultNonceLifetime,
+			Clusters: []config.Cluster{{Name: "stunner/media-plane", Endpoints: []string{"10.244.0.0/16", "10.96.12.7"}}},
+			Relay:    config.Relay{Address: "10.244.1.5", MinPort: config.DefaultRelayMinPort, MaxPort: config.DefaultRelayMaxPort},
+			Limits: config.Limits{MaxLifetime: config.DefaultMaxLifetime, NonceLifetime: config.DefaultNonceLifetime,
 				AllocationsPerUser: -1, // static credentials: every client shares the username
-				AllocationsPerIP:   DefaultAllocationsPerIP,
-				AuthFailureBurst:   DefaultAuthFailureBurst, AuthFailureRate: DefaultAuthFailureRate,
-				ConnectionIdleTimeout: DefaultConnectionIdleTimeout, ConnectionsPerIP: DefaultConnectionsPerIP, MaxConnections: DefaultMaxConnections},
+				AllocationsPerIP:   config.DefaultAllocationsPerIP,
+				AuthFailureBurst:   config.DefaultAuthFailureBurst, AuthFailureRate: config.DefaultAuthFailureRate,
+				ConnectionIdleTimeout: config.DefaultConnectionIdleTimeout, ConnectionsPerIP: config.DefaultConnectionsPerIP, MaxConnections: config.DefaultMaxConnections},
 		},
 	}, {
 		file: "ephemeral.json",
-		want: &Config{
+		want: &config.Config{
 			Version: "v1",
 			// No healthcheck_endpoint: stunnerd's default port.
-			Admin: Admin{Name: "default", LogLevel: "all:DEBUG", HealthAddress: ":8086"},
-			Auth:  Auth{Type: AuthEphemeral, Realm: "example.com", SharedSecret: "s3cret"},
-			Listeners: []Listener{{Name: "tcp", Protocol: ProtoTURNTCP, Address: "0.0.0.0", Port: 3479,
+			Admin: config.Admin{Name: "default", LogLevel: "all:DEBUG", HealthAddress: ":8086"},
+			Auth:  config.Auth{Type: config.AuthEphemeral, Realm: "example.com", SharedSecret: "s3cret"},
+			Listeners: []config.Listener{{Name: "tcp", Protocol: config.ProtoTURNTCP, Address: "0.0.0.0", Port: 3479,
 				Routes: []string{"peers"}}},
-			Clusters: []Cluster{{Name: "peers", Endpoints: []string{"192.0.2.0/24"}}},
-			Relay:    Relay{Address: "10.244.1.5", MinPort: DefaultRelayMinPort, MaxPort: DefaultRelayMaxPort},
-			Limits: Limits{MaxLifetime: DefaultMaxLifetime, NonceLifetime: DefaultNonceLifetime,
-				AllocationsPerUser: 10, AllocationsPerIP: DefaultAllocationsPerIP,
-				AuthFailureBurst: DefaultAuthFailureBurst, AuthFailureRate: DefaultAuthFailureRate,
-				ConnectionIdleTimeout: DefaultConnectionIdleTimeout, ConnectionsPerIP: DefaultConnectionsPerIP, MaxConnections: DefaultMaxConnections},
-			Offload: Offload{Engine: OffloadNone},
+			Clusters: []config.Cluster{{Name: "peers", Endpoints: []string{"192.0.2.0/24"}}},
+			Relay:    config.Relay{Address: "10.244.1.5", MinPort: config.DefaultRelayMinPort, MaxPort: config.DefaultRelayMaxPort},
+			Limits: config.Limits{MaxLifetime: config.DefaultMaxLifetime, NonceLifetime: config.DefaultNonceLifetime,
+				AllocationsPerUser: 10, AllocationsPerIP: config.DefaultAllocationsPerIP,
+				AuthFailureBurst: config.DefaultAuthFailureBurst, AuthFailureRate: config.DefaultAuthFailureRate,
+				ConnectionIdleTimeout: config.DefaultConnectionIdleTimeout, ConnectionsPerIP: config.DefaultConnectionsPerIP, MaxConnections: config.DefaultMaxConnections},
+			Offload: config.Offload{Engine: config.OffloadNone},
 		},
 	}} {
 		t.Run(tc.file, func(t *testing.T) {
@@ -61,10 +63,10 @@ func TestParseStunnerdFiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !IsStunnerd(data) {
-				t.Error("IsStunnerd = false")
+			if !Detect(data) {
+				t.Error("Detect = false")
 			}
-			got, notes, err := ParseStunnerd(data, StunnerdOptions{Getenv: stunnerdEnv})
+			got, notes, err := Parse(data, Options{Getenv: stunnerdEnv})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -78,10 +80,17 @@ func TestParseStunnerdFiles(t *testing.T) {
 	}
 }
 
-func TestIsStunnerdTernConfig(t *testing.T) {
+// Tern's own minimal config, in YAML and JSON (as dataplane/config's tests
+// have it): Detect must leave them to config.Parse.
+const (
+	minimalYAML = "version: v1\nauth:\n  username: user\n  password: pass\nlisteners:\n  - name: udp\n    protocol: TURN-UDP\n    port: 3478\n"
+	minimalJSON = `{"version": "v1", "auth": {"username": "user", "password": "pass"}, "listeners": [{"name": "udp", "protocol": "TURN-UDP", "port": 3478}]}`
+)
+
+func TestDetectTernConfig(t *testing.T) {
 	for _, s := range []string{minimalYAML, minimalJSON, "", "[", "version: v1\nadmin:\n  logLevel: info\n"} {
-		if IsStunnerd([]byte(s)) {
-			t.Errorf("IsStunnerd(%q) = true", s)
+		if Detect([]byte(s)) {
+			t.Errorf("Detect(%q) = true", s)
 		}
 	}
 }
@@ -104,7 +113,7 @@ func TestParseStunnerdErrors(t *testing.T) {
 		{"bad level", head + "admin:\n  loglevel: all:LOUD\n", "admin.logLevel"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := ParseStunnerd([]byte(tc.doc), StunnerdOptions{})
+			_, _, err := Parse([]byte(tc.doc), Options{})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want it to contain %q", err, tc.want)
 			}
@@ -124,14 +133,14 @@ auth:
   credentials: {username: u, password: p, extra: x}
 listeners: [{name: udp}]
 `
-	c, notes, err := ParseStunnerd([]byte(doc), StunnerdOptions{})
+	c, notes, err := Parse([]byte(doc), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Offload.Engine != OffloadXDP {
+	if c.Offload.Engine != config.OffloadXDP {
 		t.Errorf("offload %+v", c.Offload)
 	}
-	if c.Admin.HealthAddress != "" || c.Admin.MetricsAddress != ":9090" || c.Auth.Type != AuthStatic {
+	if c.Admin.HealthAddress != "" || c.Admin.MetricsAddress != ":9090" || c.Auth.Type != config.AuthStatic {
 		t.Errorf("admin %+v, auth type %q", c.Admin, c.Auth.Type)
 	}
 	want := []string{
@@ -150,7 +159,7 @@ func TestParseStunnerdTLS(t *testing.T) {
 	doc := "version: v1\nauth:\n  credentials: {username: u, password: p}\nlisteners:\n- name: tls\n  protocol: TLS\n  port: 5349\n  cert: " +
 		base64.StdEncoding.EncodeToString([]byte(pemCert)) + "\n  key: " + base64.StdEncoding.EncodeToString([]byte(pemKey)) + "\n"
 	var gotCert, gotKey string
-	c, _, err := ParseStunnerd([]byte(doc), StunnerdOptions{WriteTLS: func(name string, cert, key []byte) (string, string, error) {
+	c, _, err := Parse([]byte(doc), Options{WriteTLS: func(name string, cert, key []byte) (string, string, error) {
 		gotCert, gotKey = string(cert), string(key)
 		return "/tls/" + name + ".crt", "/tls/" + name + ".key", nil
 	}})
@@ -160,10 +169,10 @@ func TestParseStunnerdTLS(t *testing.T) {
 	if gotCert != pemCert || gotKey != pemKey {
 		t.Errorf("WriteTLS got %q, %q", gotCert, gotKey)
 	}
-	if l := c.Listeners[0]; l.Protocol != ProtoTURNTLS || l.Cert != "/tls/tls.crt" || l.Key != "/tls/tls.key" {
+	if l := c.Listeners[0]; l.Protocol != config.ProtoTURNTLS || l.Cert != "/tls/tls.crt" || l.Key != "/tls/tls.key" {
 		t.Errorf("listener %+v", l)
 	}
-	if _, _, err := ParseStunnerd([]byte(doc), StunnerdOptions{}); err == nil || !strings.Contains(err.Error(), "listeners[0].cert") {
+	if _, _, err := Parse([]byte(doc), Options{}); err == nil || !strings.Contains(err.Error(), "listeners[0].cert") {
 		t.Errorf("without WriteTLS: %v", err)
 	}
 }
@@ -174,15 +183,15 @@ func TestParseTURNURI(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := c.Listeners[0]
-	if c.Auth.Type != AuthStatic || c.Auth.Username != "user1" || c.Auth.Password != "passwd1" ||
-		l.Protocol != ProtoTURNUDP || l.Address != "127.0.0.1" || l.Port != 3478 || c.Relay.Address != "127.0.0.1" {
+	if c.Auth.Type != config.AuthStatic || c.Auth.Username != "user1" || c.Auth.Password != "passwd1" ||
+		l.Protocol != config.ProtoTURNUDP || l.Address != "127.0.0.1" || l.Port != 3478 || c.Relay.Address != "127.0.0.1" {
 		t.Errorf("config %+v", c)
 	}
 	c, err = ParseTURNURI("turn://s3cret@10.0.0.1?transport=tcp", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Auth.Type != AuthEphemeral || c.Auth.SharedSecret != "s3cret" || c.Listeners[0].Protocol != ProtoTURNTCP || c.Listeners[0].Port != 3478 {
+	if c.Auth.Type != config.AuthEphemeral || c.Auth.SharedSecret != "s3cret" || c.Listeners[0].Protocol != config.ProtoTURNTCP || c.Listeners[0].Port != 3478 {
 		t.Errorf("config %+v", c)
 	}
 	for _, bad := range []string{"stun://u:p@1.2.3.4", "turn://1.2.3.4:3478", "turn://u:p@1.2.3.4:x", "turn://u:p@1.2.3.4?transport=sctp", "::"} {
@@ -196,7 +205,7 @@ func TestParseTURNURI(t *testing.T) {
 // names, which the dataplane resolves.
 func TestParseStunnerdStrictDNS(t *testing.T) {
 	doc := "version: v1\nauth:\n  credentials: {username: u, password: p}\nlisteners:\n- {name: udp, protocol: TURN-UDP, port: 3478, routes: [media]}\nclusters:\n- name: media\n  type: STRICT_DNS\n  endpoints: [media.example.svc.cluster.local]\n"
-	c, _, err := ParseStunnerd([]byte(doc), StunnerdOptions{Getenv: func(string) string { return "10.0.0.1" }})
+	c, _, err := Parse([]byte(doc), Options{Getenv: func(string) string { return "10.0.0.1" }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,13 +222,13 @@ func TestParseStunnerdUserQuota(t *testing.T) {
 		name, admin string
 		want        int
 	}{
-		{"absent", "", DefaultAllocationsPerUser},
-		{"zero", "admin:\n  user_quota: 0\n", NoLimit},
-		{"negative", "admin:\n  user_quota: -3\n", NoLimit},
+		{"absent", "", config.DefaultAllocationsPerUser},
+		{"zero", "admin:\n  user_quota: 0\n", config.NoLimit},
+		{"negative", "admin:\n  user_quota: -3\n", config.NoLimit},
 		{"set", "admin:\n  user_quota: 7\n", 7},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, _, err := ParseStunnerd([]byte(doc+tc.admin), StunnerdOptions{})
+			c, _, err := Parse([]byte(doc+tc.admin), Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

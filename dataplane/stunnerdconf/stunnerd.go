@@ -1,4 +1,4 @@
-package config
+package stunnerdconf
 
 import (
 	"bytes"
@@ -12,25 +12,25 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tern-gw/tern/dataplane/config"
 	"sigs.k8s.io/yaml"
 )
 
 // This file reads stunnerd's own config file (STUNner's v1 API,
-// "stunnerd.conf") and turn:// URIs, so that a standalone STUNner user can
-// point ternd at what they already have. Field names follow STUNner's JSON
-// tags; these types are Tern's own description of that format.
+// "stunnerd.conf"). Field names follow STUNner's JSON tags; these types are
+// Tern's own description of that format.
 
-// Stunnerd is stunnerd's config file.
-type Stunnerd struct {
-	Version   string             `json:"version"`
-	Admin     StunnerdAdmin      `json:"admin"`
-	Auth      StunnerdAuth       `json:"auth"`
-	Listeners []StunnerdListener `json:"listeners,omitempty"`
-	Clusters  []StunnerdCluster  `json:"clusters,omitempty"`
+// File is stunnerd's config file.
+type File struct {
+	Version   string     `json:"version"`
+	Admin     Admin      `json:"admin"`
+	Auth      Auth       `json:"auth"`
+	Listeners []Listener `json:"listeners,omitempty"`
+	Clusters  []Cluster  `json:"clusters,omitempty"`
 }
 
-// StunnerdAdmin is stunnerd's admin section.
-type StunnerdAdmin struct {
+// Admin is stunnerd's admin section.
+type Admin struct {
 	Name     string `json:"name,omitempty"`
 	LogLevel string `json:"loglevel,omitempty"`
 	// MetricsEndpoint is "http://address:port/path".
@@ -50,17 +50,17 @@ type StunnerdAdmin struct {
 	} `json:"license_config,omitempty"`
 }
 
-// StunnerdAuth is stunnerd's auth section: credentials is a map with
+// Auth is stunnerd's auth section: credentials is a map with
 // username and password (static) or secret (ephemeral).
-type StunnerdAuth struct {
+type Auth struct {
 	Type        string            `json:"type,omitempty"`
 	Realm       string            `json:"realm,omitempty"`
 	Credentials map[string]string `json:"credentials,omitempty"`
 }
 
-// StunnerdListener is one of stunnerd's listeners. Cert and Key are the
+// Listener is one of stunnerd's listeners. Cert and Key are the
 // base64-encoded PEM, not file names.
-type StunnerdListener struct {
+type Listener struct {
 	Name       string   `json:"name,omitempty"`
 	Protocol   string   `json:"protocol,omitempty"`
 	PublicAddr string   `json:"public_address,omitempty"`
@@ -72,8 +72,8 @@ type StunnerdListener struct {
 	Routes     []string `json:"routes,omitempty"`
 }
 
-// StunnerdCluster is one of stunnerd's clusters.
-type StunnerdCluster struct {
+// Cluster is one of stunnerd's clusters.
+type Cluster struct {
 	Name      string   `json:"name"`
 	Type      string   `json:"type,omitempty"`
 	Protocol  string   `json:"protocol,omitempty"`
@@ -91,8 +91,8 @@ const (
 	stunnerdNodePlaceholder = "__node_address_placeholder"
 )
 
-// StunnerdOptions say how to convert what Tern's config has no field for.
-type StunnerdOptions struct {
+// Options say how to convert what Tern's config has no field for.
+type Options struct {
 	// Getenv resolves $STUNNER_ADDR and Tern's placeholders; nil means an
 	// empty environment.
 	Getenv func(string) string
@@ -102,11 +102,11 @@ type StunnerdOptions struct {
 	WriteTLS func(listener string, cert, key []byte) (certPath, keyPath string, err error)
 }
 
-// IsStunnerd reports whether data looks like stunnerd's config rather than
+// Detect reports whether data looks like stunnerd's config rather than
 // Tern's: it has a key only stunnerd's format has (snake_case admin and
 // listener keys, auth.credentials, a cluster type or protocol). A document
 // that has none of them reads the same in both formats, and Parse takes it.
-func IsStunnerd(data []byte) bool {
+func Detect(data []byte) bool {
 	var m struct {
 		Admin     map[string]any   `json:"admin"`
 		Auth      map[string]any   `json:"auth"`
@@ -141,14 +141,15 @@ func IsStunnerd(data []byte) bool {
 	return false
 }
 
-// ParseStunnerd turns stunnerd's config file into the config ternd runs:
-// it decodes strictly (an unknown field is an error naming it), converts
-// (Convert), and then applies Tern's placeholders, defaults and validation
-// as Parse does. notes say what was ignored or defaulted differently, for
+// Parse turns stunnerd's config file into the config ternd runs: it
+// decodes strictly (an unknown field is an error naming it), converts
+// (Convert) to a typed config.Config, and readies that through the
+// contract's config.Prepare: Tern's placeholders, defaults and validation,
+// the steps config.Parse takes after decoding. notes say what was ignored or defaulted differently, for
 // ternd to log; errors name the stunnerd field.
-func ParseStunnerd(data []byte, opts StunnerdOptions) (c *Config, notes []string, err error) {
-	var s Stunnerd
-	if err := checkUTF8(data); err != nil {
+func Parse(data []byte, opts Options) (c *config.Config, notes []string, err error) {
+	var s File
+	if err := config.CheckUTF8(data); err != nil {
 		return nil, nil, fmt.Errorf("parse stunnerd config: %w", err)
 	}
 	if err := yaml.UnmarshalStrict(data, &s); err != nil {
@@ -158,20 +159,26 @@ func ParseStunnerd(data []byte, opts StunnerdOptions) (c *Config, notes []string
 	if err != nil {
 		return nil, notes, err
 	}
-	if err := c.expandPlaceholders(opts.Getenv); err != nil {
-		return nil, notes, fmt.Errorf("parse stunnerd config: %w", err)
-	}
-	c.SetDefaults()
-	if err := c.Validate(); err != nil {
+	if err := c.Prepare(opts.Getenv); err != nil {
+		if !isFieldErrors(err) {
+			err = fmt.Errorf("parse stunnerd config: %w", err)
+		}
 		return nil, notes, err
 	}
 	return c, notes, nil
 }
 
+// isFieldErrors reports whether err, from config.Prepare, is Validate's
+// (which names the field itself) rather than a placeholder's.
+func isFieldErrors(err error) bool {
+	var fe *config.FieldError
+	return errors.As(err, &fe)
+}
+
 // Convert maps s to Tern's config, without Tern's defaults or validation.
 // Everything is converted that can be, and the errors, one *FieldError per
 // field Tern cannot serve, are returned joined.
-func (s *Stunnerd) Convert(opts StunnerdOptions) (*Config, []string, error) {
+func (s *File) Convert(opts Options) (*config.Config, []string, error) {
 	getenv := opts.Getenv
 	if getenv == nil {
 		getenv = func(string) string { return "" }
@@ -181,11 +188,11 @@ func (s *Stunnerd) Convert(opts StunnerdOptions) (*Config, []string, error) {
 		notes []string
 	)
 	bad := func(field, format string, args ...any) {
-		errs = append(errs, &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)})
+		errs = append(errs, &config.FieldError{Field: field, Msg: fmt.Sprintf(format, args...)})
 	}
 	note := func(format string, args ...any) { notes = append(notes, fmt.Sprintf(format, args...)) }
 
-	c := &Config{Version: s.Version}
+	c := &config.Config{Version: s.Version}
 
 	// admin
 	c.Admin.Name = s.Admin.Name
@@ -215,18 +222,18 @@ func (s *Stunnerd) Convert(opts StunnerdOptions) (*Config, []string, error) {
 		}
 	}
 	if q := s.Admin.UserQuota; q != nil {
-		c.Limits.AllocationsPerUser = NoLimit
+		c.Limits.AllocationsPerUser = config.NoLimit
 		if *q > 0 {
 			c.Limits.AllocationsPerUser = *q
 		}
 	}
 	if e := s.Admin.OffloadEngine; e != "" {
-		if m, err := NormalizeOffloadEngine(e); err != nil {
+		if m, err := config.NormalizeOffloadEngine(e); err != nil {
 			note("admin.offload_engine: %q ignored: %v", e, err)
 		} else {
 			// Kept even when None: ternd's own default is Auto.
 			c.Offload.Engine = m
-			if m != OffloadNone {
+			if m != config.OffloadNone {
 				note("admin.offload_engine: %q read as offload.engine %s", e, m)
 			}
 		}
@@ -256,9 +263,9 @@ func (s *Stunnerd) Convert(opts StunnerdOptions) (*Config, []string, error) {
 	// listeners
 	for i, l := range s.Listeners {
 		f := fmt.Sprintf("listeners[%d]", i)
-		tl := Listener{Name: l.Name, Protocol: l.Protocol, Port: l.Port, PublicPort: l.PublicPort, Routes: l.Routes}
+		tl := config.Listener{Name: l.Name, Protocol: config.Protocol(l.Protocol), Port: l.Port, PublicPort: l.PublicPort, Routes: l.Routes}
 		if tl.Protocol == "" {
-			tl.Protocol = ProtoTURNUDP
+			tl.Protocol = config.ProtoTURNUDP
 		}
 		if tl.Port == 0 {
 			tl.Port = stunnerdDefaultPort
@@ -297,14 +304,14 @@ func (s *Stunnerd) Convert(opts StunnerdOptions) (*Config, []string, error) {
 
 // stunnerdCluster maps a cluster by its type: STATIC lists addresses,
 // STRICT_DNS host names that the dataplane resolves and re-resolves.
-func stunnerdCluster(cl StunnerdCluster) (Cluster, error) {
+func stunnerdCluster(cl Cluster) (config.Cluster, error) {
 	switch strings.ToUpper(cl.Type) {
 	case "", "STATIC":
-		return Cluster{Name: cl.Name, Endpoints: cl.Endpoints}, nil
+		return config.Cluster{Name: cl.Name, Endpoints: cl.Endpoints}, nil
 	case "STRICT_DNS":
-		return Cluster{Name: cl.Name, Type: ClusterStrictDNS, Endpoints: cl.Endpoints}, nil
+		return config.Cluster{Name: cl.Name, Type: config.ClusterStrictDNS, Endpoints: cl.Endpoints}, nil
 	}
-	return Cluster{}, fmt.Errorf("unknown cluster type %q: want STATIC or STRICT_DNS", cl.Type)
+	return config.Cluster{}, fmt.Errorf("unknown cluster type %q: want STATIC or STRICT_DNS", cl.Type)
 }
 
 // stunnerdAddress maps stunnerd's address placeholders: "$STUNNER_ADDR" is
@@ -316,9 +323,9 @@ func stunnerdAddress(a string, getenv func(string) string) string {
 		if v := getenv(stunnerdAddrEnv); v != "" {
 			return v
 		}
-		return PlaceholderPodIP
+		return config.PlaceholderPodIP
 	case stunnerdNodePlaceholder:
-		return PlaceholderNodeIP
+		return config.PlaceholderNodeIP
 	}
 	return a
 }
@@ -326,7 +333,7 @@ func stunnerdAddress(a string, getenv func(string) string) string {
 // stunnerdTLS decodes a listener's base64 PEM certificate and key and has
 // write store them. stunnerd carries them inline; Tern reads files, which
 // it also watches for renewals.
-func stunnerdTLS(l StunnerdListener, write func(string, []byte, []byte) (string, string, error)) (string, string, error) {
+func stunnerdTLS(l Listener, write func(string, []byte, []byte) (string, string, error)) (string, string, error) {
 	if l.Cert == "" || l.Key == "" {
 		return "", "", errors.New("cert and key must both be set")
 	}
@@ -363,58 +370,4 @@ func endpointAddr(s string, defPort int) (addr, path string, err error) {
 		port = strconv.Itoa(defPort)
 	}
 	return net.JoinHostPort(host, port), u.Path, nil
-}
-
-// ParseTURNURI makes a config from stunnerd's positional argument
-// "turn://user:pass@address:port?transport=udp", as stunnerd does: one
-// listener named default-listener and static credentials. A secret alone
-// ("turn://secret@...") selects ephemeral credentials. The result has
-// Tern's defaults applied and is validated.
-func ParseTURNURI(s string, getenv func(string) string) (*Config, error) {
-	u, err := url.Parse(s)
-	if err != nil {
-		// url.Parse's error quotes the whole URI, password included.
-		if ue, ok := err.(*url.Error); ok {
-			err = ue.Err
-		}
-		return nil, fmt.Errorf("turn URI: %w", err)
-	}
-	// Errors name the URI with its password masked: they are logged.
-	s = u.Redacted()
-	if u.Scheme != "turn" {
-		return nil, fmt.Errorf("turn URI %q: scheme must be turn://", s)
-	}
-	if u.User == nil {
-		return nil, fmt.Errorf("turn URI %q: no credentials: want turn://user:password@address:port", s)
-	}
-	port := stunnerdDefaultPort
-	if p := u.Port(); p != "" {
-		if port, err = strconv.Atoi(p); err != nil {
-			return nil, fmt.Errorf("turn URI %q: port: %v", s, err)
-		}
-	}
-	proto := "TURN-UDP"
-	if t := u.Query().Get("transport"); t != "" {
-		proto = "TURN-" + strings.ToUpper(t)
-	}
-	c := &Config{
-		Version:   Version,
-		Listeners: []Listener{{Name: "default-listener", Protocol: proto, Address: u.Hostname(), Port: port}},
-	}
-	if pw, ok := u.User.Password(); ok {
-		c.Auth = Auth{Type: AuthStatic, Username: u.User.Username(), Password: pw}
-	} else {
-		c.Auth = Auth{Type: AuthEphemeral, SharedSecret: u.User.Username()}
-	}
-	// stunnerd's default config lets clients reach any peer.
-	c.Clusters = []Cluster{{Name: "default-cluster", Endpoints: []string{"0.0.0.0/0", "::/0"}}}
-	c.Listeners[0].Routes = []string{"default-cluster"}
-	if err := c.expandPlaceholders(getenv); err != nil {
-		return nil, fmt.Errorf("turn URI: %w", err)
-	}
-	c.SetDefaults()
-	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("turn URI %q: %w", s, err)
-	}
-	return c, nil
 }
