@@ -99,10 +99,14 @@ type Settings struct {
 	// AuthFailureBurst and AuthFailureRate throttle failed authentication
 	// per client address (IP; /64 for IPv6): a token bucket of
 	// AuthFailureBurst tokens refilled at AuthFailureRate per second, one
-	// token per request with MESSAGE-INTEGRITY that fails (401 or 438).
-	// While a source has no token, its requests with MESSAGE-INTEGRITY are
-	// dropped unanswered (DropThrottled). A burst or a rate of 0 turns it
-	// off.
+	// token per request whose MESSAGE-INTEGRITY, USERNAME or REALM fails
+	// (401) under a live NONCE this engine issued to that address. A
+	// nonce that is forged, malformed, another address's or expired gets
+	// 438 and costs nothing, since anyone can forge a UDP source address
+	// but only a host at that address receives its nonces (RFC 8489
+	// §9.2.4). While a source has no token, its requests with a live nonce
+	// and MESSAGE-INTEGRITY are dropped unanswered (DropThrottled). A
+	// burst or a rate of 0 turns it off.
 	AuthFailureBurst int
 	AuthFailureRate  float64
 	// StrictChannelNumbers limits ChannelBind to RFC 8656 §12's channel

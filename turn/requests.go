@@ -202,8 +202,29 @@ func (q *req) authenticate() []byte {
 	if user.GetFrom(q.m) != nil || realm.GetFrom(q.m) != nil || nonce.GetFrom(q.m) != nil {
 		return q.fail(stun.CodeBadRequest, nil)
 	}
-	// The throttle comes before any check, so that a source over its
-	// failures learns nothing, not even that a guess was right.
+	// The nonce comes first, and costs the source nothing when it fails: a
+	// request's source address can be forged, and a nonce can only be
+	// presented by someone who received it at that address (the nonce's
+	// HMAC binds the client IP; nonceMaker). A forged, malformed or other
+	// address's nonce gets 438 and a nonce for this address, as RFC 8489
+	// §9.2.4 asks, so a client whose NAT mapping moved to a new IP
+	// recovers with one round trip (RFC 8656 §7.2 allows the new
+	// 5-tuple's Allocate). Charging it would let anyone who forges a
+	// victim's address drain the victim's bucket.
+	switch q.e.nonces.check(string(nonce), q.now, q.ft.Client.Addr(), q.s.NonceLifetime) {
+	case nonceInvalid:
+		q.e.refused(RefusedAuth, q.ft)
+		return q.challenge(stun.CodeStaleNonce)
+	case nonceExpired:
+		// Not a failure either: the nonce's MAC shows this engine gave it to this address,
+		// which every client's nonce comes to once per lifetime. Taking a token here would
+		// let the clients behind one NAT address (up to the per-address quota of them)
+		// throttle each other whenever their nonces expire together. It reveals nothing
+		// about the password, which is checked only with a live nonce.
+		return q.challenge(stun.CodeStaleNonce)
+	}
+	// The throttle comes before the password is checked, so that a source
+	// over its failures learns nothing, not even that a guess was right.
 	src := quotaAddr(q.ft.Client.Addr())
 	burst, rate := float64(q.s.AuthFailureBurst), q.s.AuthFailureRate
 	if rate <= 0 {
@@ -215,23 +236,15 @@ func (q *req) authenticate() []byte {
 		q.drop = DropThrottled
 		return []byte{}
 	}
+	// Only a failed MESSAGE-INTEGRITY (or unknown user or wrong realm)
+	// under a live nonce issued to this address costs a token: it took a
+	// round trip from that address to get one.
 	failed := func(code stun.ErrorCode) []byte {
 		q.e.refused(RefusedAuth, q.ft)
 		if burst > 0 {
 			q.e.throttle.fail(src, now, burst, rate)
 		}
 		return q.challenge(code)
-	}
-	switch q.e.nonces.check(string(nonce), q.now, q.ft.Client.Addr(), q.s.NonceLifetime) {
-	case nonceInvalid:
-		return failed(stun.CodeStaleNonce)
-	case nonceExpired:
-		// Not a failure: the nonce's MAC shows this engine gave it to this address, which
-		// every client's nonce comes to once per lifetime. Taking a token here would let
-		// the clients behind one NAT address (up to the per-address quota of them) throttle
-		// each other whenever their nonces expire together. It reveals nothing about the
-		// password, which is checked only with a live nonce.
-		return q.challenge(stun.CodeStaleNonce)
 	}
 	key, ok := q.s.Auth.Key(string(user), q.s.Realm, q.now)
 	if !ok || string(realm) != q.s.Realm || stun.MessageIntegrity(key).Check(q.m) != nil {

@@ -8,8 +8,11 @@ import (
 
 // The failed-authentication throttle keeps a token bucket per client
 // address (quotaAddr: the IP, an IPv6 client's /64). A failure takes a
-// token; a source with no token left has its requests that carry
-// MESSAGE-INTEGRITY dropped unanswered, before any credential is checked,
+// token, and only a failure under a live nonce issued to that address
+// counts (req.authenticate), so a forged source address cannot spend
+// another address's tokens. A source with no token left has its requests
+// that carry MESSAGE-INTEGRITY and a live nonce dropped unanswered, before
+// the password is checked,
 // so that neither a wrong-password flood is answered at line rate nor a
 // correct guess told apart from a wrong one. Requests without
 // MESSAGE-INTEGRITY, which every client's first Allocate is, are not
