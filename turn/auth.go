@@ -3,17 +3,11 @@ package turn
 import (
 	"crypto/hmac"
 	"crypto/md5" //nolint:gosec // RFC 8489 §9.2.2 defines the long-term key as MD5.
-	"crypto/rand"
 	"crypto/sha1" //nolint:gosec // RFC 8489 §9.2 MESSAGE-INTEGRITY and the TURN REST API use HMAC-SHA1.
-	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
-	"encoding/binary"
-	"hash"
-	"net/netip"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -121,95 +115,4 @@ func EphemeralPassword(secret, username string) string {
 // valid until expiry.
 func EphemeralUsername(user string, expiry time.Time) string {
 	return strconv.FormatInt(expiry.Unix(), 10) + ":" + user
-}
-
-// nonceMaker issues and checks NONCE values (RFC 8489 §9.2). A nonce is
-// base64url of the issue time (4 bytes, Unix seconds) followed by an HMAC-
-// SHA256 over the issue time and the client IP under a per-process random
-// key, truncated to 12 bytes: 22 characters, so it cannot be forged, is
-// bound to the client, and expires. It is short because every 401 carries
-// one, and a 401 is what a spoofed request is answered with.
-type nonceMaker struct {
-	key  [32]byte
-	macs sync.Pool // keyed hash.Hash values, reused: hmac.New allocates three objects
-}
-
-const (
-	nonceMACLen = 12
-	nonceRaw    = 4 + nonceMACLen
-	nonceLen    = (nonceRaw*8 + 5) / 6 // base64 without padding
-)
-
-// nonceEncoding is base64url without padding, strict: 22 characters carry 132 bits for the
-// nonce's 128, and a lenient decoder ignores the last character's 4 spare bits, which would
-// accept 16 spellings of every nonce. Strict accepts only the one the maker issued.
-var nonceEncoding = base64.RawURLEncoding.Strict()
-
-func newNonceMaker() *nonceMaker {
-	n := &nonceMaker{}
-	if _, err := rand.Read(n.key[:]); err != nil {
-		panic("turn: no randomness for nonce key: " + err.Error())
-	}
-	return n
-}
-
-func (n *nonceMaker) mac(ts uint32, client netip.Addr) (out [nonceMACLen]byte) {
-	m, _ := n.macs.Get().(hash.Hash)
-	if m == nil {
-		m = hmac.New(sha256.New, n.key[:])
-	}
-	var b [4 + 16]byte
-	binary.BigEndian.PutUint32(b[:4], ts)
-	a := client.Unmap().As16()
-	copy(b[4:], a[:])
-	m.Reset()
-	m.Write(b[:])
-	var sum [sha256.Size]byte
-	copy(out[:], m.Sum(sum[:0]))
-	n.macs.Put(m)
-	return out
-}
-
-func (n *nonceMaker) make(now time.Time, client netip.Addr) string {
-	ts := uint32(now.Unix())
-	var b [nonceRaw]byte
-	binary.BigEndian.PutUint32(b[:4], ts)
-	mac := n.mac(ts, client)
-	copy(b[4:], mac[:])
-	return nonceEncoding.EncodeToString(b[:])
-}
-
-// nonceStatus is what check found a NONCE to be.
-type nonceStatus uint8
-
-const (
-	// nonceValid: issued by this maker to this client within the lifetime.
-	nonceValid nonceStatus = iota
-	// nonceExpired: issued by this maker to this client, but longer ago than the lifetime
-	// (or, after the clock went back, later than now). Every client sends one of these once
-	// per lifetime, and its 438 is how it learns the next (RFC 8489 §9.2.4).
-	nonceExpired
-	// nonceInvalid: not a nonce this maker issued to this client: forged, malformed, or
-	// issued to another address.
-	nonceInvalid
-)
-
-// check returns the status of nonce for client at now.
-func (n *nonceMaker) check(nonce string, now time.Time, client netip.Addr, lifetime time.Duration) nonceStatus {
-	var b [nonceRaw]byte
-	if len(nonce) != nonceLen {
-		return nonceInvalid
-	}
-	if k, err := nonceEncoding.Decode(b[:], []byte(nonce)); err != nil || k != nonceRaw {
-		return nonceInvalid
-	}
-	ts := binary.BigEndian.Uint32(b[:4])
-	if mac := n.mac(ts, client); !hmac.Equal(b[4:], mac[:]) {
-		return nonceInvalid
-	}
-	issued := time.Unix(int64(ts), 0)
-	if now.Before(issued.Add(-time.Second)) || now.Sub(issued) >= lifetime {
-		return nonceExpired
-	}
-	return nonceValid
 }

@@ -85,7 +85,9 @@ type Settings struct {
 	Auth Authenticator
 	// MaxLifetime clamps requested allocation lifetimes; default 600 s.
 	MaxLifetime time.Duration
-	// NonceLifetime is how long a NONCE is accepted before 438; default 600 s.
+	// NonceLifetime is how long a NONCE is accepted before 438 Stale Nonce
+	// (RFC 8489 §9.2.4); default 600 s. Lifetimes above 2^23 s (about 97
+	// days) act as 2^23 s: a nonce's issue time wraps every 2^24 s.
 	NonceLifetime time.Duration
 	// AllocationsPerUser and AllocationsPerIP cap live allocations per
 	// USERNAME and per client IP (for IPv6, per /64) with 486 Allocation
