@@ -2,7 +2,7 @@ package turn
 
 import (
 	"crypto/hmac"
-	"crypto/md5" //nolint:gosec // RFC 8489 §9.2.2 defines the long-term key as MD5.
+	"crypto/md5"  //nolint:gosec // RFC 8489 §9.2.2 defines the long-term key as MD5.
 	"crypto/sha1" //nolint:gosec // RFC 8489 §9.2 MESSAGE-INTEGRITY and the TURN REST API use HMAC-SHA1.
 	"crypto/subtle"
 	"encoding/base64"

@@ -107,8 +107,13 @@ type Settings struct {
 	// 438 and costs nothing, since anyone can forge a UDP source address
 	// but only a host at that address receives its nonces (RFC 8489
 	// §9.2.4). While a source has no token, its requests with a live nonce
-	// and MESSAGE-INTEGRITY are dropped unanswered (DropThrottled). A
-	// burst or a rate of 0 turns it off.
+	// and MESSAGE-INTEGRITY are dropped unanswered (DropThrottled). The
+	// same failures also take a token from the USERNAME's bucket (10× the
+	// burst and rate) and the engine's (100×); a request that finds either
+	// empty is dropped too, unless its source address authenticated as
+	// that username within the last hour (budgets.go), so rotating source
+	// addresses does not multiply the rate of guesses. A burst or a rate of
+	// 0 turns all three off.
 	AuthFailureBurst int
 	AuthFailureRate  float64
 	// StrictChannelNumbers limits ChannelBind to RFC 8656 §12's channel
@@ -153,7 +158,13 @@ type Engine struct {
 	allocs   table
 	draining atomic.Bool
 	refusals refusalLog
-	throttle throttle
+	throttle throttle // failure budgets per client address (quotaAddr)
+	// userFailures and totalFailures are the failure budgets per
+	// USERNAME and for the engine; trustedSrc exempts from them the
+	// addresses that recently authenticated as the username (budgets.go).
+	userFailures  throttle
+	totalFailures totalBucket
+	trustedSrc    trusted
 	// allocErrors counts Allocate error responses by code.
 	allocErrors allocErrors
 

@@ -231,7 +231,8 @@ func (q *req) authenticate() []byte {
 		burst = 0 // a bucket that never refills would lock a source out for good
 	}
 	now := q.now.UnixNano()
-	if burst > 0 && !q.e.throttle.allow(src, now, burst, rate) {
+	srcKey, usrKey := keyOfAddr(src, 0), userKey(string(user))
+	if burst > 0 && !q.e.budgetsAllow(src, srcKey, usrKey, string(user), now, burst, rate) {
 		q.e.refused(RefusedThrottled, q.ft)
 		q.drop = DropThrottled
 		return []byte{}
@@ -242,7 +243,9 @@ func (q *req) authenticate() []byte {
 	failed := func(code stun.ErrorCode) []byte {
 		q.e.refused(RefusedAuth, q.ft)
 		if burst > 0 {
-			q.e.throttle.fail(src, now, burst, rate)
+			q.e.throttle.fail(srcKey, now, burst, rate)
+			q.e.userFailures.fail(usrKey, now, burst*userFailureScale, rate*userFailureScale)
+			q.e.totalFailures.fail(now, burst*totalFailureScale, rate*totalFailureScale)
 		}
 		return q.challenge(code)
 	}
@@ -254,6 +257,9 @@ func (q *req) authenticate() []byte {
 		return failed(stun.CodeUnauthorized)
 	}
 	q.key, q.usr = key, string(user)
+	if burst > 0 {
+		q.e.trustedSrc.add(sourceUserKey(src, q.usr), now)
+	}
 	q.m.Attributes = signedPart(q.m.Attributes)
 	return nil
 }

@@ -1,7 +1,6 @@
 package turn
 
 import (
-	"net/netip"
 	"sync"
 	"time"
 )
@@ -56,18 +55,17 @@ type throttle struct {
 	shards [throttleShards]throttleShard
 }
 
-// find returns the shard and set of ip's key.
-func (t *throttle) find(ip netip.Addr) (*throttleShard, *[throttleWays]bucket, peerKey) {
-	k := keyOfAddr(ip, 0)
+// find returns the shard and set of k.
+func (t *throttle) find(k peerKey) (*throttleShard, *[throttleWays]bucket) {
 	h := k.hash()
 	s := &t.shards[h%throttleShards]
-	return s, &s.sets[(h/throttleShards)%throttleSets], k
+	return s, &s.sets[(h/throttleShards)%throttleSets]
 }
 
-// allow reports whether ip has a token left at now: false means drop its
-// request unanswered.
-func (t *throttle) allow(ip netip.Addr, now int64, burst, rate float64) bool {
-	s, set, k := t.find(ip)
+// allow reports whether k (an address's keyOfAddr, or a userKey) has a
+// token left at now (unix ns): false means drop its request unanswered.
+func (t *throttle) allow(k peerKey, now int64, burst, rate float64) bool {
+	s, set := t.find(k)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i := range set {
@@ -79,9 +77,10 @@ func (t *throttle) allow(ip netip.Addr, now int64, burst, rate float64) bool {
 	return true
 }
 
-// fail takes a token from ip's bucket at now, making one if needed.
-func (t *throttle) fail(ip netip.Addr, now int64, burst, rate float64) {
-	s, set, k := t.find(ip)
+// fail takes a token from k's bucket at now (unix ns), making one if
+// needed.
+func (t *throttle) fail(k peerKey, now int64, burst, rate float64) {
+	s, set := t.find(k)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var victim *bucket

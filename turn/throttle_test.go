@@ -70,7 +70,7 @@ func TestThrottleSurvivesSpoofedSources(t *testing.T) {
 	var th throttle
 	const burst, rate = 10, 2
 	now := t0.UnixNano()
-	mallory := netip.MustParseAddr("198.18.0.1")
+	mallory := keyOfAddr(netip.MustParseAddr("198.18.0.1"), 0)
 	for range burst {
 		th.fail(mallory, now, burst, rate)
 	}
@@ -78,7 +78,7 @@ func TestThrottleSurvivesSpoofedSources(t *testing.T) {
 		t.Fatal("a drained source is allowed")
 	}
 	for i := range 100000 {
-		th.fail(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), now, burst, rate)
+		th.fail(keyOfAddr(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 0), now, burst, rate)
 	}
 	if th.allow(mallory, now, burst, rate) {
 		t.Fatal("one-off sources evicted the drained bucket")
