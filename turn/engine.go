@@ -273,8 +273,9 @@ const (
 	// DropUnexpected: a STUN message the server ignores (a response, an
 	// indication other than Send).
 	DropUnexpected
-	// DropThrottled: a request with MESSAGE-INTEGRITY from a source that
-	// has used up its authentication failures (Settings.AuthFailureBurst).
+	// DropThrottled: a request with MESSAGE-INTEGRITY from a source, or for
+	// a USERNAME, that has used up its authentication failure budget, or
+	// while the engine's is used up (Settings.AuthFailureBurst).
 	DropThrottled
 	numDropReasons
 )

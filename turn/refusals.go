@@ -32,7 +32,8 @@ const (
 	// authentication (401 or 438).
 	RefusedAuth
 	// RefusedThrottled: a request with MESSAGE-INTEGRITY dropped unanswered
-	// because its source had used up its authentication failures.
+	// because its source address, its USERNAME or the engine had used up
+	// its authentication failure budget (Settings.AuthFailureBurst).
 	RefusedThrottled
 	numRefusals
 )
@@ -81,7 +82,7 @@ func (r Refusal) describe() string {
 	case RefusedAuth:
 		return "request failing authentication (401/438)"
 	case RefusedThrottled:
-		return "request from a source over its authentication failures (dropped)"
+		return "request over an authentication failure budget of its address, username or the engine (dropped)"
 	}
 	return "unknown"
 }
