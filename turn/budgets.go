@@ -20,13 +20,17 @@ import (
 //     (any username is a valid guess under ephemeral auth) are too.
 //
 // A request that finds either empty is dropped unanswered before its
-// password is checked, like a throttled address's, unless its source
-// address authenticated as that same username within trustedFor (the
-// trusted table): clients that were in before an attack keep refreshing
-// and allocating, while new clients of the attacked user, or of any user
-// once the total is empty, wait for the bucket to refill. That is the
-// price of bounding guesses: nothing else tells a new legitimate client
-// from a guesser.
+// password is checked, like a throttled address's, when its source address
+// has itself failed recently (its own bucket is below its burst), unless
+// that address authenticated as the same username within trustedFor (the
+// trusted table). So clients that were in before an attack keep refreshing
+// and allocating, and a new client, whose address has not failed, is
+// never shut out by failures of other addresses: under static auth every
+// client shares one username, and a guesser with a handful of addresses
+// must not be able to keep everyone else out. A guesser that rotates
+// addresses gets one answered guess per fresh address (IPv6: per /64)
+// while the budget is empty, and its address then waits for its own
+// bucket to refill to the full burst before it counts as fresh again.
 //
 // Like the address buckets, the username buckets are a fixed
 // set-associative table (4,096 buckets), keyed by a 128-bit keyed hash of
@@ -156,7 +160,7 @@ func (t *trusted) has(k peerKey, now int64) bool {
 // its userKey) may have its password checked at now (unix ns), given the
 // per-address burst and rate (per second): src's own bucket must hold a
 // token, and so must user's and the engine's unless src recently
-// authenticated as user.
+// authenticated as user or has not failed itself.
 func (e *Engine) budgetsAllow(src netip.Addr, srcKey, usrKey peerKey, user string, now int64, burst, rate float64) bool {
 	if !e.throttle.allow(srcKey, now, burst, rate) {
 		return false
@@ -165,5 +169,5 @@ func (e *Engine) budgetsAllow(src netip.Addr, srcKey, usrKey peerKey, user strin
 		e.totalFailures.allow(now, burst*totalFailureScale, rate*totalFailureScale) {
 		return true
 	}
-	return e.trustedSrc.has(sourceUserKey(src, user), now)
+	return e.trustedSrc.has(sourceUserKey(src, user), now) || e.throttle.clean(srcKey, now, burst, rate)
 }

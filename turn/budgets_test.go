@@ -35,11 +35,12 @@ func guessers(f *fixture, n int, pass string) []*client {
 // TestUserBudgetBoundsRotatingAddresses: 250 addresses, each with a nonce
 // of its own, guess alice's password 13 times each (3,250 guesses) at one
 // instant. Per address alone they would get 2,500 answers (burst 10
-// each); alice's budget (10 × the per-address burst) answers 100 and
-// drops the rest unchecked. Bob, another user, authenticates from a new
-// address meanwhile; alice's client that authenticated before the attack
-// keeps refreshing and allocating; a new client of alice's waits for the
-// budget to refill (the price of bounding guesses).
+// each); alice's budget (10 × the per-address burst) answers 100, then
+// one guess from each address that has not failed yet (240), and drops
+// the rest unchecked. Bob, another user, authenticates from a new address
+// meanwhile; alice's client that authenticated before the attack keeps
+// refreshing and allocating; a new client of alice's, from an address
+// that has not failed, gets in at once.
 func TestUserBudgetBoundsRotatingAddresses(t *testing.T) {
 	f := newFixture(t, throttled, func(c *Config) { c.Auth = usersAuth{"alice": "a-pass", "bob": "b-pass"} })
 	before := f.clientAt("alice", "a-pass", "203.0.113.50:1000")
@@ -59,7 +60,7 @@ func TestUserBudgetBoundsRotatingAddresses(t *testing.T) {
 			}
 		}
 	}
-	if want := 10 * 10; answered != want || dropped != 250*13-want {
+	if want := 10*10 + 240; answered != want || dropped != 250*13-want {
 		t.Fatalf("%d guesses answered, %d dropped; want %d answered, the rest dropped", answered, dropped, want)
 	}
 	t.Logf("250 addresses x 13 guesses at one username: %d answered, %d dropped", answered, dropped)
@@ -74,22 +75,28 @@ func TestUserBudgetBoundsRotatingAddresses(t *testing.T) {
 	if m := second.do(stun.MethodAllocate, transportUDP()); code(m) != 0 {
 		t.Fatalf("alice's second Allocate from her trusted address: code %d", code(m))
 	}
-	fresh := f.clientAt("alice", "a-pass", "203.0.113.70:1000")
-	fresh.learnNonce(f.send(fresh.ft, raw(t, stun.MethodAllocate, transportUDP())))
-	if f.e.HandleClient(testListener{}, fresh.ft, fresh.signed(stun.MethodAllocate, transportUDP()), &r); r.Drop != DropThrottled {
-		t.Fatalf("new alice client during the attack: kind %d drop %v, want dropped", r.Kind, r.Drop)
+	if m := f.clientAt("alice", "a-pass", "203.0.113.70:1000").do(stun.MethodAllocate, transportUDP()); code(m) != 0 {
+		t.Fatalf("new alice client during the attack: code %d", code(m))
 	}
-	f.clock.Advance(100 * time.Millisecond) // alice's budget refills at 20/s
-	if m := fresh.do(stun.MethodAllocate, transportUDP()); code(m) != 0 {
-		t.Fatalf("new alice client after the refill: code %d", code(m))
+	// A guesser's address, once it has failed, stays out while alice's
+	// budget is empty, until its own bucket is full again.
+	g := guessers(f, 251, "guess")[250] // an address of the attacker's not used yet
+	f.e.HandleClient(testListener{}, g.ft, g.signed(stun.MethodAllocate, transportUDP()), &r)
+	if r.Kind != Reply {
+		t.Fatalf("a fresh guesser's first guess: kind %d drop %v, want answered", r.Kind, r.Drop)
+	}
+	f.e.HandleClient(testListener{}, g.ft, g.signed(stun.MethodAllocate, transportUDP()), &r)
+	if r.Drop != DropThrottled {
+		t.Fatalf("the same guesser's second guess: kind %d drop %v, want dropped", r.Kind, r.Drop)
 	}
 }
 
 // TestTotalBudgetBoundsRotatingUsernames: 250 addresses guess 10 new
 // usernames each (2,500 guesses, each the first for its username and
 // within its address's burst): the engine-wide budget (100 × the
-// per-address burst) answers 1,000 and drops the rest. Bob, who
-// authenticated before, keeps going; a new client waits for the refill.
+// per-address burst) answers 1,000, then the first guess of each address
+// that has not failed yet (150), and drops the rest. Bob, who
+// authenticated before, keeps going, and so does a new client.
 func TestTotalBudgetBoundsRotatingUsernames(t *testing.T) {
 	f := newFixture(t, throttled, func(c *Config) { c.Auth = usersAuth{"bob": "b-pass"} })
 	bob := f.clientAt("bob", "b-pass", "203.0.113.60:1000")
@@ -110,21 +117,15 @@ func TestTotalBudgetBoundsRotatingUsernames(t *testing.T) {
 			}
 		}
 	}
-	if want := 100 * 10; answered != want || dropped != 2500-want {
+	if want := 100*10 + 150; answered != want || dropped != 2500-want {
 		t.Fatalf("%d guesses answered, %d dropped; want %d answered, the rest dropped", answered, dropped, want)
 	}
 	t.Logf("250 addresses x 10 usernames: %d answered, %d dropped", answered, dropped)
 	if m := bob.do(stun.MethodRefresh, lifetimeSetter(600)); code(m) != 0 {
 		t.Fatalf("bob's allocation from before the attack, Refresh: code %d", code(m))
 	}
-	carol := f.clientAt("bob", "b-pass", "203.0.113.61:1000")
-	carol.learnNonce(f.send(carol.ft, raw(t, stun.MethodAllocate, transportUDP())))
-	if f.e.HandleClient(testListener{}, carol.ft, carol.signed(stun.MethodAllocate, transportUDP()), &r); r.Drop != DropThrottled {
-		t.Fatalf("new client during the attack: kind %d drop %v, want dropped", r.Kind, r.Drop)
-	}
-	f.clock.Advance(10 * time.Millisecond) // the total refills at 200/s
-	if m := carol.do(stun.MethodAllocate, transportUDP()); code(m) != 0 {
-		t.Fatalf("new client after the refill: code %d", code(m))
+	if m := f.clientAt("bob", "b-pass", "203.0.113.61:1000").do(stun.MethodAllocate, transportUDP()); code(m) != 0 {
+		t.Fatalf("new client during the attack: code %d", code(m))
 	}
 }
 

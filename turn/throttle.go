@@ -77,6 +77,21 @@ func (t *throttle) allow(k peerKey, now int64, burst, rate float64) bool {
 	return true
 }
 
+// clean reports whether k has no recent failure at now (unix ns): it has
+// no bucket, or its bucket has refilled to burst.
+func (t *throttle) clean(k peerKey, now int64, burst, rate float64) bool {
+	s, set := t.find(k)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range set {
+		if b := &set[i]; b.used && b.key == k {
+			b.refill(now, burst, rate)
+			return b.tokens >= burst
+		}
+	}
+	return true
+}
+
 // fail takes a token from k's bucket at now (unix ns), making one if
 // needed.
 func (t *throttle) fail(k peerKey, now int64, burst, rate float64) {
