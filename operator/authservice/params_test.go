@@ -96,6 +96,7 @@ func requestSeeds() []struct {
 		{"service=turn&gateway=g", true},
 		{"username=a%0Ab&ttl=-1", true},
 		{"%zz", false},
+		{"service=turn&ttl=99999999999999999999", false}, // past int64: capped, not refused
 	}
 }
 
@@ -118,7 +119,7 @@ func FuzzParseRequest(f *testing.F) {
 			}
 			return
 		}
-		if r.ttl < 0 {
+		if r.ttl < 0 || (r.ttl == 0 && q.Get("ttl") != "") {
 			t.Fatalf("%q: ttl %d out of range", query, r.ttl)
 		}
 		if ice != (r.policy != "") || (ice && r.policy != "all" && r.policy != "public" && r.policy != "relay") {
