@@ -30,8 +30,10 @@ func quotaAddr(ip netip.Addr) netip.Addr {
 
 // reserveQuota counts n slots (an allocation, or an allocation and the
 // port its EVEN-PORT reserves) against the caps, all or none, and reports
-// which cap would have been passed.
+// which cap would have been passed. user is the USERNAME; the per-user cap
+// counts it by quotaUserKey.
 func (e *Engine) reserveQuota(s *Settings, user string, ip netip.Addr, n int) quotaResult {
+	user = quotaUserKey(user)
 	e.quotaMu.Lock()
 	defer e.quotaMu.Unlock()
 	switch {
@@ -56,6 +58,7 @@ func (e *Engine) releaseQuota(user string, ip netip.Addr, n int) {
 }
 
 func (e *Engine) releaseQuotaLocked(user string, ip netip.Addr, n int) {
+	user = quotaUserKey(user)
 	if e.perUser[user] -= n; e.perUser[user] <= 0 {
 		delete(e.perUser, user)
 	}

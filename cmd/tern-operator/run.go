@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"os"
 	"time"
@@ -42,6 +43,15 @@ const defaultHealthAddr = ":8081"
 
 // defaultAuthAddr serves the auth service on STUNner's port, which its clients expect.
 const defaultAuthAddr = ":8088"
+
+// The auth service's default rate limit per client address. Its callers are application
+// servers, each asking once per session setup: 20 a second sustained, in bursts of 40, serves
+// an application server setting up 1.7 million sessions a day, while one address can mint no
+// faster than that (docs/security.md).
+const (
+	defaultAuthRate  = 20
+	defaultAuthBurst = 40
+)
 
 // serviceAccountNamespaceFile holds the pod's namespace when running in a cluster.
 const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -85,6 +95,11 @@ func parseRun(args []string, stderr io.Writer) (managerFlags, *slog.Logger, int)
 	authAddr := fs.String("auth-addr", defaultAuthAddr, "address of the auth service (GET /ice, GET /: TURN credentials); empty or 0 disables it")
 	authPublicAddr := fs.String("auth-public-addr", os.Getenv("STUNNER_PUBLIC_ADDR"),
 		"host the auth service puts into every TURN URI instead of the Gateways' addresses (default $STUNNER_PUBLIC_ADDR)")
+	authRate := fs.Float64("auth-rate-limit", defaultAuthRate,
+		"requests per second each client address may make to the auth service (token bucket; past it 429 with Retry-After); 0 disables the limit")
+	authBurst := fs.Int("auth-rate-burst", defaultAuthBurst, "requests each client address may make to the auth service at once")
+	authTokenFile := fs.String("auth-token-file", "",
+		"file holding a bearer token every auth service request must carry (Authorization: Bearer <token>); read per request; empty: none")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	stunner := addStunnerFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -115,6 +130,14 @@ func parseRun(args []string, stderr io.Writer) (managerFlags, *slog.Logger, int)
 		fmt.Fprintf(stderr, "tern-operator: --auth-public-addr: %v\n", err)
 		return managerFlags{}, nil, 2
 	}
+	if *authRate < 0 || math.IsNaN(*authRate) || math.IsInf(*authRate, 0) {
+		fmt.Fprintf(stderr, "tern-operator: --auth-rate-limit: want 0 or more requests per second, got %v\n", *authRate)
+		return managerFlags{}, nil, 2
+	}
+	if *authBurst < 1 {
+		fmt.Fprintf(stderr, "tern-operator: --auth-rate-burst: want 1 or more, got %d\n", *authBurst)
+		return managerFlags{}, nil, 2
+	}
 	if *authAddr == "0" {
 		*authAddr = ""
 	}
@@ -135,6 +158,9 @@ func parseRun(args []string, stderr io.Writer) (managerFlags, *slog.Logger, int)
 		healthAddr:     *healthAddr,
 		authAddr:       *authAddr,
 		authPublicAddr: *authPublicAddr,
+		authRate:       *authRate,
+		authBurst:      *authBurst,
+		authTokenFile:  *authTokenFile,
 		pprofAddr:      stunner.pprofAddr,
 		throttle:       stunner.throttle,
 		labelFilter:    stunner.labelFilter,
@@ -148,6 +174,9 @@ type managerFlags struct {
 	leaderNS, leaderID         string
 	metricsAddr, healthAddr    string
 	authAddr, authPublicAddr   string
+	authRate                   float64 // requests/s per client address; 0: no limit
+	authBurst                  int
+	authTokenFile              string
 	pprofAddr                  string
 	throttle                   time.Duration
 	labelFilter                []string // nil: render's default
@@ -196,7 +225,8 @@ func runManager(ctx context.Context, f managerFlags, log *slog.Logger) error {
 	if f.authAddr != "" {
 		alog := log.With("component", "auth-service")
 		h := authservice.New(mgr.GetClient(), authservice.Options{
-			ControllerName: f.controllerName, PublicAddr: f.authPublicAddr, Log: alog})
+			ControllerName: f.controllerName, PublicAddr: f.authPublicAddr, Log: alog,
+			RateLimit: f.authRate, RateBurst: f.authBurst, TokenFile: f.authTokenFile})
 		srv, err := authservice.Listen(f.authAddr, h, alog)
 		if err != nil {
 			return fmt.Errorf("auth service: %w", err)

@@ -51,6 +51,8 @@ func TestOperateUsage(t *testing.T) {
 		{"extra argument", []string{"extra"}, "usage: tern-operator [run]"},
 		{"bad log level", []string{"--log-level", "loud"}, "--log-level"},
 		{"bad auth public address", []string{"--auth-public-addr", "not an address"}, "--auth-public-addr"},
+		{"negative auth rate limit", []string{"--auth-rate-limit", "-1"}, "--auth-rate-limit"},
+		{"zero auth burst", []string{"--auth-rate-burst", "0"}, "--auth-rate-burst"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -80,7 +82,11 @@ spec:
 ---
 apiVersion: stunner.l7mp.io/v1
 kind: GatewayConfig
-metadata: {name: operate-config, namespace: operate}
+metadata:
+  name: operate-config
+  namespace: operate
+  # Static credentials are served by the auth service only with this opt-in.
+  annotations: {tern-gw.io/serve-static-credentials: "true"}
 spec: {dataplane: operate-dataplane, username: user, password: pass}
 ---
 apiVersion: stunner.l7mp.io/v1

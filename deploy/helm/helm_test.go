@@ -287,6 +287,10 @@ var cases = []struct {
 	}},
 	{"authServiceOff", map[string]any{"authService": map[string]any{"enabled": false}}},
 	{"authServicePublicAddr", map[string]any{"authService": map[string]any{"publicAddr": "turn.example.com"}}},
+	{"authServiceLimits", map[string]any{
+		"authService":  map[string]any{"rateLimit": 2.5, "rateBurst": 5, "bearerToken": map[string]any{"secretName": "auth-token", "key": "bearer"}},
+		"gatewayClass": map[string]any{"enabled": true, "gatewayConfig": map[string]any{"serveStaticCredentials": true}},
+	}},
 	{"gatewayAPIOff", map[string]any{
 		"gatewayAPI": map[string]any{"crds": map[string]any{"enabled": false}},
 	}},
@@ -398,7 +402,9 @@ func kindsOf(t *testing.T, vals map[string]any) []string {
 
 // TestAuthServiceToggle: the auth service's Service and container port come
 // with authService.enabled (on by default, as in deploy/); off, the operator
-// is told not to serve it; publicAddr becomes --auth-public-addr.
+// is told not to serve it; publicAddr becomes --auth-public-addr, the rate
+// limit --auth-rate-limit and --auth-rate-burst, and a bearer token Secret
+// --auth-token-file.
 func TestAuthServiceToggle(t *testing.T) {
 	check := func(vals map[string]any, wantService bool, wantArgs []any) {
 		t.Helper()
@@ -435,9 +441,12 @@ func TestAuthServiceToggle(t *testing.T) {
 			t.Errorf("values %v: operator args %v, want %v", vals, args, wantArgs)
 		}
 	}
-	check(nil, true, nil)
+	check(nil, true, nil) // the operator's defaults
 	check(map[string]any{"authService": map[string]any{"enabled": false}}, false, []any{"--auth-addr=0"})
 	check(map[string]any{"authService": map[string]any{"publicAddr": "198.51.100.7"}}, true, []any{"--auth-public-addr=198.51.100.7"})
+	check(map[string]any{"authService": map[string]any{"rateLimit": 0}}, true, []any{"--auth-rate-limit=0"})
+	check(map[string]any{"authService": map[string]any{"rateLimit": 0.5, "rateBurst": 1, "bearerToken": map[string]any{"secretName": "tok"}}}, true,
+		[]any{"--auth-rate-limit=0.5", "--auth-rate-burst=1", "--auth-token-file=/var/run/tern/auth-token/token"})
 }
 
 // TestGatewayAPIToggle: the Gateway API CRDs come and go with the toggle;
@@ -494,6 +503,8 @@ func TestSchemaRejects(t *testing.T) {
 		{"upper case namespace", map[string]any{"gateway": map[string]any{"namespace": "Stunner"}}, "namespace"},
 		{"number for a threshold string", map[string]any{"keda": map[string]any{"threshold": 100}}, "threshold"},
 		{"URL for the auth service's public address", map[string]any{"authService": map[string]any{"publicAddr": "https://turn.example.com"}}, "publicAddr"},
+		{"negative auth rate limit", map[string]any{"authService": map[string]any{"rateLimit": -1}}, "rateLimit"},
+		{"auth burst of zero", map[string]any{"authService": map[string]any{"rateBurst": 0}}, "rateBurst"},
 	}
 	for _, b := range bad {
 		t.Run(b.name, func(t *testing.T) {

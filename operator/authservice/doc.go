@@ -12,8 +12,11 @@
 //     "ttl", "uris"}, for the first selected Gateway.
 //
 // With ephemeral auth the credentials are minted from the GatewayConfig's
-// shared secret (Mint); with static auth they are the GatewayConfig's
-// username and password. The service reads Gateways, GatewayClasses,
+// shared secret (Mint), for at most the GatewayConfig's authLifetime (a day
+// when unset); with static auth they are the GatewayConfig's username and
+// password, served only when the Gateway or its GatewayConfig opts in
+// (AnnotationServeStatic). Options add a rate limit per client address
+// and a bearer token callers must present. The service reads Gateways, GatewayClasses,
 // GatewayConfigs, Services and Secrets through a client.Reader (the
 // operator's cache) on every request, so it needs no state of its own and
 // every operator replica answers, leader or not.

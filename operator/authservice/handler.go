@@ -1,10 +1,16 @@
 package authservice
 
 import (
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,15 +32,41 @@ type Options struct {
 	// status; never a username, password or secret) and a warning per
 	// Gateway left out for a configuration error. Default: discard.
 	Log *slog.Logger
-	// Now is the clock ephemeral credentials count from. Default time.Now.
+	// Now is the clock ephemeral credentials and the rate limit count
+	// from. Default time.Now.
 	Now func() time.Time
+	// RateLimit is how many requests per second each client address may
+	// make, in bursts of RateBurst (a token bucket per address, IPv6 per
+	// /64, in a fixed table of 8,192). A request past them gets 429 Too
+	// Many Requests with Retry-After in seconds. The address is the HTTP
+	// connection's remote address: X-Forwarded-For is not honoured, since
+	// anyone can write it. 0 or less: no limit.
+	RateLimit float64
+	// RateBurst is the bucket's size; below 1 counts as 1.
+	RateBurst int
+	// TokenFile, when set, names a file holding a bearer token (surrounding
+	// white space trimmed) that every request must carry as
+	// "Authorization: Bearer <token>" (RFC 6750 §2.1); others get 401 with
+	// WWW-Authenticate. The file is read on every request, so a rotated
+	// Secret mounted there takes effect without a restart; an unreadable
+	// or empty file refuses every request with 500.
+	TokenFile string
 }
+
+// AnnotationServeStatic, set to "true" on a Gateway or on its
+// GatewayConfig, lets the auth service hand out the GatewayConfig's static
+// username and password. Without it a Gateway with static auth is left out
+// of answers (403 when it alone was asked for): a static password given
+// to whoever reaches the service is everyone's. STUNner serves static
+// credentials unasked; this is Tern's own key.
+const AnnotationServeStatic = "tern-gw.io/serve-static-credentials"
 
 // Handler serves STUNner's auth service API. It is safe for concurrent use.
 type Handler struct {
-	reader client.Reader
-	opts   Options
-	mux    *http.ServeMux
+	reader  client.Reader
+	opts    Options
+	mux     *http.ServeMux
+	limiter *limiter // nil: no rate limit
 }
 
 // New returns the handler of GET /ice and GET / reading the cluster through
@@ -52,13 +84,64 @@ func New(reader client.Reader, opts Options) *Handler {
 		opts.Now = time.Now
 	}
 	h := &Handler{reader: reader, opts: opts, mux: http.NewServeMux()}
+	if opts.RateLimit > 0 {
+		h.limiter = newLimiter(opts.RateLimit, opts.RateBurst)
+	}
 	h.mux.HandleFunc("GET /ice", func(w http.ResponseWriter, r *http.Request) { h.serve(w, r, true) })
 	h.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { h.serve(w, r, false) })
 	return h
 }
 
-// ServeHTTP implements http.Handler.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler: the rate limit first (so that
+// guessing the bearer token is limited too), then the bearer token, then
+// the endpoints.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.limiter != nil {
+		ip := netip.IPv6Unspecified() // a RemoteAddr that does not parse shares one bucket
+		if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+			ip = ap.Addr()
+		}
+		if wait := h.limiter.allow(ip, h.opts.Now()); wait > 0 {
+			secs := int64((wait + time.Second - 1) / time.Second)
+			w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+			h.opts.Log.Debug("auth request refused", "status", http.StatusTooManyRequests, "reason", "rate limit")
+			http.Error(w, "too many requests from this address; retry after "+strconv.FormatInt(secs, 10)+" s", http.StatusTooManyRequests)
+			return
+		}
+	}
+	if h.opts.TokenFile != "" {
+		if code, msg := h.checkToken(r); code != 0 {
+			if code == http.StatusUnauthorized {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="tern-auth-service"`)
+			}
+			h.opts.Log.Debug("auth request refused", "status", code, "reason", msg)
+			http.Error(w, msg, code)
+			return
+		}
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// checkToken compares r's bearer token with the one in TokenFile, in
+// constant time over their SHA-256 hashes (which hides the token's
+// length), and returns 0 when they match, else the status and why.
+func (h *Handler) checkToken(r *http.Request) (int, string) {
+	data, err := os.ReadFile(h.opts.TokenFile)
+	want := strings.TrimSpace(string(data))
+	if err != nil || want == "" {
+		h.opts.Log.Error("reading the bearer token file", "file", h.opts.TokenFile, "err", err, "empty", want == "")
+		return http.StatusInternalServerError, "the bearer token cannot be read; see the operator's log"
+	}
+	scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return http.StatusUnauthorized, "a bearer token is required (Authorization: Bearer <token>)"
+	}
+	g, w := sha256.Sum256([]byte(strings.TrimSpace(got))), sha256.Sum256([]byte(want))
+	if subtle.ConstantTimeCompare(g[:], w[:]) != 1 {
+		return http.StatusUnauthorized, "wrong bearer token"
+	}
+	return 0, ""
+}
 
 // iceServer is an RTCIceServer (W3C WebRTC §4.2.4), as STUNner's auth
 // service returns it.
@@ -82,7 +165,9 @@ type turnCredential struct {
 	URIs     []string `json:"uris"`
 }
 
-// serve answers one request of either endpoint: 400 for bad parameters, 404
+// serve answers one request of either endpoint: 400 for bad parameters, 403
+// when the selection holds only Gateways with static auth that did not opt
+// in (AnnotationServeStatic), 404
 // when the selection matches no usable Gateway or listener, 500 when the
 // selected Gateways' credentials cannot be resolved or the cluster cannot
 // be read, else 200 with JSON. Errors are text/plain, as STUNner's.
@@ -110,6 +195,9 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ice bool) {
 	case isNotFound(err):
 		fail(http.StatusNotFound, err)
 		return
+	case isForbidden(err):
+		fail(http.StatusForbidden, err)
+		return
 	case isConfig(err):
 		log.Warn("no credentials for the selected Gateways", "reason", err.Error())
 		fail(http.StatusInternalServerError, err)
@@ -124,12 +212,16 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ice bool) {
 	out := make([]iceServer, len(servers))
 	ttls := make([]int64, len(servers))
 	for i, s := range servers {
-		ttls[i] = req.ttl
-		if ttls[i] == 0 {
-			ttls[i] = s.lifetime
+		// The GatewayConfig's authLifetime (else a day) is the default and
+		// the cap: a longer ttl gets the cap, not an error, since clients
+		// ask for what they like (STUNner's service takes any ttl).
+		limit := s.lifetime
+		if limit == 0 {
+			limit = DefaultTTL
 		}
-		if ttls[i] == 0 {
-			ttls[i] = DefaultTTL
+		ttls[i] = limit
+		if req.ttl > 0 && req.ttl < limit {
+			ttls[i] = req.ttl
 		}
 		out[i] = iceServer{URLs: s.uris}
 		switch {

@@ -21,6 +21,7 @@ import (
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/tern-gw/tern/internal/testenv"
+	stnrv1 "github.com/tern-gw/tern/operator/api/v1"
 	"github.com/tern-gw/tern/operator/controller"
 )
 
@@ -43,8 +44,32 @@ const (
 // Gateway on IPv6, and a Gateway with no address yet; auth-b has static auth (the password in a
 // Secret key, seed 001's shape) and a Gateway of another controller; auth-c's class names a
 // GatewayConfig that does not exist; auth-d's GatewayConfig is in STUN mode, with no
-// credentials, and its Gateway has a TURN-UDP and a TURN-TCP listener.
+// credentials, and its Gateway has a TURN-UDP and a TURN-TCP listener; auth-e has ephemeral
+// auth with an inline shared secret and no authLifetime (so a day is the cap).
 var handlerManifests = `apiVersion: v1
+kind: Namespace
+metadata: {name: auth-e}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: auth-eph-default}
+spec:
+  controllerName: stunner.l7mp.io/gateway-operator
+  parametersRef: {group: stunner.l7mp.io, kind: GatewayConfig, name: eph, namespace: auth-e}
+---
+apiVersion: stunner.l7mp.io/v1
+kind: GatewayConfig
+metadata: {name: eph, namespace: auth-e}
+spec: {authType: ephemeral, sharedSecret: ` + testSecret + `}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: auth-e}
+spec:
+  gatewayClassName: auth-eph-default
+  listeners: [{name: udp, port: 3478, protocol: TURN-UDP}]
+---
+apiVersion: v1
 kind: Namespace
 metadata: {name: auth-a}
 ---
@@ -288,10 +313,10 @@ func get(t *testing.T, url string) (int, http.Header, string) {
 	return resp.StatusCode, resp.Header, string(body)
 }
 
-// TestHandler asks the auth service, over HTTP, for what STUNner's API offers, against Gateways
-// in a real API server read through a cache: each answer is compared whole, field names
-// included, with credentials computed by Mint (itself checked against OpenSSL).
-func TestHandler(t *testing.T) {
+// setupCluster applies handlerManifests and the Gateways' statuses (again, when another test
+// did already: both are idempotent) and returns a client of the API server.
+func setupCluster(t *testing.T) client.Client {
+	t.Helper()
 	cfg := env.Config(t)
 	c, err := client.New(cfg, client.Options{Scheme: controller.NewScheme()})
 	if err != nil {
@@ -307,6 +332,15 @@ func TestHandler(t *testing.T) {
 	setStatus(t, c, "auth-c", "gw", []gwapiv1.GatewayStatusAddress{ipAddr("203.0.113.2")})
 	setStatus(t, c, "auth-d", "stun-gw", []gwapiv1.GatewayStatusAddress{ipAddr("203.0.113.3")})
 
+	setStatus(t, c, "auth-e", "gw", []gwapiv1.GatewayStatusAddress{ipAddr("203.0.113.4")})
+	return c
+}
+
+// TestHandler asks the auth service, over HTTP, for what STUNner's API offers, against Gateways
+// in a real API server read through a cache: each answer is compared whole, field names
+// included, with credentials computed by Mint (itself checked against OpenSSL).
+func TestHandler(t *testing.T) {
+	c := setupCluster(t)
 	now := time.Unix(1700000000, 0)
 	var logs syncBuffer
 	base := startService(t, Options{
@@ -332,22 +366,30 @@ func TestHandler(t *testing.T) {
 	alice7200, alice7200Pass := eph("alice", 7200)
 	alice600, alice600Pass := eph("alice", 600)
 	anon, anonPass := eph("", 7200)
+	anonDay, anonDayPass := eph("", DefaultTTL)
+	aliceDay, aliceDayPass := eph("alice", DefaultTTL)
 	static := func(urls ...any) map[string]any { return server(urls, "user-1", staticPass) }
+	staticOptIn := `static credentials are served only when the Gateway or its GatewayConfig has the annotation tern-gw.io/serve-static-credentials: "true"`
 
-	// The cache fills asynchronously: wait for the whole answer.
+	// The cache fills asynchronously: wait for the whole answer. auth-b/gw has static auth
+	// without the opt-in, so it is left out.
 	wholeCluster := ice("all",
 		server([]any{"turn:[2001:db8::5]:30478?transport=udp"}, anon, anonPass),
 		server(udpGW, anon, anonPass),
-		static("turn:turn.example.net:3478?transport=tcp"),
-		map[string]any{"urls": []any{"stun:203.0.113.3:3478"}})
-	testenv.Eventually(t, 30*time.Second, func() error {
-		code, _, body := get(t, base+"/ice?service=turn")
-		var got any
-		if code != 200 || json.Unmarshal([]byte(body), &got) != nil || !cmp.Equal(got, any(wholeCluster)) {
-			return fmt.Errorf("/ice?service=turn: %d %s", code, body)
-		}
-		return nil
-	})
+		map[string]any{"urls": []any{"stun:203.0.113.3:3478"}},
+		server([]any{"turn:203.0.113.4:3478?transport=udp"}, anonDay, anonDayPass))
+	waitFor := func(path string, want any) {
+		t.Helper()
+		testenv.Eventually(t, 30*time.Second, func() error {
+			code, _, body := get(t, base+path)
+			var got any
+			if code != 200 || json.Unmarshal([]byte(body), &got) != nil || !cmp.Equal(got, want) {
+				return fmt.Errorf("%s: %d %s", path, code, body)
+			}
+			return nil
+		})
+	}
+	waitFor("/ice?service=turn", any(wholeCluster))
 
 	for _, tc := range []struct {
 		path     string
@@ -363,17 +405,29 @@ func TestHandler(t *testing.T) {
 			want: ice("relay", server([]any{"turn:198.51.100.10:3478?transport=udp"}, alice7200, alice7200Pass))},
 		{path: "/ice?service=turn&namespace=auth-a&gateway=udp-gateway&listener=tls-listener&public-addr=turn.example.org", code: 200,
 			want: ice("all", server([]any{"turns:turn.example.org:443?transport=tcp"}, anon, anonPass))},
-		{path: "/ice?service=turn&namespace=auth-b&username=alice&ttl=600", code: 200,
-			want: ice("all", static("turn:turn.example.net:3478?transport=tcp"))},
+		// ttl: capped by the GatewayConfig's authLifetime (7200 in auth-a), else a day (auth-e).
+		{path: "/ice?namespace=auth-a&gateway=udp-gateway&username=alice&ttl=315360000", code: 200,
+			want: ice("all", server(udpGW, alice7200, alice7200Pass))},
+		{path: "/ice?namespace=auth-a&gateway=udp-gateway&username=alice&ttl=99999999999999999999", code: 200,
+			want: ice("all", server(udpGW, alice7200, alice7200Pass))},
+		{path: "/?service=turn&namespace=auth-e&username=alice&ttl=315360000", code: 200,
+			want: map[string]any{"username": aliceDay, "password": aliceDayPass, "ttl": float64(DefaultTTL),
+				"uris": []any{"turn:203.0.113.4:3478?transport=udp"}}},
+		{path: "/?service=turn&namespace=auth-e&username=alice&ttl=600", code: 200,
+			want: map[string]any{"username": alice600, "password": alice600Pass, "ttl": 600.0,
+				"uris": []any{"turn:203.0.113.4:3478?transport=udp"}}},
+		{path: "/?service=turn&namespace=auth-e&username=alice", code: 200,
+			want: map[string]any{"username": aliceDay, "password": aliceDayPass, "ttl": float64(DefaultTTL),
+				"uris": []any{"turn:203.0.113.4:3478?transport=udp"}}},
+		// Static credentials without the opt-in: 403 with the fix.
+		{path: "/ice?service=turn&namespace=auth-b&username=alice&ttl=600", code: 403, wantText: staticOptIn},
+		{path: "/?service=turn&namespace=auth-b&gateway=gw", code: 403, wantText: "Gateway auth-b/gw: " + staticOptIn},
 		// The TURN REST API draft's answer: the first Gateway's credential.
 		{path: "/?service=turn&namespace=auth-a&gateway=udp-gateway&username=alice&ttl=600", code: 200,
 			want: map[string]any{"username": alice600, "password": alice600Pass, "ttl": 600.0, "uris": udpGW}},
 		{path: "/?service=turn&namespace=auth-a&username=alice", code: 200,
 			want: map[string]any{"username": alice7200, "password": alice7200Pass, "ttl": 7200.0,
 				"uris": []any{"turn:[2001:db8::5]:30478?transport=udp"}}},
-		{path: "/?service=turn&namespace=auth-b", code: 200,
-			want: map[string]any{"username": "user-1", "password": staticPass, "ttl": 86400.0,
-				"uris": []any{"turn:turn.example.net:3478?transport=tcp"}}},
 
 		// STUN mode: the TURN-UDP listener as a stun: URI, no credentials.
 		{path: "/ice?service=turn&namespace=auth-d&gateway=stun-gw&username=alice", code: 200,
@@ -421,6 +475,44 @@ func TestHandler(t *testing.T) {
 			}
 		})
 	}
+
+	// The opt-in, on the Gateway, then on the GatewayConfig instead.
+	setAnnotation := func(obj client.Object, value string) {
+		t.Helper()
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
+			t.Fatal(err)
+		}
+		orig := obj.DeepCopyObject().(client.Object)
+		ann := obj.GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		if value == "" {
+			delete(ann, AnnotationServeStatic)
+		} else {
+			ann[AnnotationServeStatic] = value
+		}
+		obj.SetAnnotations(ann)
+		if err := c.Patch(context.Background(), obj, client.MergeFrom(orig)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	staticGW := &gwapiv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "auth-b", Name: "gw"}}
+	staticGC := &stnrv1.GatewayConfig{ObjectMeta: metav1.ObjectMeta{Namespace: "auth-b", Name: "static"}}
+	setAnnotation(staticGW, "true")
+	waitFor("/ice?service=turn&namespace=auth-b&username=alice&ttl=600",
+		any(ice("all", static("turn:turn.example.net:3478?transport=tcp"))))
+	setAnnotation(staticGW, "")
+	setAnnotation(staticGC, "True")
+	waitFor("/?service=turn&namespace=auth-b&ttl=600", any(map[string]any{"username": "user-1", "password": staticPass,
+		"ttl": 600.0, "uris": []any{"turn:turn.example.net:3478?transport=tcp"}}))
+	setAnnotation(staticGC, "")
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if code, _, body := get(t, base+"/?service=turn&namespace=auth-b"); code != 403 {
+			return fmt.Errorf("after the opt-in was removed: %d %s", code, body)
+		}
+		return nil
+	})
 
 	resp, err := http.Post(base+"/ice?service=turn", "text/plain", nil)
 	if err != nil {

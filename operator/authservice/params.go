@@ -1,6 +1,7 @@
 package authservice
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"net/url"
@@ -12,13 +13,10 @@ import (
 
 const (
 	// DefaultTTL is the lifetime of ephemeral credentials, in seconds, when
-	// neither the request's ttl nor the GatewayConfig's authLifetime sets
-	// one: one day, as in STUNner's auth service.
+	// the GatewayConfig sets no authLifetime: one day, STUNner's auth
+	// service's default. It is also the longest ttl such a Gateway's
+	// credentials get (see Handler).
 	DefaultTTL = 86400
-	// MaxTTL is the longest ttl a request may ask for, in seconds (ten
-	// years). STUNner sets no bound; this one keeps expiries far from
-	// int64 overflow and catches a ttl given in milliseconds.
-	MaxTTL = 10 * 365 * 86400
 	// maxUser is the longest user id, in bytes. A STUN USERNAME must be
 	// shorter than 513 bytes (RFC 8489 §14.3), and the expiry and colon
 	// take up to 20 more.
@@ -32,7 +30,7 @@ const (
 // the parameter was not given (or given empty).
 type request struct {
 	user                         string // user id for ephemeral usernames
-	ttl                          int64  // seconds
+	ttl                          int64  // seconds, uncapped
 	policy                       string // iceTransportPolicy: all, public or relay; /ice only
 	namespace, gateway, listener string
 	publicAddr                   string // overrides the Gateways' addresses
@@ -100,9 +98,15 @@ func parseRequest(q url.Values, ice bool) (request, error) {
 		return r, err
 	}
 	if ttl != "" {
+		// Any whole number of seconds from 1 is accepted, as STUNner's
+		// service accepts any: the handler caps it at the Gateway's
+		// lifetime. One too big for an int64 is capped as well.
 		n, err := strconv.ParseInt(ttl, 10, 64)
-		if err != nil || n < 1 || n > MaxTTL || strings.Trim(ttl, "0123456789") != "" {
-			return r, badParam("ttl", "want a whole number of seconds from 1 to %d, got %q", MaxTTL, clip(ttl))
+		if errors.Is(err, strconv.ErrRange) && n > 0 {
+			err = nil
+		}
+		if err != nil || n < 1 || strings.Trim(ttl, "0123456789") != "" {
+			return r, badParam("ttl", "want a whole number of seconds from 1, got %q", clip(ttl))
 		}
 		r.ttl = n
 	}

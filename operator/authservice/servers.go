@@ -31,6 +31,26 @@ type server struct {
 	// Binding requests only, so it is offered as stun: URIs of its
 	// TURN-UDP listeners, without credentials.
 	stunOnly bool
+	// staticOptIn: the GatewayConfig carries AnnotationServeStatic.
+	staticOptIn bool
+}
+
+// forbiddenError is a selection whose only Gateways have static auth
+// without AnnotationServeStatic; the handler answers 403 with it.
+type forbiddenError struct{ msg string }
+
+func (e *forbiddenError) Error() string { return e.msg }
+
+// staticRefusal says why a Gateway's static credentials are not served,
+// with the one-line fix.
+func staticRefusal(name string) string {
+	return "Gateway " + name + ": static credentials are served only when the Gateway or its GatewayConfig has the annotation " +
+		AnnotationServeStatic + `: "true"; prefer ephemeral auth`
+}
+
+// optedIn reports whether annotations hold AnnotationServeStatic: "true".
+func optedIn(annotations map[string]string) bool {
+	return strings.EqualFold(strings.TrimSpace(annotations[AnnotationServeStatic]), "true")
 }
 
 // notFoundError is a selection that matches nothing usable; the handler
@@ -62,8 +82,10 @@ func (e *configError) Error() string {
 // when nothing is left the *notFoundError says why. A selected Gateway
 // whose credentials cannot be resolved is a *configError when the request
 // named it, and is otherwise left out and returned in skipped (a
-// *configError joining them all when no Gateway is left). Other errors are
-// the reader's.
+// *configError joining them all when no Gateway is left). A Gateway with
+// static auth and no AnnotationServeStatic on it or its GatewayConfig is a
+// *forbiddenError when the request named it, and is otherwise left out (a
+// *forbiddenError when no Gateway is left). Other errors are the reader's.
 func (h *Handler) lookup(ctx context.Context, req request) (servers []server, skipped []error, err error) {
 	var classes gwapiv1.GatewayClassList
 	if err := h.reader.List(ctx, &classes); err != nil {
@@ -114,6 +136,7 @@ func (h *Handler) lookup(ctx context.Context, req request) (servers []server, sk
 
 	var configs []stnrv1.GatewayConfig // listed on first use
 	var why []string                   // why Gateways were left out, for the 404
+	var refused []string               // static Gateways without the opt-in, for the 403
 	for i := range gws {
 		gw := &gws[i]
 		name := gw.Namespace + "/" + gw.Name
@@ -144,6 +167,13 @@ func (h *Handler) lookup(ctx context.Context, req request) (servers []server, sk
 			skipped = append(skipped, err)
 			continue
 		}
+		if !srv.stunOnly && srv.auth.Type != config.AuthEphemeral && !srv.staticOptIn && !optedIn(gw.Annotations) {
+			if req.gateway != "" {
+				return nil, nil, &forbiddenError{staticRefusal(name)}
+			}
+			refused = append(refused, staticRefusal(name))
+			continue
+		}
 		if srv.stunOnly {
 			if uris = stunURIs(uris); len(uris) == 0 {
 				why = append(why, "Gateway "+name+": STUN mode, and no TURN-UDP listener to offer as a stun: URI")
@@ -156,6 +186,8 @@ func (h *Handler) lookup(ctx context.Context, req request) (servers []server, sk
 	switch {
 	case len(servers) == 0 && len(skipped) > 0:
 		return nil, nil, &configError{err: errors.Join(skipped...)}
+	case len(servers) == 0 && len(refused) > 0:
+		return nil, nil, &forbiddenError{strings.Join(refused, "; ")}
 	case len(servers) == 0:
 		return nil, nil, &notFoundError{strings.Join(why, "; ")}
 	}
@@ -292,7 +324,7 @@ func (h *Handler) credentials(ctx context.Context, class *gwapiv1.GatewayClass, 
 	if err != nil {
 		return server{}, err
 	}
-	srv := server{auth: auth}
+	srv := server{auth: auth, staticOptIn: optedIn(gc.Annotations)}
 	if gc.Spec.AuthLifetime != nil && *gc.Spec.AuthLifetime > 0 {
 		srv.lifetime = int64(*gc.Spec.AuthLifetime)
 	}
@@ -314,6 +346,7 @@ func stunURIs(uris []string) []string {
 	return out
 }
 
-// isNotFound and isConfig classify lookup's errors for the handler.
-func isNotFound(err error) bool { var e *notFoundError; return errors.As(err, &e) }
-func isConfig(err error) bool   { var e *configError; return errors.As(err, &e) }
+// isNotFound, isConfig and isForbidden classify lookup's errors for the handler.
+func isNotFound(err error) bool  { var e *notFoundError; return errors.As(err, &e) }
+func isConfig(err error) bool    { var e *configError; return errors.As(err, &e) }
+func isForbidden(err error) bool { var e *forbiddenError; return errors.As(err, &e) }

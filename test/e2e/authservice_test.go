@@ -164,7 +164,8 @@ func runUclient(t *testing.T, bin string, args ...string) (string, error) {
 // TestAuthServiceCredentials runs the auth service the way tern-operator does, against a real
 // API server, and a real ternd serving the config the operator rendered for the same Gateway.
 // The credentials /ice and / hand out allocate and relay with the pion/turn client and with
-// coturn's turnutils_uclient, over the URIs they come with; a username in the other order
+// coturn's turnutils_uclient, over the URIs they come with; a ttl of ten years gets one day (no
+// authLifetime) and allocates; a username in the other order
 // (<user>:<expiry>) is accepted too; a credential past its expiry is refused with 401, both one
 // minted in the past and one from /ice whose ttl ran out after it had allocated.
 func TestAuthServiceCredentials(t *testing.T) {
@@ -263,6 +264,22 @@ func TestAuthServiceCredentials(t *testing.T) {
 		}
 		cl := newPionClient(t, s, rest.Username, rest.Password)
 		roundTrips(t, cl.allocate(t), echo.addr, 3)
+		cl.assertQuiet(t)
+	})
+
+	t.Run("ttl capped", func(t *testing.T) {
+		// Ten years asked, no authLifetime: the credential gets one day, and allocates.
+		var capped iceAnswer
+		if err := getJSON(base+"/ice?service=turn&namespace=e2e-auth&gateway=gw&listener=udp&username=frank&ttl=315360000", &capped); err != nil {
+			t.Fatal(err)
+		}
+		srv := capped.ICEServers[0]
+		expiry, _, ok := turn.ParseEphemeralUsername(srv.Username)
+		if now := time.Now(); !ok || expiry > now.Add(86400*time.Second).Unix() || expiry < now.Add(86400*time.Second-time.Minute).Unix() {
+			t.Fatalf("username %q, want an expiry one day from now", srv.Username)
+		}
+		cl := newPionClient(t, s, srv.Username, srv.Credential)
+		roundTrips(t, cl.allocate(t), echo.addr, 1)
 		cl.assertQuiet(t)
 	})
 
