@@ -1,4 +1,4 @@
-package listener
+package dtls
 
 import (
 	"encoding/binary"
@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tern-gw/tern/dataplane/listener/core"
 	"github.com/tern-gw/tern/turn"
 )
 
@@ -41,6 +42,9 @@ type dtlsMux struct {
 	// drops counts datagrams dropped because an association's queue was
 	// full or no association would take them.
 	drops atomic.Uint64
+	// snd sends what the reader's records carry to peers, after each
+	// batch; only the reader uses it.
+	snd *peerSender
 }
 
 func newDTLSMux(conn *net.UDPConn, backlog int) (*dtlsMux, error) {
@@ -49,7 +53,7 @@ func newDTLSMux(conn *net.UDPConn, backlog int) (*dtlsMux, error) {
 		return nil, err
 	}
 	return &dtlsMux{conn: conn, rc: rc, local: conn.LocalAddr().(*net.UDPAddr), m: map[netip.AddrPort]*assoc{},
-		accept: make(chan *assoc, backlog)}, nil
+		accept: make(chan *assoc, backlog), snd: newPeerSender()}, nil
 }
 
 // assoc is one association: the net.Conn pion/dtls runs the handshake
@@ -81,8 +85,9 @@ type assoc struct {
 // fastAssoc is what the reader needs to handle an association's
 // application data itself.
 type fastAssoc struct {
-	rec *gcmRecords
-	c   *clientConn
+	rec  *gcmRecords
+	c    *core.Conn
+	sink recordSink
 	// last is when the last record was handled, Unix nanoseconds, for the
 	// association's idle timeout.
 	last atomic.Int64
@@ -92,9 +97,9 @@ var muxBufPool = sync.Pool{New: func() any { b := make([]byte, dtlsReadBuffer); 
 
 // dispatch hands one datagram from the socket to its association, making
 // one when it opens a handshake. b is the reader's buffer: what pion/dtls
-// gets is copied, and what a record carries to a peer goes out by snd
+// gets is copied, and what a record carries to a peer goes out by m.snd
 // before the buffer is reused.
-func (m *dtlsMux) dispatch(b []byte, from netip.AddrPort, res *turn.Result, snd *peerSender) {
+func (m *dtlsMux) dispatch(b []byte, from netip.AddrPort, res *turn.Result) {
 	from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
 	m.mu.Lock()
 	a := m.m[from]
@@ -117,7 +122,7 @@ func (m *dtlsMux) dispatch(b []byte, from netip.AddrPort, res *turn.Result, snd 
 		}
 	}
 	if f := a.fast.Load(); f != nil {
-		a.handleFast(f, b, res, snd)
+		a.handleFast(f, b, res)
 		return
 	}
 	a.pushCopy(b)
@@ -160,7 +165,7 @@ func (m *dtlsMux) close() {
 // handleFast splits a datagram into records: application data records of
 // the association's epoch are opened and handled here; the rest go to
 // pion/dtls.
-func (a *assoc) handleFast(f *fastAssoc, b []byte, res *turn.Result, snd *peerSender) {
+func (a *assoc) handleFast(f *fastAssoc, b []byte, res *turn.Result) {
 	for len(b) >= recordHeader {
 		size := recordHeader + int(binary.BigEndian.Uint16(b[11:13]))
 		if size > len(b) {
@@ -174,14 +179,14 @@ func (a *assoc) handleFast(f *fastAssoc, b []byte, res *turn.Result, snd *peerSe
 		}
 		p, ok := f.rec.open(rec)
 		if !ok {
-			f.c.stats.Drops[turn.DropMalformed].Add(1)
+			f.c.Stats.Drops[turn.DropMalformed].Add(1)
 			continue
 		}
 		a.hmu.Lock()
 		failed := false
 		if !a.closed {
 			f.last.Store(time.Now().UnixNano())
-			failed = !handleRecord(f.c, p, res, snd)
+			failed = !f.c.Handle(p, res, &f.sink)
 		}
 		a.hmu.Unlock()
 		if failed {
@@ -190,40 +195,20 @@ func (a *assoc) handleFast(f *fastAssoc, b []byte, res *turn.Result, snd *peerSe
 	}
 }
 
-// handleRecord is clientConn.handle for the listener's reader: a message
-// for a peer joins snd's batch instead of leaving at once. It reports
-// false when a reply could not be written.
-func handleRecord(c *clientConn, msg []byte, res *turn.Result, snd *peerSender) bool {
-	st, count := &c.stats, !c.l.env.NoCounters
-	if count {
-		st.Rx.Add(1)
-		st.RxBytes.Add(uint64(len(msg)))
-	}
-	c.l.env.Engine.HandleClient(c, c.ft, msg, res)
-	switch res.Kind {
-	case turn.Reply:
-		c.checkAllocation()
-		if _, err := c.w.Write(res.Reply); err != nil {
-			return false
-		}
-		if count {
-			st.Tx.Add(1)
-			st.TxBytes.Add(uint64(len(res.Reply)))
-		}
-	case turn.Forward:
-		snd.add(res.Alloc.RelayFor(res.Peer.Addr()).Socket(), res.Payload, res.Peer)
-		if count {
-			n := uint64(len(res.Payload))
-			st.PeerTx.Add(1)
-			st.PeerTxBytes.Add(n)
-			cl := st.Cluster(res.Cluster)
-			cl.Tx.Add(1)
-			cl.TxBytes.Add(n)
-		}
-	default:
-		st.Drops[res.Drop].Add(1)
-	}
-	return true
+// recordSink is the core.Sink of an association's records handled by the
+// listener's reader: a reply is sealed and sent at once (on the listener
+// socket, which does not wait for the client), a payload for a peer joins
+// snd's batch, which leaves after the reader's batch.
+type recordSink struct {
+	c   *core.Conn
+	snd *peerSender
+}
+
+func (s *recordSink) Reply(msg []byte, client netip.AddrPort) error { return s.c.Reply(msg, client) }
+
+func (s *recordSink) Forward(fd int, p []byte, peer netip.AddrPort) error {
+	s.snd.add(fd, p, peer)
+	return nil
 }
 
 // push queues a datagram for pion/dtls; it reports false, and keeps nothing,

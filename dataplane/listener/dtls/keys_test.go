@@ -1,4 +1,4 @@
-package listener
+package dtls
 
 import (
 	"context"
@@ -28,7 +28,7 @@ func (c *capturingConn) Write(p []byte) (int, error) {
 }
 
 // handshake runs a pion/dtls client against an association of a real
-// dtlsMux, with the server's config built as startDTLS and serveConn build
+// dtlsMux, with the server's config built as Start and serveConn build
 // it, and returns the association, pion's two ends and the client's
 // captured datagrams.
 func handshake(t *testing.T, suite dtls.CipherSuiteID) (*assoc, *dtls.Conn, *dtls.Conn, chan []byte) {
@@ -74,9 +74,9 @@ func handshake(t *testing.T, suite dtls.CipherSuiteID) (*assoc, *dtls.Conn, *dtl
 	case <-time.After(5 * time.Second):
 		t.Fatal("no association")
 	}
-	// The listener's config as startDTLS makes it, with a certificate of
+	// The listener's config as Start makes it, with a certificate of
 	// the test's; assocConfig adds the association's key log.
-	l := &dtlsListener{conf: &dtls.Config{
+	l := &Listener{conf: &dtls.Config{
 		Certificates:         []tls.Certificate{cert},
 		ExtendedMasterSecret: dtls.RequireExtendedMasterSecret,
 	}}
