@@ -1,16 +1,15 @@
 // Package dtls is the TURN-DTLS listener transport: DTLS 1.2 over one UDP
 // socket, with pion/dtls (v2) for the handshake and Tern's own socket
-// reader (mux) and AES-GCM record layer (record.go, keys from keys.go) for
+// reader (mux) and AES-GCM record layer (package record, keys from pion's
+// key log) for
 // application data. The reader finds each datagram's association by
 // source address; once an association's handshake is done with an ECDHE
 // AES-GCM suite it opens application data records and sends what they
 // carry through the listener's one delivery step (core.Conn.Handle) right
 // there, batching what goes to peers.
 //
-// Lock order. The package has four locks, none ever held while another
-// of them is taken:
-//   - handshakeKeys.mu guards what an association's handshake showed of
-//     its keys; nothing is called under it.
+// Lock order. The package has three locks, none ever held while another
+// of them is taken (package record's Keys.mu is a leaf below them):
 //   - dtlsMux.mu guards the address-to-association map; held only to read
 //     or change the map.
 //   - assoc.qmu guards an association's queue of datagrams for pion/dtls
@@ -44,6 +43,7 @@ import (
 	"github.com/tern-gw/tern/dataplane/listener/admission"
 	"github.com/tern-gw/tern/dataplane/listener/certs"
 	"github.com/tern-gw/tern/dataplane/listener/core"
+	"github.com/tern-gw/tern/dataplane/listener/dtls/record"
 	"github.com/tern-gw/tern/dataplane/stats"
 	"github.com/tern-gw/tern/turn"
 )
@@ -131,7 +131,7 @@ var dtlsBufPool = sync.Pool{New: func() any { b := make([]byte, dtlsReadBuffer);
 
 // assocConfig returns the handshake config of association a: a copy of the
 // listener's, whose key log writer is a's, so that the master secret of this
-// handshake reaches a's record layer (handshakeKeys).
+// handshake reaches a's record layer (record.Keys).
 func (l *Listener) assocConfig(a *assoc) *dtls.Config {
 	conf := *l.conf
 	conf.KeyLogWriter = &a.keys
@@ -162,7 +162,7 @@ func (l *Listener) serveConn(c *core.Conn, a *assoc) {
 		fast.last.Store(time.Now().UnixNano())
 		c.W = &fastConn{Conn: dc, a: a, rec: rec}
 		a.fast.Store(fast)
-	} else if !errors.Is(err, errNoFastPath) {
+	} else if !errors.Is(err, record.ErrNoFastPath) {
 		// An AES-GCM association whose keys could not be derived still
 		// works, on pion's slower Conn; say so, since every association
 		// would be affected alike.

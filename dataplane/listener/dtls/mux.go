@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tern-gw/tern/dataplane/listener/core"
+	"github.com/tern-gw/tern/dataplane/listener/dtls/record"
 	"github.com/tern-gw/tern/turn"
 )
 
@@ -19,7 +20,7 @@ import (
 // goroutine, which finds each datagram's association by its source address.
 // Until an association's handshake is done its datagrams queue for
 // pion/dtls (through assoc, a net.Conn); after it, application data records
-// are opened and handed to the engine right there (gcmRecords), with no
+// are opened and handed to the engine right there (record.Records), with no
 // goroutine in between, and only other records (alerts, a handshake flight
 // sent again) still go to pion.
 
@@ -79,13 +80,13 @@ type assoc struct {
 
 	// keys gathers what the handshake shows of the record keys, until the
 	// record layer takes over.
-	keys handshakeKeys
+	keys record.Keys
 }
 
 // fastAssoc is what the reader needs to handle an association's
 // application data itself.
 type fastAssoc struct {
-	rec  *gcmRecords
+	rec  *record.Records
 	c    *core.Conn
 	sink recordSink
 	// last is when the last record was handled, Unix nanoseconds, for the
@@ -106,7 +107,7 @@ func (m *dtlsMux) dispatch(b []byte, from netip.AddrPort, res *turn.Result) {
 	m.mu.Unlock()
 	if a == nil {
 		// Only a datagram that opens a handshake makes an association.
-		if len(b) <= recordHeader || b[0] != 22 || m.closed.Load() {
+		if len(b) <= record.Header || b[0] != record.ContentHandshake || m.closed.Load() {
 			m.drops.Add(1)
 			return
 		}
@@ -166,18 +167,18 @@ func (m *dtlsMux) close() {
 // the association's epoch are opened and handled here; the rest go to
 // pion/dtls.
 func (a *assoc) handleFast(f *fastAssoc, b []byte, res *turn.Result) {
-	for len(b) >= recordHeader {
-		size := recordHeader + int(binary.BigEndian.Uint16(b[11:13]))
+	for len(b) >= record.Header {
+		size := record.Header + int(binary.BigEndian.Uint16(b[11:13]))
 		if size > len(b) {
 			break
 		}
 		rec := b[:size]
 		b = b[size:]
-		if rec[0] != contentAppData || binary.BigEndian.Uint16(rec[3:5]) != f.rec.epoch {
+		if rec[0] != record.ContentAppData || binary.BigEndian.Uint16(rec[3:5]) != f.rec.Epoch() {
 			a.pushCopy(rec)
 			continue
 		}
-		p, ok := f.rec.open(rec)
+		p, ok := f.rec.Open(rec)
 		if !ok {
 			f.c.Stats.Drops[turn.DropMalformed].Add(1)
 			continue
@@ -282,7 +283,7 @@ func (a *assoc) Read(p []byte) (int, error) {
 // (the socket is the listener's, closed with it).
 func (a *assoc) Write(p []byte) (int, error) {
 	if a.fast.Load() == nil {
-		a.keys.observe(p)
+		a.keys.Observe(p)
 	}
 	if err := a.mux.send(p, a.remote); err != nil {
 		return 0, err
@@ -298,7 +299,7 @@ func (a *assoc) Write(p []byte) (int, error) {
 func (a *assoc) Close() error {
 	a.once.Do(func() {
 		if f := a.fast.Load(); f != nil {
-			if rec, err := f.rec.sealType(nil, contentAlert, closeNotify); err == nil {
+			if rec, err := f.rec.SealType(nil, record.ContentAlert, record.CloseNotify); err == nil {
 				_, _ = a.Write(rec)
 			}
 		}
@@ -342,18 +343,31 @@ func (a *assoc) SetReadDeadline(t time.Time) error {
 // SetWriteDeadline is a no-op: a UDP write does not wait for the client.
 func (a *assoc) SetWriteDeadline(time.Time) error { return nil }
 
+// sealBufPool holds the buffers records are sealed into.
+var sealBufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1600); return &b }}
+
+// gcmRecords derives the association's record layer from its handshake
+// (record.New), or returns why it cannot.
+func (a *assoc) gcmRecords() (*record.Records, error) {
+	in, err := a.keys.Inputs()
+	if err != nil {
+		return nil, err
+	}
+	return record.New(in)
+}
+
 // fastConn is what an association's replies and relayed messages are
 // written to once the record layer has taken over: it seals each into one
 // record and sends it on the caller's goroutine.
 type fastConn struct {
 	net.Conn // the pion/dtls session, for Close and the addresses
 	a        *assoc
-	rec      *gcmRecords
+	rec      *record.Records
 }
 
 func (w *fastConn) Write(p []byte) (int, error) {
 	bp := sealBufPool.Get().(*[]byte)
-	rec, err := w.rec.seal(*bp, p)
+	rec, err := w.rec.Seal(*bp, p)
 	if err != nil {
 		sealBufPool.Put(bp)
 		return 0, err
