@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/internal/testenv"
 )
 
 // TestCloseWhileRelaying closes a dataplane while clients of a TURN-UDP,
@@ -86,6 +88,17 @@ func TestCloseWhileRelaying(t *testing.T) {
 					}()
 				}
 				time.Sleep(300 * time.Millisecond)
+				if proto != config.ProtoTURNUDP {
+					testenv.Eventually(t, 5*time.Second, func() error {
+						srv.listenersMu.Lock()
+						l := srv.listeners["stream"]
+						srv.listenersMu.Unlock()
+						if cs, _ := l.ConnStats(); cs.Shed == 0 {
+							return fmt.Errorf("no connection shed yet (%+v)", cs)
+						}
+						return nil
+					})
+				}
 				done := make(chan struct{})
 				go func() {
 					srv.Close()

@@ -15,11 +15,15 @@
 // nothing is called under it but stats reads. The engine's per-allocation
 // lock and the admission Set's lock are taken inside their own calls,
 // never while Base.mu is held. Callbacks that cross packages:
-//   - Conn.Handle (a transport's reader) calls the engine, then the
-//     transport's Sink, then admission.Set.SetAllocated; a DTLS reader
-//     holds its association's lock (dtls package doc) across it, which is
-//     safe because none of these takes that lock, and admission takes no
-//     other lock under its own.
+//   - Conn.Handle (a transport's reader) calls the engine, then Deliver
+//     and the transport's Sink, whose Reply first tells admission whether
+//     the connection now holds an allocation (admission.Set.SetAllocated);
+//     a DTLS reader holds its association's lock (dtls package doc) across
+//     it, which is safe because none of these takes that lock, and
+//     admission takes no other lock under its own.
+//   - admission asks whether a connection holds an allocation (the
+//     engine's Lookup) with its lock released, and Base.Admit closes the
+//     connection it shed (Conn.Abort) after admission returned.
 //   - relay workers call Conn.WriteToClient holding no lock; it takes only
 //     the stream transport's outConn lock.
 //   - Base.CloseAll closes connections with no lock held, so a reader
