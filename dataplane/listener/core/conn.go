@@ -35,9 +35,9 @@ type Base struct {
 	mu    sync.Mutex
 	conns map[*Conn]struct{} // every connection whose goroutine runs
 	// gone holds the counters of closed connections (Conn.Stats).
-	gone   stats.Sum
-	closed bool // no connection joins conns any more
-	wg     sync.WaitGroup
+	gone stats.Sum
+	shut bool // no connection joins conns any more
+	wg   sync.WaitGroup
 
 	idleCount atomic.Uint64
 }
@@ -95,7 +95,7 @@ func (b *Base) Admit(c *Conn, countIP bool) admission.Decision {
 		return d
 	}
 	b.mu.Lock()
-	if b.closed {
+	if b.shut {
 		b.mu.Unlock()
 		b.admission.Remove(c.entry)
 		return admission.Closing
@@ -135,7 +135,7 @@ func (b *Base) CloseAll() {
 	b.Closed.Store(true)
 	b.admission.Close()
 	b.mu.Lock()
-	b.closed = true
+	b.shut = true
 	conns := make([]*Conn, 0, len(b.conns))
 	for c := range b.conns {
 		conns = append(conns, c)
