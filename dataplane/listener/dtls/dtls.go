@@ -1,15 +1,15 @@
 // Package dtls is the TURN-DTLS listener transport: DTLS 1.2 over one UDP
 // socket, with pion/dtls (v2) for the handshake and Tern's own socket
-// reader (mux) and AES-GCM record layer (package record, keys from pion's
-// key log) for
-// application data. The reader finds each datagram's association by
-// source address; once an association's handshake is done with an ECDHE
-// AES-GCM suite it opens application data records and sends what they
-// carry through the listener's one delivery step (core.Conn.Handle) right
-// there, batching what goes to peers.
+// reader (mux) and AES-GCM record layer (package record, keyed from pion's
+// key log) for application data. The reader finds each datagram's
+// association by source address; once an association's handshake is done
+// with an ECDHE AES-GCM suite it opens application data records and sends
+// what they carry through the listener's one delivery step
+// (core.Conn.Handle) right there, batching what goes to peers.
 //
 // Lock order. The package has three locks, none ever held while another
-// of them is taken (package record's Keys.mu is a leaf below them):
+// of them is taken (package record's Keys.mu, taken when pion writes
+// through an association, is a leaf: nothing is taken under it):
 //   - dtlsMux.mu guards the address-to-association map; held only to read
 //     or change the map.
 //   - assoc.qmu guards an association's queue of datagrams for pion/dtls
