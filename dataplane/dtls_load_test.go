@@ -102,10 +102,12 @@ func TestDTLSManyAssociationsNoLoss(t *testing.T) {
 
 // TestDTLSCloseWhileRefreshing closes the dataplane while its DTLS
 // clients make and end allocations in a loop. The listener's reader holds
-// an association's lock while a request calls back into the listener (an
-// allocation made or ended: setAllocated), so closing associations under
-// the listener's lock deadlocked; a CI run hung there for 6 minutes. Each
-// iteration is bounded: Close must return within 20 s.
+// an association's lock while a request calls into admission (an
+// allocation made or ended: admission.Set.SetAllocated), so closing
+// associations under the connections' lock deadlocked once; a CI run hung
+// there for 6 minutes. Each iteration is bounded: Close must return within
+// 20 s. (The lock order is in the package docs of listener/dtls and
+// listener/core.)
 func TestDTLSCloseWhileRefreshing(t *testing.T) {
 	const assocs, iterations = 16, 4
 	cert, key := writeTestCert(t, t.TempDir(), "tern-test")

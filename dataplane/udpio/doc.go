@@ -8,8 +8,8 @@
 // generator and forwarder all build on it, so the harness measures servers
 // with the same system-call pattern the dataplane uses.
 //
-// Everything but Mode and SendTo is Linux-only; other platforms use the
-// portable paths of the packages that import this one.
+// Everything but Mode, SendTo and RawSendTo is Linux-only; other platforms
+// use the portable paths of the packages that import this one.
 package udpio
 
 // Mode is how a worker waits for packets.

@@ -19,3 +19,6 @@ func SendTo(fd int, p []byte, to netip.AddrPort) error {
 	}
 	return syscall.Sendto(fd, p, 0, sa)
 }
+
+// RawSendTo is SendTo: the raw system call is a Linux optimisation.
+func RawSendTo(fd int, p []byte, to netip.AddrPort) error { return SendTo(fd, p, to) }

@@ -149,33 +149,44 @@ func TestLentBuffers(t *testing.T) {
 	}
 }
 
-// TestSendToAllocatesNothing: the single-datagram send path of stream
-// listeners builds its socket address on the stack.
+// TestSendToAllocatesNothing: the single-datagram send paths (SendTo, of
+// stream listeners; RawSendTo, of the DTLS listener's reader) build their
+// socket address on the stack and deliver the datagram.
 func TestSendToAllocatesNothing(t *testing.T) {
-	rx, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rx.Close()
-	fd, err := Socket(netip.MustParseAddrPort("127.0.0.1:0"), SocketOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	to := rx.LocalAddr().(*net.UDPAddr).AddrPort()
-	p := []byte("hello")
-	buf := make([]byte, 64)
-	allocs := testing.AllocsPerRun(200, func() {
-		if err := SendTo(fd, p, to); err != nil {
-			t.Fatal(err)
-		}
-		_ = rx.SetReadDeadline(time.Now().Add(2 * time.Second))
-		if n, _, err := rx.ReadFromUDPAddrPort(buf); err != nil || string(buf[:n]) != "hello" {
-			t.Fatalf("read %q, %v", buf[:n], err)
-		}
-	})
-	if allocs != 0 {
-		t.Errorf("%v allocations per send", allocs)
+	for _, tc := range []struct {
+		name string
+		send func(fd int, p []byte, to netip.AddrPort) error
+	}{
+		{"SendTo", SendTo},
+		{"RawSendTo", RawSendTo},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rx, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rx.Close()
+			fd, err := Socket(netip.MustParseAddrPort("127.0.0.1:0"), SocketOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(fd)
+			to := rx.LocalAddr().(*net.UDPAddr).AddrPort()
+			p := []byte("hello")
+			buf := make([]byte, 64)
+			allocs := testing.AllocsPerRun(200, func() {
+				if err := tc.send(fd, p, to); err != nil {
+					t.Fatal(err)
+				}
+				_ = rx.SetReadDeadline(time.Now().Add(2 * time.Second))
+				if n, _, err := rx.ReadFromUDPAddrPort(buf); err != nil || string(buf[:n]) != "hello" {
+					t.Fatalf("read %q, %v", buf[:n], err)
+				}
+			})
+			if allocs != 0 {
+				t.Errorf("%v allocations per send", allocs)
+			}
+		})
 	}
 }
 

@@ -1,8 +1,14 @@
-package listener
+// Package certs serves a TURN-TLS or TURN-DTLS listener's certificate and
+// key pair from its files, reloading it when they change, for both
+// crypto/tls and pion/dtls handshakes. It has one lock, Holder.mu, which
+// guards the PEM files' contents; nothing outside the package is called
+// under it but the logger.
+package certs
 
 import (
 	"bytes"
 	"crypto/tls"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -17,7 +23,7 @@ import (
 	"github.com/tern-gw/tern/dataplane/mountwatch"
 )
 
-// certPollInterval is how often a certHolder re-reads its files even when
+// certPollInterval is how often a Holder re-reads its files even when
 // the watcher reported nothing: a watch can miss changes (inotify limits,
 // file systems that send no events, a directory replaced as a whole), and a
 // certificate left to expire is worse than two small reads every 30 s.
@@ -28,12 +34,12 @@ var certPollInterval = 30 * time.Second
 // into one reload, so a half-written pair is rarely even tried.
 const certDebounce = 100 * time.Millisecond
 
-// certHolder serves a TLS or DTLS listener's current certificate and key
+// Holder serves a TLS or DTLS listener's current certificate and key
 // pair and reloads it when the files change, so that a renewed certificate
 // (cert-manager rotating a Secret mounted by kubelet) reaches new
 // handshakes without restarting the listener and dropping its allocations.
 // Connections already established keep the pair they were made with.
-type certHolder struct {
+type Holder struct {
 	lc  config.Listener
 	log *slog.Logger
 	cur atomic.Pointer[tls.Certificate]
@@ -47,16 +53,16 @@ type certHolder struct {
 	closeOnce sync.Once
 }
 
-// newCertHolder loads lc's certificate and key and starts watching their
+// New loads lc's certificate and key and starts watching their
 // directories. It returns the error of the first load (unreadable file, a
 // pair that does not match), naming the listener and the files; later
 // failed reloads are logged and keep the pair in use.
-func newCertHolder(lc config.Listener, log *slog.Logger) (*certHolder, error) {
+func New(lc config.Listener, log *slog.Logger) (*Holder, error) {
 	pair, cert, key, err := loadKeyPair(lc)
 	if err != nil {
 		return nil, err
 	}
-	h := &certHolder{lc: lc, log: log, certPEM: cert, keyPEM: key, stop: make(chan struct{}), done: make(chan struct{})}
+	h := &Holder{lc: lc, log: log, certPEM: cert, keyPEM: key, stop: make(chan struct{}), done: make(chan struct{})}
 	h.cur.Store(&pair)
 	if w, err := fsnotify.NewWatcher(); err != nil {
 		log.Warn("cannot watch certificate files, polling them", "listener", lc.Name, "every", certPollInterval, "error", err)
@@ -91,23 +97,23 @@ func uniqueDirs(paths ...string) []string {
 }
 
 // GetCertificate is tls.Config.GetCertificate: the current pair.
-func (h *certHolder) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+func (h *Holder) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	return h.cur.Load(), nil
 }
 
 // GetDTLSCertificate is dtls.Config.GetCertificate: the current pair.
-func (h *certHolder) GetDTLSCertificate(*dtls.ClientHelloInfo) (*tls.Certificate, error) {
+func (h *Holder) GetDTLSCertificate(*dtls.ClientHelloInfo) (*tls.Certificate, error) {
 	return h.cur.Load(), nil
 }
 
 // PEM returns the certificate and key files' contents of the pair in use.
-func (h *certHolder) PEM() (cert, key []byte) {
+func (h *Holder) PEM() (cert, key []byte) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.certPEM, h.keyPEM
 }
 
-func (h *certHolder) run() {
+func (h *Holder) run() {
 	defer close(h.done)
 	mountwatch.Loop(h.stop, h.watcher, certPollInterval, certDebounce,
 		func(err error) { h.log.Warn("certificate watch error", "listener", h.lc.Name, "error", err) },
@@ -118,7 +124,7 @@ func (h *certHolder) run() {
 // one in use and is valid. A pair that fails to load is logged and the old
 // one kept: a Secret caught between its certificate and key updates, or a
 // bad renewal, must not take TLS down.
-func (h *certHolder) reload() {
+func (h *Holder) reload() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	cert, err1 := os.ReadFile(h.lc.Cert)
@@ -141,7 +147,7 @@ func (h *certHolder) reload() {
 }
 
 // Close stops the watcher. It is safe to call more than once.
-func (h *certHolder) Close() {
+func (h *Holder) Close() {
 	h.closeOnce.Do(func() {
 		close(h.stop)
 		<-h.done
@@ -149,4 +155,22 @@ func (h *certHolder) Close() {
 			h.watcher.Close()
 		}
 	})
+}
+
+// loadKeyPair reads a listener's PEM certificate and key, with errors that
+// name the listener and the file.
+func loadKeyPair(lc config.Listener) (tls.Certificate, []byte, []byte, error) {
+	cert, err := os.ReadFile(lc.Cert)
+	if err != nil {
+		return tls.Certificate{}, nil, nil, fmt.Errorf("listener %q: cert: %w", lc.Name, err)
+	}
+	key, err := os.ReadFile(lc.Key)
+	if err != nil {
+		return tls.Certificate{}, nil, nil, fmt.Errorf("listener %q: key: %w", lc.Name, err)
+	}
+	pair, err := tls.X509KeyPair(cert, key)
+	if err != nil {
+		return tls.Certificate{}, nil, nil, fmt.Errorf("listener %q: certificate and key %s, %s: %w", lc.Name, lc.Cert, lc.Key, err)
+	}
+	return pair, cert, key, nil
 }

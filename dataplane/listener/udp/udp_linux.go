@@ -1,4 +1,4 @@
-package listener
+package udp
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tern-gw/tern/dataplane/listener/core"
 	"github.com/tern-gw/tern/dataplane/stats"
 	"github.com/tern-gw/tern/dataplane/udpio"
 	"github.com/tern-gw/tern/internal/sysblock"
@@ -27,8 +28,11 @@ type udpSocket struct {
 	fd    int
 	rc    syscall.RawConn // poller mode: the runtime's handle, to park on readiness
 	conn  *net.UDPConn
-	l     *udpListener
+	l     *Listener
 	stats stats.Worker
+	// sb is the worker's send batch, which Reply and Forward (core.Sink)
+	// fill; the worker flushes it after each batch it reads.
+	sb *udpio.Batch
 }
 
 // openUDPSocket binds a listener socket. In poller mode it is non-blocking
@@ -79,7 +83,7 @@ func openUDPSocket(addr netip.AddrPort, bufSize int, mode udpio.Mode) (*udpSocke
 func (s *udpSocket) serve() {
 	rb := udpio.NewRecvBatch(udpio.BatchSize, 0, listenerSlot, 0)
 	defer rb.Free()
-	sb := udpio.NewSendBatch(udpio.BatchSize, s.l.env.GSO)
+	s.sb = udpio.NewSendBatch(udpio.BatchSize, s.l.env.GSO)
 	if s.rc == nil {
 		// Threads mode: block in recvmmsg, for the first datagram only
 		// (MSG_WAITFORONE). The blocked goroutine holds its thread anyway;
@@ -104,7 +108,7 @@ func (s *udpSocket) serve() {
 				return
 			}
 			if err == nil && n > 0 {
-				s.process(rb, sb, n)
+				s.process(rb, n)
 			}
 		}
 	}
@@ -123,27 +127,26 @@ func (s *udpSocket) serve() {
 			return // closed
 		}
 		if rerr == nil && n > 0 {
-			s.process(rb, sb, n)
+			s.process(rb, n)
 		}
 	}
 }
 
-// process runs the engine on the n datagrams of rb and flushes sb. It
-// counts in the worker's own counters, once per batch (per run of
-// same-cluster packets for the cluster counters).
-func (s *udpSocket) process(rb, sb *udpio.Batch, n int) {
+// process runs the engine on the n datagrams of rb, delivers each result
+// (core.Deliver) onto the send batch and flushes it. It counts in the
+// worker's own counters, once per batch (per run of same-cluster packets
+// for the cluster counters).
+func (s *udpSocket) process(rb *udpio.Batch, n int) {
 	var (
-		l                                    = s.l
-		eng                                  = l.env.Engine
-		st                                   = &s.stats
-		res                                  turn.Result
-		rxBytes, txBytes, peerTx, peerTxByte uint64
-		replies                              uint64
-		run                                  stats.ClusterRun
+		l      = s.l
+		eng    = l.env.Engine
+		st     = &s.stats
+		res    turn.Result
+		counts core.Counts
 	)
 	for i := 0; i < n; i++ {
 		size := rb.Size(i)
-		rxBytes += uint64(size)
+		counts.Received(size)
 		if rb.Truncated(i) {
 			st.Drops[turn.DropMalformed].Add(1)
 			continue
@@ -151,37 +154,25 @@ func (s *udpSocket) process(rb, sb *udpio.Batch, n int) {
 		from := rb.From(i)
 		ft := turn.FiveTuple{Client: from, Server: l.serverAddr(from), Proto: turn.ProtoUDP}
 		eng.HandleClient(l, ft, rb.Buf(i)[:size], &res)
-		switch res.Kind {
-		case turn.Reply:
-			sb.Add(s.fd, res.Reply, from)
-			replies++
-			txBytes += uint64(len(res.Reply))
-		case turn.Forward:
-			sb.Add(res.Alloc.RelayFor(res.Peer.Addr()).Socket(), res.Payload, res.Peer)
-			peerTx++
-			peerTxByte += uint64(len(res.Payload))
-			run.Tx(st, res.Cluster, len(res.Payload))
-		default:
-			st.Drops[res.Drop].Add(1)
-		}
+		_ = core.Deliver(&res, from, s, st, &counts)
 	}
-	if sb.Queued() > 0 {
-		sb.Flush()
+	if s.sb.Queued() > 0 {
+		s.sb.Flush()
 	}
-	if l.env.NoCounters {
-		return
-	}
-	st.Rx.Add(uint64(n))
-	st.RxBytes.Add(rxBytes)
-	if peerTx > 0 {
-		st.PeerTx.Add(peerTx)
-		st.PeerTxBytes.Add(peerTxByte)
-		run.FlushTx(st)
-	}
-	if replies > 0 {
-		st.Tx.Add(replies)
-		st.TxBytes.Add(txBytes)
-	}
+	counts.Flush(st, l.env.NoCounters)
+}
+
+// Reply implements core.Sink: the reply joins the batch, from this socket.
+func (s *udpSocket) Reply(msg []byte, client netip.AddrPort) error {
+	s.sb.Add(s.fd, msg, client)
+	return nil
+}
+
+// Forward implements core.Sink: the payload joins the batch, from the
+// relay socket.
+func (s *udpSocket) Forward(fd int, p []byte, peer netip.AddrPort) error {
+	s.sb.Add(fd, p, peer)
+	return nil
 }
 
 // shutdown wakes the worker.

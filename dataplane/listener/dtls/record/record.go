@@ -1,4 +1,10 @@
-package listener
+// Package record is the DTLS 1.2 record layer of TURN-DTLS associations
+// whose handshake pion/dtls has finished with an ECDHE AES-GCM suite: keys
+// derived per RFC 5246 §6.3 from what the handshake shows through pion's
+// public API and the wire (Keys), and records sealed and opened with them
+// (Records). It has one lock, Keys.mu, under which nothing is called;
+// Records' sequence number is atomic, and Open runs on one goroutine.
+package record
 
 import (
 	"crypto/aes"
@@ -7,7 +13,6 @@ import (
 	"crypto/sha512"
 	"encoding/binary"
 	"errors"
-	"sync"
 	"sync/atomic"
 
 	"github.com/pion/dtls/v2"
@@ -21,26 +26,33 @@ import (
 // through pion's Conn, which hands each record through a goroutine of its
 // own and starts a goroutine per Read and per Write (its connctx wrapper).
 const (
-	recordHeader   = 13 // type, version, epoch, sequence number, length
-	gcmExplicitIV  = 8  // the explicit part of the nonce, sent in the record
-	gcmTag         = 16
-	gcmOverhead    = gcmExplicitIV + gcmTag
-	contentAppData = 23
-	contentAlert   = 21
+	// Header is the size of a record header in bytes: type, version,
+	// epoch, sequence number, length.
+	Header        = 13
+	gcmExplicitIV = 8 // the explicit part of the nonce, sent in the record
+	gcmTag        = 16
+	gcmOverhead   = gcmExplicitIV + gcmTag
+	// ContentAppData, ContentAlert and ContentHandshake are the record
+	// content types (RFC 5246 §6.2.1).
+	ContentAppData   = 23
+	ContentAlert     = 21
+	ContentHandshake = 22
 	// maxSeq is the largest 48-bit sequence number; an association that
 	// reaches it must be closed (RFC 6347 §4.1).
 	maxSeq = 1<<48 - 1
-	// pionSeqHeadroom is how many sequence numbers Tern leaves to pion
+	// PionSeqHeadroom is how many sequence numbers Tern leaves to pion
 	// after taking over an association's records.
-	pionSeqHeadroom = 1 << 32
+	PionSeqHeadroom = 1 << 32
 )
 
-var errNoFastPath = errors.New("cipher suite without a fast path")
+// ErrNoFastPath is New's error for a cipher suite whose records stay with
+// pion/dtls.
+var ErrNoFastPath = errors.New("cipher suite without a fast path")
 
-// gcmRecords seals and opens one association's application data records
+// Records seals and opens one association's application data records
 // at one epoch. Seal may run on several goroutines at once; open runs on
 // the listener's reader only.
-type gcmRecords struct {
+type Records struct {
 	local, remote     cipher.AEAD
 	localIV, remoteIV [4]byte
 	epoch             uint16 // both directions: pion ends the handshake with equal epochs
@@ -48,11 +60,11 @@ type gcmRecords struct {
 	replay            replayWindow
 }
 
-// newGCMRecords derives an association's record keys (RFC 5246 §6.3) from
-// what its handshake showed (handshakeKeys). It returns errNoFastPath for a
+// New derives an association's record keys (RFC 5246 §6.3) from
+// what its handshake showed (Keys). It returns ErrNoFastPath for a
 // cipher suite other than ECDHE with AES-GCM, whose records pion keeps
 // handling.
-func newGCMRecords(in keyInputs) (*gcmRecords, error) {
+func New(in Inputs) (*Records, error) {
 	var keyLen int
 	var h prf.HashFunc
 	switch dtls.CipherSuiteID(in.suite) {
@@ -61,7 +73,7 @@ func newGCMRecords(in keyInputs) (*gcmRecords, error) {
 	case dtls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384, dtls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384:
 		keyLen, h = 32, sha512.New384
 	default:
-		return nil, errNoFastPath
+		return nil, ErrNoFastPath
 	}
 	if in.epoch == 0 {
 		return nil, errors.New("dtls handshake not finished: no record sent at epoch 1")
@@ -70,7 +82,7 @@ func newGCMRecords(in keyInputs) (*gcmRecords, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &gcmRecords{epoch: in.epoch}
+	r := &Records{epoch: in.epoch}
 	if r.local, err = newGCM(keys.ServerWriteKey); err != nil {
 		return nil, err
 	}
@@ -85,9 +97,15 @@ func newGCMRecords(in keyInputs) (*gcmRecords, error) {
 	// arrives again. Two records sealed with one sequence number would
 	// reuse a GCM nonce, so pion's records must never reach ours: 2^32
 	// retransmissions cannot happen within an association's life.
-	r.seq.Store(in.seq + 1 + pionSeqHeadroom)
+	r.seq.Store(in.seq + 1 + PionSeqHeadroom)
 	return r, nil
 }
+
+// Epoch is the epoch of the records r seals and opens.
+func (r *Records) Epoch() uint16 { return r.epoch }
+
+// NextSeq is the sequence number of the next record r seals.
+func (r *Records) NextSeq() uint64 { return r.seq.Load() }
 
 func newGCM(key []byte) (cipher.AEAD, error) {
 	b, err := aes.NewCipher(key)
@@ -97,30 +115,27 @@ func newGCM(key []byte) (cipher.AEAD, error) {
 	return cipher.NewGCM(b)
 }
 
-// sealBufPool holds the buffers records are sealed into.
-var sealBufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1600); return &b }}
-
 // seal appends to dst[:0] one application data record carrying p and
 // returns it. It fails once the sequence numbers are used up.
-func (r *gcmRecords) seal(dst, p []byte) ([]byte, error) {
-	return r.sealType(dst, contentAppData, p)
+func (r *Records) Seal(dst, p []byte) ([]byte, error) {
+	return r.SealType(dst, ContentAppData, p)
 }
 
-// closeNotify is the warning alert that ends an association (RFC 5246
+// CloseNotify is the warning alert that ends an association (RFC 5246
 // §7.2.1).
-var closeNotify = []byte{1, 0}
+var CloseNotify = []byte{1, 0}
 
 // sealType is seal for a record of content type typ.
-func (r *gcmRecords) sealType(dst []byte, typ byte, p []byte) ([]byte, error) {
+func (r *Records) SealType(dst []byte, typ byte, p []byte) ([]byte, error) {
 	seq := r.seq.Add(1) - 1
 	if seq > maxSeq {
 		return nil, errors.New("dtls sequence numbers used up")
 	}
-	n := recordHeader + gcmExplicitIV + len(p) + gcmTag
+	n := Header + gcmExplicitIV + len(p) + gcmTag
 	if cap(dst) < n {
 		dst = make([]byte, 0, n)
 	}
-	dst = dst[:recordHeader+gcmExplicitIV]
+	dst = dst[:Header+gcmExplicitIV]
 	dst[0] = typ
 	dst[1], dst[2] = 0xfe, 0xfd // DTLS 1.2
 	binary.BigEndian.PutUint64(dst[3:11], uint64(r.epoch)<<48|seq)
@@ -134,12 +149,12 @@ func (r *gcmRecords) sealType(dst []byte, typ byte, p []byte) ([]byte, error) {
 	// Additional data: seq_num(8) + type + version + length (RFC 5246
 	// §6.2.3.3) — the record header as it stands before the length is
 	// set to the sealed length.
-	var ad [recordHeader]byte
+	var ad [Header]byte
 	copy(ad[:], dst[3:11])
 	copy(ad[8:11], dst[0:3])
 	copy(ad[11:13], dst[11:13])
 	dst = r.local.Seal(dst, nonce[:], p, ad[:])
-	binary.BigEndian.PutUint16(dst[11:13], uint16(len(dst)-recordHeader))
+	binary.BigEndian.PutUint16(dst[11:13], uint16(len(dst)-Header))
 	return dst, nil
 }
 
@@ -147,8 +162,8 @@ func (r *gcmRecords) sealType(dst []byte, typ byte, p []byte) ([]byte, error) {
 // record, header included) of the association's epoch and returns its
 // plaintext. ok is false for a record that fails authentication or
 // repeats one already seen (RFC 6347 §4.1.2.6); such records are dropped.
-func (r *gcmRecords) open(rec []byte) (p []byte, ok bool) {
-	if len(rec) < recordHeader+gcmOverhead {
+func (r *Records) Open(rec []byte) (p []byte, ok bool) {
+	if len(rec) < Header+gcmOverhead {
 		return nil, false
 	}
 	seq := binary.BigEndian.Uint64(rec[3:11]) & maxSeq
@@ -157,9 +172,9 @@ func (r *gcmRecords) open(rec []byte) (p []byte, ok bool) {
 	}
 	var nonce [12]byte
 	copy(nonce[:4], r.remoteIV[:])
-	copy(nonce[4:], rec[recordHeader:recordHeader+gcmExplicitIV])
-	ct := rec[recordHeader+gcmExplicitIV:]
-	var ad [recordHeader]byte
+	copy(nonce[4:], rec[Header:Header+gcmExplicitIV])
+	ct := rec[Header+gcmExplicitIV:]
+	var ad [Header]byte
 	copy(ad[:], rec[3:11])
 	copy(ad[8:11], rec[0:3])
 	binary.BigEndian.PutUint16(ad[11:13], uint16(len(ct)-gcmTag))

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package listener
+package udp
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 
+	"github.com/tern-gw/tern/dataplane/listener/core"
 	"github.com/tern-gw/tern/dataplane/stats"
 	"github.com/tern-gw/tern/dataplane/udpio"
 	"github.com/tern-gw/tern/turn"
@@ -20,7 +21,7 @@ const reusePortBalances = false
 type udpSocket struct {
 	conn  *net.UDPConn
 	fd    int // for relay workers, which send on it
-	l     *udpListener
+	l     *Listener
 	stats stats.Worker
 }
 
@@ -44,7 +45,10 @@ func openUDPSocket(addr netip.AddrPort, bufSize int, _ udpio.Mode) (*udpSocket, 
 
 func (s *udpSocket) serve() {
 	buf := make([]byte, 65535)
-	var res turn.Result
+	var (
+		res    turn.Result
+		counts core.Counts
+	)
 	eng, st := s.l.env.Engine, &s.stats
 	for {
 		n, from, err := s.conn.ReadFromUDPAddrPort(buf)
@@ -54,22 +58,23 @@ func (s *udpSocket) serve() {
 			}
 			continue
 		}
-		st.Rx.Add(1)
-		st.RxBytes.Add(uint64(n))
+		counts.Received(n)
 		from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
 		eng.HandleClient(s.l, turn.FiveTuple{Client: from, Server: s.l.serverAddr(from), Proto: turn.ProtoUDP}, buf[:n], &res)
-		switch res.Kind {
-		case turn.Reply:
-			if _, err := s.conn.WriteToUDPAddrPort(res.Reply, from); err == nil {
-				st.Tx.Add(1)
-				st.TxBytes.Add(uint64(len(res.Reply)))
-			}
-		case turn.Forward:
-			sendForward(st, &res, !s.l.env.NoCounters)
-		default:
-			st.Drops[res.Drop].Add(1)
-		}
+		_ = core.Deliver(&res, from, s, st, &counts)
+		counts.Flush(st, s.l.env.NoCounters)
 	}
+}
+
+// Reply implements core.Sink: one datagram from this socket, now.
+func (s *udpSocket) Reply(msg []byte, client netip.AddrPort) error {
+	_, err := s.conn.WriteToUDPAddrPort(msg, client)
+	return err
+}
+
+// Forward implements core.Sink: one datagram from the relay socket, now.
+func (s *udpSocket) Forward(fd int, p []byte, peer netip.AddrPort) error {
+	return udpio.SendTo(fd, p, peer)
 }
 
 func (s *udpSocket) shutdown() { s.conn.Close() }

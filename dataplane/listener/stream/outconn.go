@@ -1,4 +1,4 @@
-package listener
+package stream
 
 import (
 	"errors"
@@ -18,6 +18,10 @@ const (
 	// which cannot be dropped, past it close the connection.
 	outBacklogMax = 4 * outBacklog
 )
+
+// writeTimeout bounds one write of a connection's backlog; a client that
+// does not read for that long is disconnected.
+const writeTimeout = 5 * time.Second
 
 // errBacklog is the error of a write past outBacklogMax.
 var errBacklog = errors.New("client does not read: output backlog full")
@@ -198,6 +202,10 @@ func (o *outConn) flusher(wake chan struct{}) {
 		}
 	}
 }
+
+// WriteRelayed implements core.RelayWriter for TURN-TCP: a relayed message
+// that would wait behind outBacklog bytes is dropped.
+func (o *outConn) WriteRelayed(msg []byte) (bool, error) { return o.write(msg, true) }
 
 // backlogged reports whether a message of n bytes would wait behind more
 // than outBacklog bytes (a TLS record is a little larger than its message;

@@ -1,4 +1,4 @@
-package listener
+package dtls
 
 import (
 	"encoding/binary"
@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tern-gw/tern/dataplane/listener/core"
+	"github.com/tern-gw/tern/dataplane/listener/dtls/record"
 	"github.com/tern-gw/tern/turn"
 )
 
@@ -18,7 +20,7 @@ import (
 // goroutine, which finds each datagram's association by its source address.
 // Until an association's handshake is done its datagrams queue for
 // pion/dtls (through assoc, a net.Conn); after it, application data records
-// are opened and handed to the engine right there (gcmRecords), with no
+// are opened and handed to the engine right there (record.Records), with no
 // goroutine in between, and only other records (alerts, a handshake flight
 // sent again) still go to pion.
 
@@ -41,6 +43,9 @@ type dtlsMux struct {
 	// drops counts datagrams dropped because an association's queue was
 	// full or no association would take them.
 	drops atomic.Uint64
+	// snd sends what the reader's records carry to peers, after each
+	// batch; only the reader uses it.
+	snd *peerSender
 }
 
 func newDTLSMux(conn *net.UDPConn, backlog int) (*dtlsMux, error) {
@@ -49,7 +54,7 @@ func newDTLSMux(conn *net.UDPConn, backlog int) (*dtlsMux, error) {
 		return nil, err
 	}
 	return &dtlsMux{conn: conn, rc: rc, local: conn.LocalAddr().(*net.UDPAddr), m: map[netip.AddrPort]*assoc{},
-		accept: make(chan *assoc, backlog)}, nil
+		accept: make(chan *assoc, backlog), snd: newPeerSender()}, nil
 }
 
 // assoc is one association: the net.Conn pion/dtls runs the handshake
@@ -75,14 +80,15 @@ type assoc struct {
 
 	// keys gathers what the handshake shows of the record keys, until the
 	// record layer takes over.
-	keys handshakeKeys
+	keys record.Keys
 }
 
 // fastAssoc is what the reader needs to handle an association's
 // application data itself.
 type fastAssoc struct {
-	rec *gcmRecords
-	c   *clientConn
+	rec  *record.Records
+	c    *core.Conn
+	sink recordSink
 	// last is when the last record was handled, Unix nanoseconds, for the
 	// association's idle timeout.
 	last atomic.Int64
@@ -92,16 +98,16 @@ var muxBufPool = sync.Pool{New: func() any { b := make([]byte, dtlsReadBuffer); 
 
 // dispatch hands one datagram from the socket to its association, making
 // one when it opens a handshake. b is the reader's buffer: what pion/dtls
-// gets is copied, and what a record carries to a peer goes out by snd
+// gets is copied, and what a record carries to a peer goes out by m.snd
 // before the buffer is reused.
-func (m *dtlsMux) dispatch(b []byte, from netip.AddrPort, res *turn.Result, snd *peerSender) {
+func (m *dtlsMux) dispatch(b []byte, from netip.AddrPort, res *turn.Result) {
 	from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
 	m.mu.Lock()
 	a := m.m[from]
 	m.mu.Unlock()
 	if a == nil {
 		// Only a datagram that opens a handshake makes an association.
-		if len(b) <= recordHeader || b[0] != 22 || m.closed.Load() {
+		if len(b) <= record.Header || b[0] != record.ContentHandshake || m.closed.Load() {
 			m.drops.Add(1)
 			return
 		}
@@ -117,7 +123,7 @@ func (m *dtlsMux) dispatch(b []byte, from netip.AddrPort, res *turn.Result, snd 
 		}
 	}
 	if f := a.fast.Load(); f != nil {
-		a.handleFast(f, b, res, snd)
+		a.handleFast(f, b, res)
 		return
 	}
 	a.pushCopy(b)
@@ -160,28 +166,28 @@ func (m *dtlsMux) close() {
 // handleFast splits a datagram into records: application data records of
 // the association's epoch are opened and handled here; the rest go to
 // pion/dtls.
-func (a *assoc) handleFast(f *fastAssoc, b []byte, res *turn.Result, snd *peerSender) {
-	for len(b) >= recordHeader {
-		size := recordHeader + int(binary.BigEndian.Uint16(b[11:13]))
+func (a *assoc) handleFast(f *fastAssoc, b []byte, res *turn.Result) {
+	for len(b) >= record.Header {
+		size := record.Header + int(binary.BigEndian.Uint16(b[11:13]))
 		if size > len(b) {
 			break
 		}
 		rec := b[:size]
 		b = b[size:]
-		if rec[0] != contentAppData || binary.BigEndian.Uint16(rec[3:5]) != f.rec.epoch {
+		if rec[0] != record.ContentAppData || binary.BigEndian.Uint16(rec[3:5]) != f.rec.Epoch() {
 			a.pushCopy(rec)
 			continue
 		}
-		p, ok := f.rec.open(rec)
+		p, ok := f.rec.Open(rec)
 		if !ok {
-			f.c.stats.Drops[turn.DropMalformed].Add(1)
+			f.c.Stats.Drops[turn.DropMalformed].Add(1)
 			continue
 		}
 		a.hmu.Lock()
 		failed := false
 		if !a.closed {
 			f.last.Store(time.Now().UnixNano())
-			failed = !handleRecord(f.c, p, res, snd)
+			failed = !f.c.Handle(p, res, &f.sink)
 		}
 		a.hmu.Unlock()
 		if failed {
@@ -190,40 +196,20 @@ func (a *assoc) handleFast(f *fastAssoc, b []byte, res *turn.Result, snd *peerSe
 	}
 }
 
-// handleRecord is clientConn.handle for the listener's reader: a message
-// for a peer joins snd's batch instead of leaving at once. It reports
-// false when a reply could not be written.
-func handleRecord(c *clientConn, msg []byte, res *turn.Result, snd *peerSender) bool {
-	st, count := &c.stats, !c.l.env.NoCounters
-	if count {
-		st.Rx.Add(1)
-		st.RxBytes.Add(uint64(len(msg)))
-	}
-	c.l.env.Engine.HandleClient(c, c.ft, msg, res)
-	switch res.Kind {
-	case turn.Reply:
-		c.checkAllocation()
-		if _, err := c.w.Write(res.Reply); err != nil {
-			return false
-		}
-		if count {
-			st.Tx.Add(1)
-			st.TxBytes.Add(uint64(len(res.Reply)))
-		}
-	case turn.Forward:
-		snd.add(res.Alloc.RelayFor(res.Peer.Addr()).Socket(), res.Payload, res.Peer)
-		if count {
-			n := uint64(len(res.Payload))
-			st.PeerTx.Add(1)
-			st.PeerTxBytes.Add(n)
-			cl := st.Cluster(res.Cluster)
-			cl.Tx.Add(1)
-			cl.TxBytes.Add(n)
-		}
-	default:
-		st.Drops[res.Drop].Add(1)
-	}
-	return true
+// recordSink is the core.Sink of an association's records handled by the
+// listener's reader: a reply is sealed and sent at once (on the listener
+// socket, which does not wait for the client), a payload for a peer joins
+// snd's batch, which leaves after the reader's batch.
+type recordSink struct {
+	c   *core.Conn
+	snd *peerSender
+}
+
+func (s *recordSink) Reply(msg []byte, client netip.AddrPort) error { return s.c.Reply(msg, client) }
+
+func (s *recordSink) Forward(fd int, p []byte, peer netip.AddrPort) error {
+	s.snd.add(fd, p, peer)
+	return nil
 }
 
 // push queues a datagram for pion/dtls; it reports false, and keeps nothing,
@@ -297,7 +283,7 @@ func (a *assoc) Read(p []byte) (int, error) {
 // (the socket is the listener's, closed with it).
 func (a *assoc) Write(p []byte) (int, error) {
 	if a.fast.Load() == nil {
-		a.keys.observe(p)
+		a.keys.Observe(p)
 	}
 	if err := a.mux.send(p, a.remote); err != nil {
 		return 0, err
@@ -313,7 +299,7 @@ func (a *assoc) Write(p []byte) (int, error) {
 func (a *assoc) Close() error {
 	a.once.Do(func() {
 		if f := a.fast.Load(); f != nil {
-			if rec, err := f.rec.sealType(nil, contentAlert, closeNotify); err == nil {
+			if rec, err := f.rec.SealType(nil, record.ContentAlert, record.CloseNotify); err == nil {
 				_, _ = a.Write(rec)
 			}
 		}
@@ -357,18 +343,31 @@ func (a *assoc) SetReadDeadline(t time.Time) error {
 // SetWriteDeadline is a no-op: a UDP write does not wait for the client.
 func (a *assoc) SetWriteDeadline(time.Time) error { return nil }
 
+// sealBufPool holds the buffers records are sealed into.
+var sealBufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1600); return &b }}
+
+// gcmRecords derives the association's record layer from its handshake
+// (record.New), or returns why it cannot.
+func (a *assoc) gcmRecords() (*record.Records, error) {
+	in, err := a.keys.Inputs()
+	if err != nil {
+		return nil, err
+	}
+	return record.New(in)
+}
+
 // fastConn is what an association's replies and relayed messages are
 // written to once the record layer has taken over: it seals each into one
 // record and sends it on the caller's goroutine.
 type fastConn struct {
 	net.Conn // the pion/dtls session, for Close and the addresses
 	a        *assoc
-	rec      *gcmRecords
+	rec      *record.Records
 }
 
 func (w *fastConn) Write(p []byte) (int, error) {
 	bp := sealBufPool.Get().(*[]byte)
-	rec, err := w.rec.seal(*bp, p)
+	rec, err := w.rec.Seal(*bp, p)
 	if err != nil {
 		sealBufPool.Put(bp)
 		return 0, err

@@ -1,4 +1,4 @@
-package listener
+package record
 
 import (
 	"bytes"
@@ -8,13 +8,13 @@ import (
 
 // recordPair returns a server's record layer and the mirror a client
 // would hold (its keys and IVs swapped), on epoch 1.
-func recordPair(t testing.TB) (server, client *gcmRecords) {
+func recordPair(t testing.TB) (server, client *Records) {
 	t.Helper()
 	k1, k2 := make([]byte, 16), make([]byte, 16)
 	_, _ = rand.Read(k1)
 	_, _ = rand.Read(k2)
-	mk := func(local, remote []byte, liv, riv [4]byte) *gcmRecords {
-		r := &gcmRecords{epoch: 1, localIV: liv, remoteIV: riv}
+	mk := func(local, remote []byte, liv, riv [4]byte) *Records {
+		r := &Records{epoch: 1, localIV: liv, remoteIV: riv}
 		var err error
 		if r.local, err = newGCM(local); err != nil {
 			t.Fatal(err)
@@ -31,24 +31,24 @@ func TestGCMRecordsSealOpen(t *testing.T) {
 	server, client := recordPair(t)
 	for _, size := range []int{0, 1, 100, 1200} {
 		p := bytes.Repeat([]byte{byte(size)}, size)
-		rec, err := server.seal(nil, p)
+		rec, err := server.Seal(nil, p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(rec) != recordHeader+gcmOverhead+size || rec[0] != contentAppData {
+		if len(rec) != Header+gcmOverhead+size || rec[0] != ContentAppData {
 			t.Fatalf("size %d: record of %d bytes, type %d", size, len(rec), rec[0])
 		}
-		got, ok := client.open(append([]byte(nil), rec...))
+		got, ok := client.Open(append([]byte(nil), rec...))
 		if !ok || !bytes.Equal(got, p) {
 			t.Fatalf("size %d: open = %v, %x", size, ok, got)
 		}
 		// The same record again is a replay.
-		if _, ok := client.open(append([]byte(nil), rec...)); ok {
+		if _, ok := client.Open(append([]byte(nil), rec...)); ok {
 			t.Fatalf("size %d: a replayed record opened", size)
 		}
 		// A flipped bit fails authentication.
 		rec[len(rec)-1] ^= 1
-		if _, ok := client.open(rec); ok {
+		if _, ok := client.Open(rec); ok {
 			t.Fatalf("size %d: a forged record opened", size)
 		}
 	}
@@ -89,10 +89,10 @@ func TestReplayWindow(t *testing.T) {
 func FuzzGCMOpen(f *testing.F) {
 	server, _ := recordPair(f)
 	f.Add([]byte{})
-	f.Add(bytes.Repeat([]byte{23}, recordHeader+gcmOverhead))
+	f.Add(bytes.Repeat([]byte{23}, Header+gcmOverhead))
 	f.Add([]byte{23, 0xfe, 0xfd, 0, 1, 0, 0, 0, 0, 0, 1, 0, 30})
 	f.Fuzz(func(t *testing.T, rec []byte) {
-		if p, ok := server.open(rec); ok {
+		if p, ok := server.Open(rec); ok {
 			t.Fatalf("an unsealed record opened: %x", p)
 		}
 	})

@@ -1,4 +1,4 @@
-package listener
+package certs
 
 import (
 	"io"
@@ -12,7 +12,7 @@ import (
 	"github.com/tern-gw/tern/internal/testenv"
 )
 
-func commonName(t *testing.T, h *certHolder) string {
+func commonName(t *testing.T, h *Holder) string {
 	t.Helper()
 	c, err := h.GetCertificate(nil)
 	if err != nil || c == nil || c.Leaf == nil {
@@ -50,7 +50,7 @@ func TestCertHolderPollsWithoutWatcher(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := newCertHolder(config.Listener{Name: "tls", Cert: certPath, Key: keyPath}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	h, err := New(config.Listener{Name: "tls", Cert: certPath, Key: keyPath}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestCertHolderKeepsGoodPair(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := newCertHolder(config.Listener{Name: "tls", Cert: certPath, Key: keyPath}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	h, err := New(config.Listener{Name: "tls", Cert: certPath, Key: keyPath}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestCertHolderKeepsGoodPair(t *testing.T) {
 	if cn := commonName(t, h); cn != "better" {
 		t.Fatalf("after a good pair: %q, want better", cn)
 	}
-	if _, err := newCertHolder(config.Listener{Name: "bad", Cert: certPath, Key: certPath}, slog.Default()); err == nil {
-		t.Error("newCertHolder with a certificate as its key: no error")
+	if _, err := New(config.Listener{Name: "bad", Cert: certPath, Key: certPath}, slog.Default()); err == nil {
+		t.Error("New with a certificate as its key: no error")
 	}
 }

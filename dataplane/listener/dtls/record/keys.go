@@ -1,4 +1,4 @@
-package listener
+package record
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 	"sync"
 )
 
-// handshakeKeys gathers, for one association, what the record layer needs
+// Keys gathers, for one association, what the record layer needs
 // to derive its keys (RFC 5246 §6.3), from pion/dtls's public surface and
 // the wire only, so that no pion release can change it behind our back by
 // renaming a private field:
@@ -24,7 +24,7 @@ import (
 //     numbers start past pion's.
 //
 // mu is a leaf lock: nothing is called while it is held.
-type handshakeKeys struct {
+type Keys struct {
 	mu           sync.Mutex
 	clientRandom [32]byte
 	serverRandom [32]byte
@@ -42,7 +42,7 @@ const keyLogLabel = "CLIENT_RANDOM"
 // Write takes the key log lines pion/dtls writes (Config.KeyLogWriter) and
 // keeps the master secret; lines with another label are ignored. It
 // returns an error, which pion only logs, for a malformed line.
-func (k *handshakeKeys) Write(p []byte) (int, error) {
+func (k *Keys) Write(p []byte) (int, error) {
 	for line := range bytes.Lines(p) {
 		f := bytes.Fields(line)
 		if len(f) != 3 || string(f[0]) != keyLogLabel {
@@ -68,7 +68,6 @@ func (k *handshakeKeys) Write(p []byte) (int, error) {
 
 // DTLS record and handshake header layout (RFC 6347 §4.1, §4.2.2).
 const (
-	contentHandshake   = 22
 	handshakeHeader    = 12 // type, length, message_seq, fragment_offset, fragment_length
 	handshakeHello     = 2  // ServerHello
 	helloRandomOffset  = 2  // after server_version
@@ -79,31 +78,31 @@ const (
 // highest epoch and sequence number and takes the server random and cipher
 // suite from a ServerHello. Malformed input is ignored: the datagram is
 // pion's own and goes out unchanged.
-func (k *handshakeKeys) observe(d []byte) {
+func (k *Keys) Observe(d []byte) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	for len(d) >= recordHeader {
+	for len(d) >= Header {
 		typ := d[0]
 		es := binary.BigEndian.Uint64(d[3:11])
 		epoch, seq := uint16(es>>48), es&maxSeq
 		n := int(binary.BigEndian.Uint16(d[11:13]))
-		if len(d) < recordHeader+n {
+		if len(d) < Header+n {
 			return
 		}
 		if epoch > k.epoch || (epoch == k.epoch && seq > k.seq) {
 			k.epoch, k.seq = epoch, seq
 		}
-		if typ == contentHandshake && epoch == 0 {
-			k.serverHello(d[recordHeader : recordHeader+n])
+		if typ == ContentHandshake && epoch == 0 {
+			k.serverHello(d[Header : Header+n])
 		}
-		d = d[recordHeader+n:]
+		d = d[Header+n:]
 	}
 }
 
 // serverHello takes the random and cipher suite of a ServerHello that a
 // handshake record carries whole (pion never fragments it: it is far below
 // the MTU).
-func (k *handshakeKeys) serverHello(h []byte) {
+func (k *Keys) serverHello(h []byte) {
 	if len(h) < handshakeHeader || h[0] != handshakeHello {
 		return
 	}
@@ -127,8 +126,8 @@ func (k *handshakeKeys) serverHello(h []byte) {
 	k.hello = true
 }
 
-// keyInputs is a snapshot of what handshakeKeys gathered.
-type keyInputs struct {
+// Inputs is a snapshot of what Keys gathered.
+type Inputs struct {
 	clientRandom, serverRandom [32]byte
 	master                     []byte
 	suite                      uint16
@@ -138,22 +137,12 @@ type keyInputs struct {
 
 // inputs returns what was gathered, or an error when the handshake did not
 // show all of it (no key log line or no ServerHello seen).
-func (k *handshakeKeys) inputs() (keyInputs, error) {
+func (k *Keys) Inputs() (Inputs, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if len(k.master) == 0 || !k.hello {
-		return keyInputs{}, errors.New("dtls handshake: master secret or ServerHello not seen")
+		return Inputs{}, errors.New("dtls handshake: master secret or ServerHello not seen")
 	}
-	return keyInputs{clientRandom: k.clientRandom, serverRandom: k.serverRandom, master: k.master,
+	return Inputs{clientRandom: k.clientRandom, serverRandom: k.serverRandom, master: k.master,
 		suite: k.suite, epoch: k.epoch, seq: k.seq}, nil
-}
-
-// gcmRecords derives the association's record layer from its handshake
-// (newGCMRecords), or returns why it cannot.
-func (a *assoc) gcmRecords() (*gcmRecords, error) {
-	in, err := a.keys.inputs()
-	if err != nil {
-		return nil, err
-	}
-	return newGCMRecords(in)
 }

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package listener
+package dtls
 
 import (
 	"net"
@@ -15,7 +15,6 @@ import (
 func (m *dtlsMux) run() {
 	buf := make([]byte, dtlsReadBuffer)
 	var res turn.Result
-	snd := &peerSender{}
 	for {
 		n, from, err := m.conn.ReadFromUDPAddrPort(buf)
 		if err != nil {
@@ -26,12 +25,14 @@ func (m *dtlsMux) run() {
 			time.Sleep(time.Millisecond)
 			continue
 		}
-		m.dispatch(buf[:n], from, &res, snd)
+		m.dispatch(buf[:n], from, &res)
 	}
 }
 
 // peerSender sends each datagram to a peer at once.
 type peerSender struct{}
+
+func newPeerSender() *peerSender { return &peerSender{} }
 
 func (*peerSender) add(fd int, p []byte, to netip.AddrPort) { _ = udpio.SendTo(fd, p, to) }
 

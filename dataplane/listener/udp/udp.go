@@ -1,4 +1,16 @@
-package listener
+// Package udp is the TURN-UDP listener transport: N sockets bound to one
+// address with SO_REUSEPORT, each read by a worker of its own, which runs
+// the engine on a batch of datagrams and sends what it produced through
+// the listener's one delivery step (core.Deliver) in one sendmmsg. Relay
+// workers send to its clients on the same sockets (relay.Client).
+//
+// It takes no lock: a worker owns its socket, batch and counters, and the
+// listener's config and allowlist are atomic pointers. Close waits for the
+// workers before closing the sockets, then deletes the listener's
+// allocations (turn.Engine.CloseTransport), which closes their relay
+// sockets; a relay worker that sends on a listener socket meanwhile gets
+// an error, as on any closed socket.
+package udp
 
 import (
 	"fmt"
@@ -8,13 +20,14 @@ import (
 
 	"github.com/tern-gw/tern/dataplane/allowlist"
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/listener/core"
 	"github.com/tern-gw/tern/dataplane/stats"
 )
 
-// udpListener is a TURN-UDP listener: N sockets bound to one address with
+// Listener is a TURN-UDP listener: N sockets bound to one address with
 // SO_REUSEPORT, each read by its own worker (udp_linux.go). It is the
 // turn.Transport and relay.Client of every allocation made through it.
-type udpListener struct {
+type Listener struct {
 	cfg  atomic.Pointer[config.Listener]
 	addr netip.AddrPort
 	// addr6 is the server address of IPv6 clients' 5-tuples: addr, or for
@@ -23,7 +36,7 @@ type udpListener struct {
 	addr6 netip.AddrPort
 	// bound is the address as configured, for LocalAddr.
 	bound     netip.AddrPort
-	env       Env
+	env       core.Env
 	socks     []*udpSocket
 	allowlist atomic.Pointer[allowlist.List]
 	// relayStats[k] counts what relay worker k delivered to this
@@ -37,7 +50,7 @@ type udpListener struct {
 // the listener's address, in the client's family for a wildcard listener,
 // so that an allocation's 5-tuple never mixes families (the offload mirror
 // finds the listener's address of the client's family from it).
-func (l *udpListener) serverAddr(from netip.AddrPort) netip.AddrPort {
+func (l *Listener) serverAddr(from netip.AddrPort) netip.AddrPort {
 	if from.Addr().Is4() {
 		return l.addr
 	}
@@ -57,31 +70,31 @@ func udpNetwork(ip netip.Addr) string {
 }
 
 // PeerCluster implements turn.Transport with the listener's current allowlist.
-func (l *udpListener) PeerCluster(peer netip.AddrPort) (uint32, bool) {
+func (l *Listener) PeerCluster(peer netip.AddrPort) (uint32, bool) {
 	return l.allowlist.Load().Cluster(peer)
 }
 
 // BatchSocket implements relay.Client: relay worker w sends on socket
 // w mod N, so the workers spread over the listener's sockets.
-func (l *udpListener) BatchSocket(w int) (int, *stats.Worker, bool) {
+func (l *Listener) BatchSocket(w int) (int, *stats.Worker, bool) {
 	return l.socks[w%len(l.socks)].fd, &l.relayStats[w%len(l.relayStats)], true
 }
 
 // WriteToClient implements relay.Client; relay workers batch on
 // BatchSocket's socket instead, so it is never called.
-func (l *udpListener) WriteToClient([]byte) {}
+func (l *Listener) WriteToClient([]byte) {}
 
-func (l *udpListener) Spec() config.Listener           { return *l.cfg.Load() }
-func (l *udpListener) SetSpec(lc config.Listener)      { l.cfg.Store(&lc) }
-func (l *udpListener) SetAllowlist(al *allowlist.List) { l.allowlist.Store(al) }
-func (l *udpListener) LocalAddr() string               { return l.bound.String() }
-func (l *udpListener) KeyPair() (cert, key []byte)     { return nil, nil }
-func (l *udpListener) SetConnLimits(ConnLimits)        {}
-func (l *udpListener) ConnStats() (ConnStats, bool) {
-	return ConnStats{Active: len(l.socks), Accepted: uint64(len(l.socks))}, false
+func (l *Listener) Spec() config.Listener           { return *l.cfg.Load() }
+func (l *Listener) SetSpec(lc config.Listener)      { l.cfg.Store(&lc) }
+func (l *Listener) SetAllowlist(al *allowlist.List) { l.allowlist.Store(al) }
+func (l *Listener) LocalAddr() string               { return l.bound.String() }
+func (l *Listener) KeyPair() (cert, key []byte)     { return nil, nil }
+func (l *Listener) SetConnLimits(core.ConnLimits)   {}
+func (l *Listener) ConnStats() (core.ConnStats, bool) {
+	return core.ConnStats{Active: len(l.socks), Accepted: uint64(len(l.socks))}, false
 }
 
-func (l *udpListener) FoldStats(sum *stats.Sum) {
+func (l *Listener) FoldStats(sum *stats.Sum) {
 	for _, s := range l.socks {
 		s.stats.AddTo(sum)
 	}
@@ -90,8 +103,10 @@ func (l *udpListener) FoldStats(sum *stats.Sum) {
 	}
 }
 
-// startUDP binds env.UDPThreads sockets for lc and starts their workers.
-func startUDP(env Env, lc config.Listener, al *allowlist.List) (*udpListener, error) {
+// Start binds env.UDPThreads sockets for lc, serving clients that may reach
+// the peers of al, and starts their workers. Its errors name the listener:
+// an address that does not parse, a port in use.
+func Start(env core.Env, lc config.Listener, al *allowlist.List) (*Listener, error) {
 	ip, err := netip.ParseAddr(lc.Address)
 	if err != nil {
 		return nil, fmt.Errorf("listener %q: address: %w", lc.Name, err)
@@ -101,7 +116,7 @@ func startUDP(env Env, lc config.Listener, al *allowlist.List) (*udpListener, er
 		threads = 1
 	}
 	ip = ip.Unmap()
-	l := &udpListener{addr: netip.AddrPortFrom(ip, uint16(lc.Port)), env: env}
+	l := &Listener{addr: netip.AddrPortFrom(ip, uint16(lc.Port)), env: env}
 	l.addr6, l.bound = l.addr, l.addr
 	if ip.IsUnspecified() {
 		l.addr = netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(lc.Port))
@@ -132,12 +147,12 @@ func startUDP(env Env, lc config.Listener, al *allowlist.List) (*udpListener, er
 
 // Close stops the workers, closes the sockets and deletes the allocations
 // made through the listener.
-func (l *udpListener) Close() {
+func (l *Listener) Close() {
 	l.closeSockets()
 	l.env.Engine.CloseTransport(l, "listener stopped")
 }
 
-func (l *udpListener) closeSockets() {
+func (l *Listener) closeSockets() {
 	l.closed.Store(true)
 	for _, s := range l.socks {
 		s.shutdown()

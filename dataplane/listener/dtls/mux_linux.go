@@ -1,10 +1,9 @@
-package listener
+package dtls
 
 import (
 	"net"
 	"net/netip"
 	"sync"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -20,7 +19,7 @@ func (m *dtlsMux) run() {
 	rc := m.rc
 	rb := udpio.NewRecvBatch(udpio.BatchSize, 0, dtlsReadBuffer, 0)
 	defer rb.Free()
-	snd := &peerSender{q: make([]peerDatagram, 0, udpio.BatchSize)}
+	snd := m.snd
 	var (
 		res  turn.Result
 		n    int
@@ -42,7 +41,7 @@ func (m *dtlsMux) run() {
 				m.drops.Add(1)
 				continue
 			}
-			m.dispatch(rb.Buf(i)[:rb.Size(i)], rb.From(i), &res, snd)
+			m.dispatch(rb.Buf(i)[:rb.Size(i)], rb.From(i), &res)
 		}
 		snd.flush()
 	}
@@ -50,12 +49,17 @@ func (m *dtlsMux) run() {
 
 // peerSender sends what the reader's records carry to peers, once the
 // batch they came in has been handled. Each datagram leaves by a raw
-// sendto: relay sockets are non-blocking, and a raw system call spares the
-// runtime's syscall bookkeeping, which wakes sysmon on every call when the
-// reader is the only busy goroutine (perf: sysmon took a quarter of the
-// listener's samples with udpio.Batch.Flush at 20k packets/s).
+// sendto (udpio.RawSendTo): relay sockets are non-blocking, and a raw
+// system call spares the runtime's syscall bookkeeping, which wakes sysmon
+// on every call when the reader is the only busy goroutine (perf: sysmon
+// took a quarter of the listener's samples with udpio.Batch.Flush at 20k
+// packets/s).
 type peerSender struct {
 	q []peerDatagram
+}
+
+func newPeerSender() *peerSender {
+	return &peerSender{q: make([]peerDatagram, 0, udpio.BatchSize)}
 }
 
 type peerDatagram struct {
@@ -71,7 +75,7 @@ func (s *peerSender) add(fd int, p []byte, to netip.AddrPort) {
 func (s *peerSender) flush() {
 	for i := range s.q {
 		d := &s.q[i]
-		rawSendTo(d.fd, d.p, d.to)
+		_ = udpio.RawSendTo(d.fd, d.p, d.to)
 		d.p = nil
 	}
 	s.q = s.q[:0]
@@ -100,31 +104,9 @@ type rawSend struct {
 
 var rawSendPool = sync.Pool{New: func() any {
 	s := &rawSend{}
-	s.fn = func(fd uintptr) { rawSendTo(int(fd), s.p, s.to) }
+	s.fn = func(fd uintptr) { _ = udpio.RawSendTo(int(fd), s.p, s.to) }
 	return s
 }}
-
-// rawSendTo sends p to `to` on the non-blocking socket fd; a datagram the
-// kernel refuses is dropped, as UDP may.
-func rawSendTo(fd int, p []byte, to netip.AddrPort) {
-	var base unsafe.Pointer
-	if len(p) > 0 {
-		base = unsafe.Pointer(&p[0])
-	}
-	if a := to.Addr(); a.Is4() || a.Is4In6() {
-		sa := unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: a.Unmap().As4()}
-		pp := (*[2]byte)(unsafe.Pointer(&sa.Port))
-		pp[0], pp[1] = byte(to.Port()>>8), byte(to.Port())
-		_, _, _ = unix.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(base), uintptr(len(p)), 0,
-			uintptr(unsafe.Pointer(&sa)), unix.SizeofSockaddrInet4)
-		return
-	}
-	sa := unix.RawSockaddrInet6{Family: unix.AF_INET6, Addr: to.Addr().As16()}
-	pp := (*[2]byte)(unsafe.Pointer(&sa.Port))
-	pp[0], pp[1] = byte(to.Port()>>8), byte(to.Port())
-	_, _, _ = unix.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(base), uintptr(len(p)), 0,
-		uintptr(unsafe.Pointer(&sa)), unix.SizeofSockaddrInet6)
-}
 
 // setDTLSBuffers sets the socket's SO_RCVBUF and SO_SNDBUF to size bytes,
 // past net.core.[rw]mem_max where the process may (udpio.SetBuffers).

@@ -1,4 +1,4 @@
-package listener
+package stream
 
 import (
 	"bufio"
@@ -8,6 +8,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/tern-gw/tern/dataplane/listener/core"
 )
 
 // tcpPair returns a loopback connection's two ends: the server's, wrapped
@@ -145,7 +147,7 @@ func TestOutConnRead(t *testing.T) {
 		}
 	}
 	_ = o.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
-	if _, err := o.Read(buf); !isTimeout(err) {
+	if _, err := o.Read(buf); !core.IsTimeout(err) {
 		t.Fatalf("read past the deadline: %v, want a timeout", err)
 	}
 	_ = o.SetReadDeadline(time.Time{})

@@ -1,0 +1,260 @@
+// Package dtls is the TURN-DTLS listener transport: DTLS 1.2 over one UDP
+// socket, with pion/dtls (v2) for the handshake and Tern's own socket
+// reader (mux) and AES-GCM record layer (package record, keyed from pion's
+// key log) for application data. The reader finds each datagram's
+// association by source address; once an association's handshake is done
+// with an ECDHE AES-GCM suite it opens application data records and sends
+// what they carry through the listener's one delivery step
+// (core.Conn.Handle) right there, batching what goes to peers.
+//
+// Lock order. The package has three locks, none ever held while another
+// of them is taken (package record's Keys.mu, taken when pion writes
+// through an association, is a leaf: nothing is taken under it):
+//   - dtlsMux.mu guards the address-to-association map; held only to read
+//     or change the map.
+//   - assoc.qmu guards an association's queue of datagrams for pion/dtls
+//     and its read deadline; held only to change them.
+//   - assoc.hmu serialises the reader's handling of an association's
+//     records with its Close. The reader holds it across core.Conn.Handle,
+//     which calls the engine (its per-allocation lock), the association's
+//     Sink (sealing and sending a reply: no lock) and
+//     admission.Set.SetAllocated (admission's lock). None of those takes a
+//     lock of this package or calls back into it, and admission takes no
+//     lock under its own; Close takes hmu, then qmu, then dtlsMux.mu, one
+//     after the other. So an association may be closed from any goroutine
+//     (the accept loop shedding it, core.Base.CloseAll, its own goroutine)
+//     as long as the closer holds no lock: core and admission close
+//     connections only after releasing theirs.
+package dtls
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/pion/dtls/v2"
+
+	"github.com/tern-gw/tern/dataplane/allowlist"
+	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/listener/admission"
+	"github.com/tern-gw/tern/dataplane/listener/certs"
+	"github.com/tern-gw/tern/dataplane/listener/core"
+	"github.com/tern-gw/tern/dataplane/listener/dtls/record"
+	"github.com/tern-gw/tern/dataplane/stats"
+	"github.com/tern-gw/tern/turn"
+)
+
+// Listener is a TURN-DTLS listener: DTLS 1.2 records over UDP
+// (github.com/pion/dtls/v2), one TURN message per record.
+type Listener struct {
+	core.Base
+	mux   *dtlsMux
+	conf  *dtls.Config
+	certs *certs.Holder
+}
+
+// LocalAddr is the bound address, for logs.
+func (l *Listener) LocalAddr() string { return l.mux.local.String() }
+
+// dtlsBacklog is how many associations may wait for the accept loop.
+const dtlsBacklog = 128
+
+// Start opens the TURN-DTLS listener lc, serving clients that may reach
+// the peers of al. Its errors name the listener: an address that does not
+// parse, a port in use, a certificate or key that cannot be read.
+func Start(env core.Env, lc config.Listener, al *allowlist.List) (*Listener, error) {
+	ip, err := netip.ParseAddr(lc.Address)
+	if err != nil {
+		return nil, fmt.Errorf("listener %q: address: %w", lc.Name, err)
+	}
+	h, err := certs.New(lc, env.Log)
+	if err != nil {
+		return nil, err
+	}
+	l := &Listener{certs: h}
+	l.Init(env, lc, turn.ProtoDTLS, al)
+	l.Cert, l.Key = h.PEM()
+	l.conf = &dtls.Config{
+		GetCertificate:       h.GetDTLSCertificate,
+		ExtendedMasterSecret: dtls.RequireExtendedMasterSecret,
+	}
+	// The handshake runs per connection in its own goroutine (dtls.Listen
+	// would run it inside Accept, where one slow client stalls the rest),
+	// and only datagrams that open a DTLS handshake create a connection.
+	uc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(ip, uint16(lc.Port))))
+	if err != nil {
+		h.Close()
+		return nil, fmt.Errorf("listener %q: %w", lc.Name, err)
+	}
+	if env.SocketBuffer > 0 {
+		// One socket carries every association: the default buffers
+		// (about 200 KiB) overflow in a burst of a few hundred records.
+		setDTLSBuffers(uc, env.SocketBuffer)
+	}
+	if l.mux, err = newDTLSMux(uc, dtlsBacklog); err != nil {
+		uc.Close()
+		h.Close()
+		return nil, fmt.Errorf("listener %q: %w", lc.Name, err)
+	}
+	go l.mux.run()
+	go l.accept()
+	return l, nil
+}
+
+func (l *Listener) accept() {
+	for c := range l.mux.accept {
+		cc := l.NewConn(c)
+		// A datagram's source address can be forged, so an association
+		// takes its address's share only once the handshake, whose cookie
+		// exchange proves the address, is done.
+		switch l.Admit(cc, false) {
+		case admission.Refused:
+			c.Close()
+			continue
+		case admission.Closing:
+			c.Close()
+			continue // until the reader closes the channel
+		}
+		go l.serveConn(cc, c)
+	}
+}
+
+// dtlsReadBuffer holds the largest record pion/dtls hands on: it reads
+// datagrams of at most 8,192 bytes.
+const dtlsReadBuffer = 8 << 10
+
+var dtlsBufPool = sync.Pool{New: func() any { b := make([]byte, dtlsReadBuffer); return &b }}
+
+// assocConfig returns the handshake config of association a: a copy of the
+// listener's, whose key log writer is a's, so that the master secret of this
+// handshake reaches a's record layer (record.Keys).
+func (l *Listener) assocConfig(a *assoc) *dtls.Config {
+	conf := *l.conf
+	conf.KeyLogWriter = &a.keys
+	return &conf
+}
+
+func (l *Listener) serveConn(c *core.Conn, a *assoc) {
+	defer c.Finish()
+	ctx, cancel := context.WithTimeout(context.Background(), core.HandshakeTimeout)
+	dc, err := dtls.ServerWithContext(ctx, a, l.assocConfig(a))
+	cancel()
+	if err != nil {
+		l.Env.Log.Debug("dtls handshake failed", "client", c.FT.String(), "error", err)
+		return
+	}
+	c.W = dc
+	if !l.ClaimIP(c) {
+		return
+	}
+	// With an AES-GCM suite the listener's reader handles application
+	// data from now on; this goroutine only reads what pion still gets
+	// (records queued before the switch, alerts) and keeps the idle
+	// timeout.
+	var fast *fastAssoc
+	if rec, err := a.gcmRecords(); err == nil {
+		fast = &fastAssoc{rec: rec, c: c}
+		fast.sink = recordSink{c: c, snd: a.mux.snd}
+		fast.last.Store(time.Now().UnixNano())
+		c.W = &fastConn{Conn: dc, a: a, rec: rec}
+		a.fast.Store(fast)
+	} else if !errors.Is(err, record.ErrNoFastPath) {
+		// An AES-GCM association whose keys could not be derived still
+		// works, on pion's slower Conn; say so, since every association
+		// would be affected alike.
+		l.Env.Log.Warn("dtls record layer: association left to pion/dtls", "client", c.FT.String(), "error", err)
+	}
+	bp := dtlsBufPool.Get().(*[]byte)
+	defer dtlsBufPool.Put(bp)
+	buf := *bp
+	var res turn.Result
+	if fast != nil {
+		l.watchFast(c, dc, fast, buf, &res)
+		return
+	}
+	var dl core.ReadDeadline
+	last, limit := time.Now(), core.HandshakeTimeout // the first message must come soon
+	for {
+		dl.Apply(dc, last.Add(limit))
+		n, err := dc.Read(buf)
+		if err != nil {
+			if core.IsTimeout(err) {
+				dl.Expired()
+			}
+			if core.IsTimeout(err) && (time.Since(last) < limit || !c.Expired(last)) {
+				limit = c.IdleLimit()
+				continue
+			}
+			return
+		}
+		last = time.Now()
+		if !c.Handle(buf[:n], &res, c) {
+			return
+		}
+		limit = c.IdleLimit()
+	}
+}
+
+// watchFast keeps an association's idle timeout while the listener's
+// reader handles its messages: it wakes when the association would have
+// been silent too long, and looks at when the reader last handled one. It
+// also handles what pion/dtls still delivers (records that came before the
+// reader took over).
+func (l *Listener) watchFast(c *core.Conn, dc net.Conn, f *fastAssoc, buf []byte, res *turn.Result) {
+	start := f.last.Load()
+	for {
+		// The first message must come within core.HandshakeTimeout; until it
+		// has, wake at the idle limit too, to take that limit up as soon
+		// as it applies.
+		deadline := time.Unix(0, f.last.Load()).Add(c.IdleLimit())
+		if f.last.Load() == start {
+			deadline = time.Unix(0, start).Add(core.HandshakeTimeout)
+			if d := time.Now().Add(c.IdleLimit()); d.Before(deadline) {
+				deadline = d
+			}
+		}
+		_ = dc.SetReadDeadline(deadline)
+		n, err := dc.Read(buf)
+		if err == nil {
+			f.last.Store(time.Now().UnixNano())
+			if !c.Handle(buf[:n], res, c) {
+				return
+			}
+			continue
+		}
+		if !core.IsTimeout(err) {
+			return
+		}
+		last := time.Unix(0, f.last.Load())
+		limit := c.IdleLimit()
+		if f.last.Load() == start {
+			limit = core.HandshakeTimeout
+		}
+		if time.Since(last) < limit || !c.Expired(last) {
+			continue
+		}
+		return
+	}
+}
+
+// Close stops accepting, closes every association and deletes their
+// allocations.
+func (l *Listener) Close() {
+	l.Closed.Store(true)
+	l.mux.close()
+	l.certs.Close()
+	l.CloseAll()
+}
+
+// FoldStats adds the counters of the listener's associations to sum, and
+// the datagrams its socket reader dropped (from an address with no
+// association that do not open a handshake, or with pion's queue full)
+// under DropUnexpected.
+func (l *Listener) FoldStats(sum *stats.Sum) {
+	l.Base.FoldStats(sum)
+	sum.Drops[turn.DropUnexpected] += l.mux.drops.Load()
+}

@@ -1,0 +1,177 @@
+// Package stream is the TURN-TCP and TURN-TLS listener transport (RFC 8656
+// §3.1 over a byte stream: STUN messages and ChannelData framed by their
+// length fields). Each connection has a reader goroutine, which splits the
+// stream into frames (frameReader), runs the engine and sends the result
+// through the listener's one delivery step (core.Conn.Handle); relay
+// workers write what peers send through the connection's outConn, which
+// never blocks.
+//
+// It has one lock, outConn.mu, which serialises a connection's writers
+// (its reader's replies and relay workers' messages) and the flusher; no
+// call out of the package is made under it but the socket's write. The
+// connection base (core.Base) and admission have their own; see the core
+// package doc for the order across packages.
+package stream
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/tern-gw/tern/dataplane/allowlist"
+	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/listener/admission"
+	"github.com/tern-gw/tern/dataplane/listener/certs"
+	"github.com/tern-gw/tern/dataplane/listener/core"
+	"github.com/tern-gw/tern/turn"
+)
+
+// Listener is a TURN-TCP or TURN-TLS listener.
+type Listener struct {
+	core.Base
+	ln    net.Listener
+	certs *certs.Holder // TURN-TLS only
+	tls   *tls.Config   // TURN-TLS only
+}
+
+// LocalAddr is the bound address, for logs.
+func (l *Listener) LocalAddr() string { return l.ln.Addr().String() }
+
+// Start opens the TURN-TCP or TURN-TLS listener lc, serving clients that
+// may reach the peers of al. Its errors name the listener: a port in use,
+// a certificate or key that cannot be read.
+func Start(env core.Env, lc config.Listener, al *allowlist.List) (*Listener, error) {
+	l := &Listener{}
+	proto := turn.ProtoTCP
+	var tlsConf *tls.Config
+	if lc.Protocol == config.ProtoTURNTLS {
+		h, err := certs.New(lc, env.Log)
+		if err != nil {
+			return nil, err
+		}
+		l.certs = h
+		proto = turn.ProtoTLS
+		l.Cert, l.Key = h.PEM()
+		tlsConf = &tls.Config{GetCertificate: h.GetCertificate, MinVersion: tls.VersionTLS12}
+	}
+	l.Init(env, lc, proto, al)
+	ln, err := net.Listen("tcp", net.JoinHostPort(lc.Address, fmt.Sprint(lc.Port)))
+	if err != nil {
+		if l.certs != nil {
+			l.certs.Close()
+		}
+		return nil, fmt.Errorf("listener %q: %w", lc.Name, err)
+	}
+	// TLS runs over the connection's outConn (see accept), not over a
+	// tls.NewListener's plain connection.
+	l.tls = tlsConf
+	l.ln = ln
+	go l.accept()
+	return l, nil
+}
+
+// tlsRelay writes relayed messages into a TLS session over an outConn.
+type tlsRelay struct {
+	o *outConn
+	w net.Conn
+}
+
+// WriteRelayed implements core.RelayWriter. A TLS record cannot be dropped
+// once sealed: it decides before.
+func (t *tlsRelay) WriteRelayed(msg []byte) (bool, error) {
+	if t.o.backlogged(len(msg)) {
+		return true, nil
+	}
+	_, err := t.w.Write(msg)
+	return false, err
+}
+
+func (l *Listener) accept() {
+	for {
+		c, err := l.ln.Accept()
+		if err != nil {
+			if l.Closed.Load() || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			time.Sleep(10 * time.Millisecond) // EMFILE and the like: back off
+			continue
+		}
+		tc := c.(*net.TCPConn)
+		cc := l.NewConn(c)
+		o, err := newOutConn(tc, cc.Quit)
+		if err != nil {
+			_ = tc.SetLinger(0)
+			tc.Close()
+			continue
+		}
+		cc.Raw, cc.C, cc.W, cc.Relay = tc, o, o, o
+		if l.tls != nil {
+			cc.C = tls.Server(o, l.tls)
+			cc.W = cc.C
+			cc.Relay = &tlsRelay{o: o, w: cc.C}
+		}
+		switch l.Admit(cc, true) {
+		case admission.Refused:
+			cc.Abort()
+			continue
+		case admission.Closing:
+			cc.C.Close()
+			return
+		}
+		_ = o.SetNoDelay(true)
+		go l.serveConn(cc)
+	}
+}
+
+// serveConn reads framed messages until the client goes away, stays idle
+// past its limit or breaks the framing.
+func (l *Listener) serveConn(c *core.Conn) {
+	defer c.Finish()
+	if tc, ok := c.C.(*tls.Conn); ok {
+		_ = c.C.SetDeadline(time.Now().Add(core.HandshakeTimeout))
+		if err := tc.Handshake(); err != nil {
+			l.Env.Log.Debug("tls handshake failed", "client", c.FT.String(), "error", err)
+			return
+		}
+		_ = c.C.SetWriteDeadline(time.Time{})
+	}
+	f := frameReader{conn: c.C}
+	defer f.release()
+	var res turn.Result
+	last, limit := time.Now(), core.HandshakeTimeout // the first message must come soon
+	for {
+		msg, err := f.next(last.Add(limit))
+		if err != nil {
+			if core.IsTimeout(err) && (time.Since(last) < limit || !c.Expired(last)) {
+				limit = c.IdleLimit()
+				continue
+			}
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !core.IsTimeout(err) {
+				l.Env.Log.Debug("closing connection", "client", c.FT.String(), "error", err)
+			}
+			if errors.Is(err, errBadFrame) {
+				c.Stats.Drops[turn.DropMalformed].Add(1)
+			}
+			return
+		}
+		last = time.Now()
+		if !c.Handle(msg, &res, c) {
+			return
+		}
+		limit = c.IdleLimit()
+	}
+}
+
+// Close stops accepting, closes every connection and deletes their
+// allocations.
+func (l *Listener) Close() {
+	l.Closed.Store(true)
+	l.ln.Close()
+	if l.certs != nil {
+		l.certs.Close()
+	}
+	l.CloseAll()
+}
