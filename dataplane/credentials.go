@@ -1,12 +1,7 @@
 package dataplane
 
 import (
-	"log/slog"
-	"path/filepath"
-	"sync"
 	"time"
-
-	"github.com/fsnotify/fsnotify"
 
 	"github.com/tern-gw/tern/dataplane/mountwatch"
 )
@@ -21,74 +16,18 @@ var secretPollInterval = 30 * time.Second
 // new files, then swaps its ..data symlink) settle into one reload.
 const secretDebounce = 100 * time.Millisecond
 
-// secretWatch re-reads the config's credential files (auth.passwordFile,
+// watchSecrets re-reads the config's credential files (auth.passwordFile,
 // auth.sharedSecretFile) when their directories change or every
 // secretPollInterval, and applies changed credentials to the engine in
 // place: a rotated password in a mounted Secret reaches ternd without a
 // restart, and allocations made with the old one stay until they expire
 // or their client refreshes with the new one. The ConfigMap does not
 // change on a rotation (it names the file only), so nothing else would
-// notice.
-type secretWatch struct {
-	s    *Server
-	log  *slog.Logger
-	w    *fsnotify.Watcher // nil when no watch could be set: polling only
-	mu   sync.Mutex        // guards dirs
-	dirs map[string]bool
-}
-
-// watchSecrets starts the watch of files (none is fine: then it only
-// waits for a config that names some). It stops when the server closes.
-func (s *Server) watchSecrets(files []string) *secretWatch {
-	sw := &secretWatch{s: s, log: s.log, dirs: map[string]bool{}}
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		s.log.Warn("cannot watch credential files, polling them", "every", secretPollInterval, "error", err)
-	} else {
-		sw.w = w
-	}
-	sw.setFiles(files)
-	go sw.run()
-	return sw
-}
-
-// setFiles makes the watch follow the directories of files: kubelet swaps
-// a Secret volume's ..data symlink and editors replace files by rename, so
-// a watch on the file itself would see neither.
-func (sw *secretWatch) setFiles(files []string) {
-	want := map[string]bool{}
-	for _, f := range files {
-		want[filepath.Dir(f)] = true
-	}
-	sw.mu.Lock()
-	defer sw.mu.Unlock()
-	if sw.w != nil {
-		for d := range sw.dirs {
-			if !want[d] {
-				_ = sw.w.Remove(d)
-			}
-		}
-		for d := range want {
-			if !sw.dirs[d] {
-				if err := sw.w.Add(d); err != nil {
-					sw.log.Warn("cannot watch credential directory, polling it", "dir", d, "every", secretPollInterval, "error", err)
-				}
-			}
-		}
-	}
-	sw.dirs = want
-}
-
-// run waits for changes until the server closes. It never waits for the
-// server's lock while the server waits for it: Close does not wait for run
-// to return, and reload gives up once the server is closed.
-func (sw *secretWatch) run() {
-	if sw.w != nil {
-		defer sw.w.Close()
-	}
-	mountwatch.Loop(sw.s.stop, sw.w, secretPollInterval, secretDebounce,
-		func(err error) { sw.log.Warn("credential file watch error", "error", err) },
-		sw.s.reloadSecrets)
+// notice. It stops when the server closes, and never waits for the
+// server's lock while the server waits for it: Close does not wait for it,
+// and reloadSecrets gives up once the server is closed.
+func (s *Server) watchSecrets(files []string) *mountwatch.Dirs {
+	return mountwatch.WatchDirs(s.stop, files, secretPollInterval, secretDebounce, s.log, "credential", s.reloadSecrets)
 }
 
 // reloadSecrets reads the credential files of the config in force and, if

@@ -97,7 +97,7 @@ func (s *Server) Reconfigure(next *config.Config) error {
 	s.auth = settings.Auth
 	s.cfg = next
 	if s.secrets != nil {
-		s.secrets.setFiles(next.Auth.SecretFiles())
+		s.secrets.SetFiles(next.Auth.SecretFiles())
 	}
 	s.setClusters(next)
 	s.setLogLevel(next)

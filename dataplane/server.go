@@ -21,6 +21,7 @@ import (
 	"github.com/tern-gw/tern/dataplane/allowlist"
 	"github.com/tern-gw/tern/dataplane/config"
 	"github.com/tern-gw/tern/dataplane/listener"
+	"github.com/tern-gw/tern/dataplane/mountwatch"
 	"github.com/tern-gw/tern/dataplane/offload/mirror"
 	"github.com/tern-gw/tern/dataplane/relay"
 	"github.com/tern-gw/tern/dataplane/udpio"
@@ -99,7 +100,7 @@ type Server struct {
 	offload *mirror.Mirror
 	// secrets re-reads credential files when they change; see
 	// credentials.go. Nil until Start.
-	secrets *secretWatch
+	secrets *mountwatch.Dirs
 	// auth is the engine's authenticator in force, to tell whether
 	// re-read credential files changed it. Guarded by mu.
 	auth turn.Authenticator
