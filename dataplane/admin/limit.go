@@ -38,9 +38,9 @@ type Limits struct {
 // headers, 10 s for the request, 30 s to write the response, 30 s idle.
 // A kubelet probes with one connection at a time and Prometheus scrapes a
 // target with one, so 8 per address leaves room for both; the health,
-// metrics and profiling endpoints together hold at most 192 descriptors,
-// out of ternd's descriptor limit (the rendered pod's is the container
-// runtime's, typically 1,048,576; see docs/security.md).
+// metrics and profiling endpoints together hold at most 192 descriptors
+// (3 × 64) whatever their clients do, which leaves the rest of ternd's
+// descriptor limit to the TURN listeners (see docs/security.md).
 var DefaultLimits = Limits{
 	MaxConns:          64,
 	MaxConnsPerIP:     8,
