@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"os"
 	"runtime"
 	"sync"
@@ -274,16 +273,11 @@ func (s *Server) setLogLevel(cfg *config.Config) {
 	}
 }
 
-// ownAddrs are the dataplane's own addresses, which peers may be only when
-// a cluster names them explicitly.
-func (s *Server) ownAddrs(cfg *config.Config) []netip.Addr {
-	var own []netip.Addr
-	for _, l := range cfg.Listeners {
-		if a, err := netip.ParseAddr(l.Address); err == nil {
-			own = append(own, a)
-		}
-	}
-	return append(own, s.relays.OwnAddrs()...)
+// ownAddrs is the dataplane itself as its allowlists see it: its own
+// addresses, which peers may be only when a cluster names them explicitly,
+// and its UDP listeners' ports, which no cluster opens on them.
+func (s *Server) ownAddrs(cfg *config.Config) allowlist.Self {
+	return allowlist.SelfOf(cfg.Listeners, s.relays.OwnAddrs())
 }
 
 // Start opens the health and metrics endpoints and every listener, and

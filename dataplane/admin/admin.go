@@ -2,7 +2,10 @@
 // on the health address (what kubelet probes), Prometheus metrics on the
 // metrics address, and, when asked for, Go's profiling endpoints on an
 // address of their own. None is authenticated, which is why the examples
-// bind them to loopback and the rendered pods to the pod's own address.
+// bind them to loopback and the rendered pods to the pod's own address,
+// and each address's server holds few connections for a short time
+// (Limits), so that reaching the port never takes the file descriptors
+// and memory the TURN listeners need.
 package admin
 
 import (
@@ -35,14 +38,19 @@ type Handlers struct {
 // Endpoints are running HTTP servers of one config.Admin.
 type Endpoints struct {
 	servers   []*http.Server
-	listeners []net.Listener
+	listeners []*limitListener
 }
 
 // Start serves /live and /ready on a.HealthAddress and /metrics on
-// a.MetricsAddress (the two may be one address; an empty one is off). It
-// returns an error naming the address that cannot be listened on, and then
-// serves none.
+// a.MetricsAddress (the two may be one address; an empty one is off),
+// each address within DefaultLimits. It returns an error naming the
+// address that cannot be listened on, and then serves none.
 func Start(a config.Admin, h Handlers, log *slog.Logger) (*Endpoints, error) {
+	return StartLimited(a, h, log, DefaultLimits)
+}
+
+// StartLimited is Start with each address's server within lim.
+func StartLimited(a config.Admin, h Handlers, log *slog.Logger, lim Limits) (*Endpoints, error) {
 	e := &Endpoints{}
 	mux := map[string]*http.ServeMux{}
 	get := func(addr string) *http.ServeMux {
@@ -74,7 +82,7 @@ func Start(a config.Admin, h Handlers, log *slog.Logger) (*Endpoints, error) {
 		})
 	}
 	for addr, m := range mux {
-		if err := e.serve(addr, m, log); err != nil {
+		if err := e.serve(addr, m, lim, log); err != nil {
 			e.Close()
 			return nil, err
 		}
@@ -82,12 +90,23 @@ func Start(a config.Admin, h Handlers, log *slog.Logger) (*Endpoints, error) {
 	return e, nil
 }
 
-func (e *Endpoints) serve(addr string, h http.Handler, log *slog.Logger) error {
-	ln, err := net.Listen("tcp", addr)
+func (e *Endpoints) serve(addr string, h http.Handler, lim Limits, log *slog.Logger) error {
+	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("http endpoint %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	ln := newLimitListener(l, lim)
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: lim.ReadHeaderTimeout,
+		ReadTimeout:       lim.ReadTimeout,
+		WriteTimeout:      lim.WriteTimeout,
+		IdleTimeout:       lim.IdleTimeout,
+		// The endpoints take GET requests without bodies: 8 KiB of
+		// headers is plenty, and bounds what an idle client makes the
+		// server buffer (net/http's default is 1 MiB).
+		MaxHeaderBytes: 8 << 10,
+	}
 	e.servers = append(e.servers, srv)
 	e.listeners = append(e.listeners, ln)
 	go func() {
@@ -100,8 +119,10 @@ func (e *Endpoints) serve(addr string, h http.Handler, log *slog.Logger) error {
 
 // StartPprof serves Go's CPU, heap and other runtime profiles under
 // /debug/pprof/ on addr (ternd --pprof), on a server of its own so that the
-// health and metrics endpoints never expose them. It returns an error when
-// addr cannot be listened on.
+// health and metrics endpoints never expose them, within DefaultLimits but
+// with 5 minutes to write a response (a profile takes its seconds
+// parameter before it writes). It returns an error when addr cannot be
+// listened on.
 func StartPprof(addr string, log *slog.Logger) (*Endpoints, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -110,7 +131,7 @@ func StartPprof(addr string, log *slog.Logger) (*Endpoints, error) {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	e := &Endpoints{}
-	if err := e.serve(addr, mux, log); err != nil {
+	if err := e.serve(addr, mux, pprofLimits, log); err != nil {
 		return nil, err
 	}
 	return e, nil

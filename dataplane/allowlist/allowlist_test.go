@@ -16,7 +16,7 @@ func TestPolicy(t *testing.T) {
 		{Name: "self", Endpoints: []string{"192.0.2.10/32"}},
 		{Name: "mapped", Endpoints: []string{"::ffff:10.9.0.0/120", "::ffff:10.8.0.1"}},
 	}
-	own := []netip.Addr{netip.MustParseAddr("192.0.2.10")}
+	own := Self{Addrs: []netip.Addr{netip.MustParseAddr("192.0.2.10")}}
 	cases := []struct {
 		routes []string
 		peer   string
@@ -61,7 +61,7 @@ func TestPolicy(t *testing.T) {
 			t.Errorf("routes %v, peer %s: allowed = %v, want %v", tc.routes, tc.peer, got, tc.want)
 		}
 	}
-	if _, err := New([]string{"nope"}, clusters, nil); err == nil {
+	if _, err := New([]string{"nope"}, clusters, Self{}); err == nil {
 		t.Error("unknown route accepted")
 	}
 }
@@ -76,7 +76,7 @@ func TestCluster(t *testing.T) {
 		{Name: "local", Endpoints: []string{"127.0.0.1"}},
 	}
 	var ids ClusterIDs
-	l, err := Build([]string{"media", "world", "local"}, clusters, nil, nil, &ids)
+	l, err := Build([]string{"media", "world", "local"}, clusters, Self{}, nil, &ids)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,17 +102,17 @@ func TestCluster(t *testing.T) {
 			t.Errorf("Cluster(%s) = %d, %v; want %d, %v", tc.peer, got, ok, tc.want, tc.ok)
 		}
 	}
-	if _, err := Build([]string{"world"}, clusters[1:2], nil, nil, &ids); err != nil {
+	if _, err := Build([]string{"world"}, clusters[1:2], Self{}, nil, &ids); err != nil {
 		t.Fatal(err)
 	}
-	again, err := Build([]string{"local", "media"}, clusters, nil, nil, &ids)
+	again, err := Build([]string{"local", "media"}, clusters, Self{}, nil, &ids)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := again.Cluster(netip.MustParseAddrPort("10.0.0.7:10001")); got != media {
 		t.Errorf("media after a rebuild: %d, want %d", got, media)
 	}
-	if l, _ := New([]string{"media"}, clusters, nil); l != nil {
+	if l, _ := New([]string{"media"}, clusters, Self{}); l != nil {
 		if got, ok := l.Cluster(netip.MustParseAddrPort("10.0.0.7:10001")); got != 0 || !ok {
 			t.Errorf("New numbers clusters: %d, %v; want 0, true", got, ok)
 		}

@@ -35,7 +35,7 @@ func TestResolverFollowsDNS(t *testing.T) {
 		t.Fatalf("first answer %v, want [%v %v] at once", got, media1, media6)
 	}
 	allowed := func(peer string) bool {
-		l, err := Build([]string{"media"}, clusters, nil, r.Lookup, nil)
+		l, err := Build([]string{"media"}, clusters, Self{}, r.Lookup, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,7 +112,7 @@ func TestDNSAnswersOpenNoProtectedRange(t *testing.T) {
 		return []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("169.254.169.254"), media1}
 	}
 	clusters := []config.Cluster{{Name: "dns", Type: config.ClusterStrictDNS, Endpoints: []string{"evil.example.test"}}}
-	l, err := Build([]string{"dns"}, clusters, nil, lookup, nil)
+	l, err := Build([]string{"dns"}, clusters, Self{}, lookup, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestDNSAnswersOpenNoProtectedRange(t *testing.T) {
 			t.Errorf("Allowed(%s) = %v, want %v", peer, got, want)
 		}
 	}
-	if l, err := New([]string{"dns"}, clusters, nil); err != nil || l.Allowed(netip.MustParseAddrPort("192.0.2.10:9")) {
+	if l, err := New([]string{"dns"}, clusters, Self{}); err != nil || l.Allowed(netip.MustParseAddrPort("192.0.2.10:9")) {
 		t.Errorf("New resolves nothing: %v, %v", l, err)
 	}
 }

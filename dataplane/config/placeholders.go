@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 )
@@ -41,7 +42,9 @@ var placeholderEnv = map[string]string{
 // expandPlaceholders replaces, in the address fields of c (each listener's
 // address and publicAddress, the relay's address and publicAddress), a
 // value that is exactly a placeholder with the value getenv returns for its
-// variable; a nil getenv sets no variable. Only whole values in address
+// variable, and in admin.healthAddress and admin.metricsAddress a host that
+// is exactly one ("$(POD_IP):8086", so that the operator can bind the
+// endpoints to the pod's address); a nil getenv sets no variable. Only whole values in address
 // fields are replaced, so a password that happens to contain "$(" is never
 // touched. Then relay.nodePublicAddresses is applied for the node getenv
 // names as NODE_NAME. It returns an error naming the first field whose
@@ -70,6 +73,22 @@ func (c *Config) expandPlaceholders(getenv func(string) string) error {
 		if err := expand(fmt.Sprintf("listeners[%d].publicAddress", i), &l.PublicAddress); err != nil {
 			return err
 		}
+	}
+	for _, a := range []struct {
+		field string
+		v     *string
+	}{{"admin.healthAddress", &c.Admin.HealthAddress}, {"admin.metricsAddress", &c.Admin.MetricsAddress}} {
+		host, port, err := net.SplitHostPort(*a.v)
+		if err != nil {
+			continue // validation names it
+		}
+		if _, ok := placeholderEnv[host]; !ok {
+			continue
+		}
+		if err := expand(a.field, &host); err != nil {
+			return err
+		}
+		*a.v = net.JoinHostPort(host, port)
 	}
 	if c.Relay.Address == PlaceholderPodIPs {
 		if err := c.Relay.expandPodIPs(getenv); err != nil {

@@ -37,6 +37,24 @@ func TestExpandPlaceholders(t *testing.T) {
 			},
 		},
 		{
+			name:   "admin addresses: the host, an IPv6 one bracketed",
+			cfg:    Config{Admin: Admin{HealthAddress: PlaceholderPodIP + ":8086", MetricsAddress: PlaceholderNodeIP + ":8080"}},
+			getenv: func(k string) string { return map[string]string{"POD_IP": "10.244.0.7", "NODE_IP": "fd00::7"}[k] },
+			want:   Config{Admin: Admin{HealthAddress: "10.244.0.7:8086", MetricsAddress: "[fd00::7]:8080"}},
+		},
+		{
+			name:   "admin addresses without a placeholder stay",
+			cfg:    Config{Admin: Admin{HealthAddress: "0.0.0.0:8086", MetricsAddress: "x" + PlaceholderPodIP + ":8080"}},
+			getenv: testEnv,
+			want:   Config{Admin: Admin{HealthAddress: "0.0.0.0:8086", MetricsAddress: "x" + PlaceholderPodIP + ":8080"}},
+		},
+		{
+			name:    "admin address: a missing variable names the field",
+			cfg:     Config{Admin: Admin{MetricsAddress: PlaceholderPodIP + ":8080"}},
+			getenv:  func(string) string { return "" },
+			wantErr: "admin.metricsAddress: $(POD_IP) needs the environment variable POD_IP",
+		},
+		{
 			name:    "missing variable names the field",
 			cfg:     Config{Listeners: []Listener{{}, {Address: PlaceholderPodIP}}},
 			getenv:  func(string) string { return "" },

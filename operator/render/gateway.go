@@ -234,12 +234,21 @@ func kindAllowed(kinds []gwapiv1.RouteGroupKind, group string) bool {
 // buildConfig assembles the dataplane config of gw from its usable
 // listeners and the clusters of the routes attached to them.
 func (r *renderer) buildConfig(gw *gwapiv1.Gateway, gc *stnrv1.GatewayConfig, auth config.Auth, logLevel string, dp *stnrv1.Dataplane, listeners []*listenerState, public string, svcType corev1.ServiceType) *config.Config {
+	// In a pod, the health and metrics endpoints bind the pod's address
+	// only: the kubelet's probes and the PodMonitor's scrapes reach the
+	// pod IP (under hostNetwork, the node's), and nothing else in the
+	// pod's network namespace, nor another of the node's interfaces,
+	// needs them. ternd -f (Standalone) binds every interface.
+	adminHost := config.PlaceholderPodIP
+	if r.opts.Standalone {
+		adminHost = "0.0.0.0"
+	}
 	cfg := &config.Config{
 		Version: config.Version,
 		Admin: config.Admin{
 			Name:          nsName(gw.Namespace, gw.Name),
 			LogLevel:      logLevel,
-			HealthAddress: fmt.Sprintf("0.0.0.0:%d", HealthPort),
+			HealthAddress: fmt.Sprintf("%s:%d", adminHost, HealthPort),
 		},
 		Auth: auth,
 	}
@@ -247,7 +256,7 @@ func (r *renderer) buildConfig(gw *gwapiv1.Gateway, gc *stnrv1.GatewayConfig, au
 		cfg.Admin.HealthAddress = ""
 	}
 	if dp != nil && dp.Spec.EnableMetricsEndpoint {
-		cfg.Admin.MetricsAddress = fmt.Sprintf("0.0.0.0:%d", MetricsPort)
+		cfg.Admin.MetricsAddress = fmt.Sprintf("%s:%d", adminHost, MetricsPort)
 	}
 	clusters := map[string]clusterSpec{}
 	for _, rt := range r.routes {
