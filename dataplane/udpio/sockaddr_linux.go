@@ -55,23 +55,7 @@ func encodeSockaddr(sa *unix.RawSockaddrInet6, ap netip.AddrPort) uint32 {
 // must not block, or the thread blocks with it unseen by the scheduler. It
 // returns the errno, if any; EINTR is retried.
 func RawSendTo(fd int, p []byte, to netip.AddrPort) error {
-	var sa unix.RawSockaddrInet6
-	n := encodeSockaddr(&sa, to)
-	var base unsafe.Pointer
-	if len(p) > 0 {
-		base = unsafe.Pointer(&p[0])
-	}
-	for {
-		_, _, en := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(base), uintptr(len(p)), 0, uintptr(unsafe.Pointer(&sa)), uintptr(n))
-		switch en {
-		case 0:
-			return nil
-		case unix.EINTR:
-			continue
-		default:
-			return en
-		}
-	}
+	return sendTo(unix.RawSyscall6, fd, p, to)
 }
 
 // LocalAddr returns the address socket fd is bound to, decoded as Batch.From
@@ -92,6 +76,11 @@ func LocalAddr(fd int) (netip.AddrPort, error) {
 // allocates nothing: it is the single-datagram path of connection-oriented
 // listeners relaying to peers. It returns the errno, if any.
 func SendTo(fd int, p []byte, to netip.AddrPort) error {
+	return sendTo(unix.Syscall6, fd, p, to)
+}
+
+// sendTo is SendTo and RawSendTo, by the system call entry call.
+func sendTo(call func(trap, a1, a2, a3, a4, a5, a6 uintptr) (r1, r2 uintptr, err unix.Errno), fd int, p []byte, to netip.AddrPort) error {
 	var sa unix.RawSockaddrInet6
 	n := encodeSockaddr(&sa, to)
 	var base unsafe.Pointer
@@ -99,7 +88,7 @@ func SendTo(fd int, p []byte, to netip.AddrPort) error {
 		base = unsafe.Pointer(&p[0])
 	}
 	for {
-		_, _, en := unix.Syscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(base), uintptr(len(p)), 0, uintptr(unsafe.Pointer(&sa)), uintptr(n))
+		_, _, en := call(unix.SYS_SENDTO, uintptr(fd), uintptr(base), uintptr(len(p)), 0, uintptr(unsafe.Pointer(&sa)), uintptr(n))
 		switch en {
 		case 0:
 			return nil
