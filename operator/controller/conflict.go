@@ -94,6 +94,31 @@ func (r *Reconciler) describe(obj client.Object) string {
 	return kind + " " + obj.GetNamespace() + "/" + obj.GetName()
 }
 
+// ReasonApplyFailed is the reason of a Gateway's Programmed=False condition when an object
+// rendered for it could not be written (the API server refused it: a quota, an admission
+// webhook, a field that cannot change); the reconcile is retried with backoff.
+const ReasonApplyFailed = "ApplyFailed"
+
+// withApplyFailed returns a copy of st whose Programmed condition is False with
+// ReasonApplyFailed, naming each object not applied and why: render's Programmed=True only
+// says what the operator meant to write, and a Gateway whose Deployment was refused serves
+// nothing.
+func withApplyFailed(st *gwapiv1.GatewayStatus, failed []string, generation int64) *gwapiv1.GatewayStatus {
+	out := st.DeepCopy()
+	msg := "not applied: " + strings.Join(failed, "; ")
+	if len(msg) > maxConditionMessage {
+		msg = msg[:maxConditionMessage-3] + "..."
+	}
+	meta.SetStatusCondition(&out.Conditions, metav1.Condition{
+		Type:               string(gwapiv1.GatewayConditionProgrammed),
+		Status:             metav1.ConditionFalse,
+		Reason:             ReasonApplyFailed,
+		Message:            msg,
+		ObservedGeneration: generation,
+	})
+	return out
+}
+
 // withConflict returns a copy of st whose Programmed condition is False with ReasonConflict,
 // naming the foreign objects, so `kubectl get gateway` and `kubectl wait` show why nothing
 // was applied. Accepted and the listeners' conditions stay as render computed them.

@@ -120,18 +120,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 			objs = nil
 		}
 		secretFailed := false
+		var failed []string // "Kind name: error" of each object not applied
 		for _, obj := range objs {
 			if isWorkload(obj) && secretFailed {
 				// Its pods would start without their credentials, or mount a
 				// Secret that is not the Gateway's.
 				errs = append(errs, fmt.Errorf("gateway %s/%s: %s %s not applied: its credentials Secret was not", g.Namespace, g.Name, kindOf(obj), obj.GetName()))
+				failed = append(failed, fmt.Sprintf("%s %s: its credentials Secret was not applied", kindOf(obj), obj.GetName()))
 				continue
 			}
 			if err := r.applyOwned(ctx, obj, gw); err != nil {
 				errs = append(errs, fmt.Errorf("gateway %s/%s: apply %T %s: %w", g.Namespace, g.Name, obj, obj.GetName(), err))
+				failed = append(failed, fmt.Sprintf("%s %s: %v", kindOf(obj), obj.GetName(), err))
 				_, isSecret := obj.(*corev1.Secret)
 				secretFailed = secretFailed || isSecret
 			}
+		}
+		if len(failed) > 0 {
+			status = withApplyFailed(status, failed, gw.Generation)
 		}
 		if err := r.writeGatewayStatus(ctx, gw, status); err != nil {
 			errs = append(errs, fmt.Errorf("gateway %s/%s: status: %w", g.Namespace, g.Name, err))
