@@ -21,11 +21,18 @@ var errBadFrame = errors.New("not a STUN or ChannelData frame")
 // (20-byte header + length) or ChannelData (4-byte header + length, padded
 // to 4 bytes on streams, RFC 8656 §12.5). It returns the bytes the frame
 // takes on the stream and the bytes of it to hand on (padding excluded),
-// or errBadFrame.
+// or errBadFrame (neither kind, or a STUN length that is not a multiple
+// of 4).
 func frameSize(hdr []byte) (total, keep int, err error) {
 	length := int(binary.BigEndian.Uint16(hdr[2:4]))
 	switch hdr[0] >> 6 {
 	case 0:
+		// Every STUN attribute is padded to 4 bytes, so a length that is
+		// not a multiple of 4 is no STUN message (RFC 8489 §5): waiting for
+		// its body would hold the connection and its buffer for nothing.
+		if length&3 != 0 {
+			return 0, 0, errBadFrame
+		}
 		return 20 + length, 20 + length, nil
 	case 1:
 		return (4 + length + 3) &^ 3, 4 + length, nil

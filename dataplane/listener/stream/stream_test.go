@@ -67,9 +67,10 @@ func TestFrameReader(t *testing.T) {
 		{"ChannelData padding skipped", concat(chanData(5, true), stunMsg(0)), []int{9, 20}, io.EOF},
 		{"aligned ChannelData", concat(chanData(8, true), chanData(8, true)), []int{12, 12}, io.EOF},
 		{"frames across the buffer's end", concat(many...), manyLens, io.EOF},
-		{"larger than the small buffer", concat(stunMsg(9000), chanData(3, true), stunMsg(0xFFFF)), []int{9020, 7, 20 + 0xFFFF}, io.EOF},
+		{"larger than the small buffer", concat(stunMsg(9000), chanData(3, true), stunMsg(0xFFFC)), []int{9020, 7, 20 + 0xFFFC}, io.EOF},
 		{"largest ChannelData", chanData(0xFFFF, true), []int{4 + 0xFFFF}, io.EOF},
 		{"neither STUN nor ChannelData", []byte{0x80, 0, 0, 0}, nil, errBadFrame},
+		{"STUN length not a multiple of 4", concat(stunMsg(8), stunMsg(6)), []int{28}, errBadFrame},
 		{"cut short", stunMsg(8)[:10], nil, io.ErrUnexpectedEOF},
 		{"header cut short", []byte{0, 1}, nil, io.ErrUnexpectedEOF},
 	} {
