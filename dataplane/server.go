@@ -348,6 +348,7 @@ func connLimits(cfg *config.Config) listener.ConnLimits {
 	return listener.ConnLimits{
 		IdleTimeout:          time.Duration(cfg.Limits.ConnectionIdleTimeout) * time.Second,
 		AllocatedIdleTimeout: time.Duration(cfg.Limits.MaxLifetime)*time.Second + 30*time.Second,
+		PartialFrameTimeout:  time.Duration(cfg.Limits.PartialFrameTimeout) * time.Second,
 		PerIP:                cfg.Limits.ConnectionsPerIP,
 		Max:                  cfg.Limits.MaxConnections,
 	}

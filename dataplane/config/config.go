@@ -266,6 +266,12 @@ type Limits struct {
 	// closed, seconds. Default 30. Once the connection holds an allocation,
 	// the limit is maxLifetime + 30 s.
 	ConnectionIdleTimeout int `json:"connectionIdleTimeout,omitempty"`
+	// PartialFrameTimeout is how long a TURN-TCP or TURN-TLS connection may
+	// take to send the rest of a STUN message or ChannelData frame once its
+	// first bytes have arrived before it is closed, seconds. 0 (or unset)
+	// takes DefaultPartialFrameTimeout (5), which ternd applies when it
+	// starts a listener rather than when it loads the config.
+	PartialFrameTimeout int `json:"partialFrameTimeout,omitempty"`
 	// ConnectionsPerIP caps each listener's concurrent connections from one
 	// client IPv4 address or IPv6 /64; more are closed at accept. Default 500.
 	ConnectionsPerIP int `json:"connectionsPerIP,omitempty"`

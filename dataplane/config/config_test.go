@@ -56,7 +56,7 @@ func TestJSONNames(t *testing.T) {
 	c.Relay.PublicAddress = "192.0.2.1"
 	c.Limits = Limits{MaxLifetime: 1, NonceLifetime: 2, AllocationsPerUser: 3, AllocationsPerIP: 4, MaxAllocations: 5,
 		AuthFailureBurst: 6, AuthFailureRate: 7, StrictChannelNumbers: true, LegacyChannelNumbers: true,
-		ConnectionIdleTimeout: 8, ConnectionsPerIP: 9, MaxConnections: 10}
+		ConnectionIdleTimeout: 8, ConnectionsPerIP: 9, MaxConnections: 10, PartialFrameTimeout: 11}
 	b, err := json.Marshal(c)
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +69,7 @@ func TestJSONNames(t *testing.T) {
 		"clusters", "endpoints", "minPort", "maxPort",
 		"relay", "limits", "maxLifetime", "nonceLifetime", "allocationsPerUser", "allocationsPerIP", "maxAllocations",
 		"authFailureBurst", "authFailureRate", "strictChannelNumbers", "legacyChannelNumbers",
-		"connectionIdleTimeout", "connectionsPerIP", "maxConnections",
+		"connectionIdleTimeout", "connectionsPerIP", "maxConnections", "partialFrameTimeout",
 	} {
 		if !strings.Contains(got, `"`+name+`":`) {
 			t.Errorf("marshaled config lacks %q: %s", name, got)

@@ -50,6 +50,10 @@ const (
 	// goroutine; 30 s of silence is long for a client that has not
 	// allocated yet, and short enough that idle connections do not pile up.
 	DefaultConnectionIdleTimeout = 30 // seconds
+	// A frame of up to 64 KiB takes well under a second on any link a
+	// TURN client uses; 5 s bounds how long a half-sent frame holds its
+	// read buffer (docs/security.md) with room for a congested client.
+	DefaultPartialFrameTimeout = 5 // seconds
 	// 500 connections from one address leaves room for an office behind
 	// one NAT (a WebRTC client opens one or two TURN-TCP/TLS connections)
 	// while twenty addresses are needed to fill a listener.

@@ -217,6 +217,7 @@ func (c *Config) Validate() error {
 		{"limits.maxLifetime", c.Limits.MaxLifetime},
 		{"limits.nonceLifetime", c.Limits.NonceLifetime},
 		{"limits.connectionIdleTimeout", c.Limits.ConnectionIdleTimeout},
+		{"limits.partialFrameTimeout", c.Limits.PartialFrameTimeout},
 		{"limits.connectionsPerIP", c.Limits.ConnectionsPerIP},
 		{"limits.maxConnections", c.Limits.MaxConnections},
 	} {

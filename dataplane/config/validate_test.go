@@ -155,6 +155,7 @@ func TestValidateRules(t *testing.T) {
 		{"authFailureBurst", func(c *Config) { c.Limits.AuthFailureBurst = -2 }, `limits.authFailureBurst: must be -1 (no limit), 0 (the default) or positive, got -2`},
 		{"authFailureRate", func(c *Config) { c.Limits.AuthFailureRate = -5 }, `limits.authFailureRate: must be -1 (no limit), 0 (the default) or positive, got -5`},
 		{"connectionIdleTimeout", func(c *Config) { c.Limits.ConnectionIdleTimeout = -1 }, `limits.connectionIdleTimeout: must not be negative, got -1`},
+		{"partialFrameTimeout", func(c *Config) { c.Limits.PartialFrameTimeout = -1 }, `limits.partialFrameTimeout: must not be negative, got -1`},
 		{"connectionsPerIP", func(c *Config) { c.Limits.ConnectionsPerIP = -1 }, `limits.connectionsPerIP: must not be negative, got -1`},
 		{"maxConnections", func(c *Config) { c.Limits.MaxConnections = -1 }, `limits.maxConnections: must not be negative, got -1`},
 	} {

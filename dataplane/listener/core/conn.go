@@ -305,6 +305,19 @@ func (c *Conn) IdleLimit() time.Duration {
 	return lim.IdleTimeout
 }
 
+// PartialFrameLimit is how long the connection may take to send the rest
+// of a frame it has begun.
+func (c *Conn) PartialFrameLimit() time.Duration {
+	if d := c.b.limits.Load().PartialFrameTimeout; d > 0 {
+		return d
+	}
+	return time.Duration(config.DefaultPartialFrameTimeout) * time.Second
+}
+
+// Stalled counts a connection closed for not completing a frame in time
+// (PartialFrameLimit) with those closed for staying silent too long.
+func (c *Conn) Stalled() { c.b.idleCount.Add(1) }
+
 // Expired decides, at a read timeout, whether the connection has been
 // silent too long: it has, unless it holds an allocation (made, say, just
 // after the reader last looked) and has been silent for less than the

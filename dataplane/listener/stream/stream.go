@@ -143,6 +143,7 @@ func (l *Listener) serveConn(c *core.Conn) {
 	var res turn.Result
 	last, limit := time.Now(), core.HandshakeTimeout // the first message must come soon
 	for {
+		f.partialLimit = c.PartialFrameLimit()
 		msg, err := f.next(last.Add(limit))
 		if err != nil {
 			if core.IsTimeout(err) && (time.Since(last) < limit || !c.Expired(last)) {
@@ -152,8 +153,11 @@ func (l *Listener) serveConn(c *core.Conn) {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !core.IsTimeout(err) {
 				l.Env.Log.Debug("closing connection", "client", c.FT.String(), "error", err)
 			}
-			if errors.Is(err, errBadFrame) {
+			switch {
+			case errors.Is(err, errBadFrame):
 				c.Stats.Drops[turn.DropMalformed].Add(1)
+			case errors.Is(err, errStalledFrame):
+				c.Stalled()
 			}
 			return
 		}
