@@ -96,7 +96,7 @@ func TestHalfSentFrameMemory(t *testing.T) {
 // TestPartialFrameTimeout: a TCP or TLS connection that sends the header
 // and a few bytes of a frame and then nothing is closed once
 // limits.partialFrameTimeout has passed, long before the first-message and
-// idle limits, and counted as closed for idleness.
+// idle limits, and counted (reason "frame").
 func TestPartialFrameTimeout(t *testing.T) {
 	cfg := connConfig(t, 27270, 27279, func(l *config.Limits) { l.PartialFrameTimeout = 1 })
 	startWith(t, cfg)
@@ -117,8 +117,8 @@ func TestPartialFrameTimeout(t *testing.T) {
 			}
 		})
 	}
-	if got := metric(t, cfg, `tern_listener_connections_closed_total{name="tcp",reason="idle"}`); got != "1" {
-		t.Errorf("connections closed for idleness on tcp = %s, want 1", got)
+	if got := metric(t, cfg, `tern_listener_connections_closed_total{name="tcp",reason="frame"}`); got != "1" {
+		t.Errorf("connections closed for a half-sent frame on tcp = %s, want 1", got)
 	}
 }
 

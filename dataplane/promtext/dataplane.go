@@ -66,6 +66,10 @@ type Conns struct {
 	// Shed counts connections closed to make room, Idle those closed for
 	// staying silent past the idle limit.
 	Shed, Idle uint64
+	// Frame counts TURN-TCP and TURN-TLS connections closed for a frame
+	// not completed within limits.partialFrameTimeout, or whose buffer
+	// the frame-buffer budget could not hold.
+	Frame uint64
 }
 
 // Cluster is one cluster's counters: packets and bytes from (Rx) and to
@@ -158,11 +162,12 @@ func Write(w io.Writer, s *Snapshot) {
 			p.sample("tern_listener_connections_refused_total", label("name", l.Name)+`,reason="total"`, l.Conns.RefusedTotal)
 		}
 	}
-	p.family("tern_listener_connections_closed_total", counter, "Connections closed by ternd for a limit: to make room at limits.maxConnections (shed) or silent past the idle limit (idle).")
+	p.family("tern_listener_connections_closed_total", counter, "Connections closed by ternd for a limit: to make room at limits.maxConnections (shed), silent past the idle limit (idle), or a TURN-TCP/TLS frame not completed within limits.partialFrameTimeout or over the frame-buffer budget (frame).")
 	for _, l := range s.Listeners {
 		if l.Connections {
 			p.sample("tern_listener_connections_closed_total", label("name", l.Name)+`,reason="shed"`, l.Conns.Shed)
 			p.sample("tern_listener_connections_closed_total", label("name", l.Name)+`,reason="idle"`, l.Conns.Idle)
+			p.sample("tern_listener_connections_closed_total", label("name", l.Name)+`,reason="frame"`, l.Conns.Frame)
 		}
 	}
 

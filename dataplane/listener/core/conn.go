@@ -39,7 +39,8 @@ type Base struct {
 	shut bool // no connection joins conns any more
 	wg   sync.WaitGroup
 
-	idleCount atomic.Uint64
+	idleCount  atomic.Uint64
+	frameCount atomic.Uint64
 }
 
 // Init sets up b for listener lc with transport proto and allowlist al.
@@ -76,7 +77,7 @@ func (b *Base) ConnStats() (ConnStats, bool) {
 	b.mu.Unlock()
 	a := b.admission.Counts()
 	return ConnStats{Active: n, Accepted: a.Accepted, RefusedPerIP: a.RefusedPerIP,
-		RefusedTotal: a.RefusedTotal, Shed: a.Shed, Idle: b.idleCount.Load()}, true
+		RefusedTotal: a.RefusedTotal, Shed: a.Shed, Idle: b.idleCount.Load(), Frame: b.frameCount.Load()}, true
 }
 
 func (b *Base) admissionLimits() admission.Limits {
@@ -314,9 +315,9 @@ func (c *Conn) PartialFrameLimit() time.Duration {
 	return time.Duration(config.DefaultPartialFrameTimeout) * time.Second
 }
 
-// Stalled counts a connection closed for not completing a frame in time
-// (PartialFrameLimit) with those closed for staying silent too long.
-func (c *Conn) Stalled() { c.b.idleCount.Add(1) }
+// FrameClosed counts a connection closed for a frame it did not complete
+// in time (PartialFrameLimit), or whose buffer was over budget.
+func (c *Conn) FrameClosed() { c.b.frameCount.Add(1) }
 
 // Expired decides, at a read timeout, whether the connection has been
 // silent too long: it has, unless it holds an allocation (made, say, just

@@ -112,6 +112,10 @@ type ConnStats struct {
 	// Shed counts connections closed to make room for a new one; Idle
 	// those closed for staying silent too long.
 	Shed, Idle uint64
+	// Frame counts TURN-TCP and TURN-TLS connections closed for a frame
+	// not completed within PartialFrameTimeout, or whose read buffer the
+	// frame-buffer budget could not hold.
+	Frame uint64
 }
 
 // Limits of connection-oriented transports (TURN-TCP, TURN-TLS, TURN-DTLS).

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tern-gw/tern/dataplane/listener/core"
@@ -16,6 +17,10 @@ import (
 const maxStreamMessage = 20 + 0xFFFF
 
 var errBadFrame = errors.New("not a STUN or ChannelData frame")
+
+// errFrameBudget is returned by frameReader.next when a frame's buffer
+// would grow past grownBudget.
+var errFrameBudget = errors.New("frame buffers over budget")
 
 // errStalledFrame is returned by frameReader.next when a frame that has
 // begun does not complete within the partial-frame limit.
@@ -71,6 +76,18 @@ var bufClasses = [...]int{smallReadBuffer, 8 << 10, 16 << 10, 32 << 10, maxStrea
 // bufPools holds the free buffers of each class.
 var bufPools [len(bufClasses)]sync.Pool
 
+// grownBudget caps the bytes of the buffers above the small class that
+// all stream connections of the process hold at once: 1,024 frames of
+// 64 KiB in flight, far more than clients send (a WebRTC client's
+// messages and ChannelData stay under 1,500 bytes), and a bound on what
+// connections that send most of a large frame and stop can hold, however
+// many they are (issue 22, item 3). A frame that would take a buffer past
+// it closes its connection. A variable for tests.
+var grownBudget int64 = 64 << 20
+
+// grown is the bytes of buffers above the small class held by readers.
+var grown atomic.Int64
+
 func init() {
 	for i, size := range bufClasses {
 		bufPools[i].New = func() any { b := make([]byte, size); return &b }
@@ -104,7 +121,8 @@ type frameReader struct {
 // io.EOF at the end of the stream between frames, io.ErrUnexpectedEOF
 // within one, errBadFrame for bytes that are neither STUN nor ChannelData,
 // errStalledFrame when a frame begun has not completed within
-// partialLimit, or the connection's error.
+// partialLimit, errFrameBudget when its buffer would pass grownBudget, or
+// the connection's error.
 func (f *frameReader) next(deadline time.Time) ([]byte, error) {
 	for {
 		if f.buf != nil {
@@ -127,9 +145,11 @@ func (f *frameReader) next(deadline time.Time) ([]byte, error) {
 					f.partial = time.Time{}
 					return b, nil
 				}
-				f.makeRoom(total)
-			} else {
-				f.makeRoom(4) // a header cut short
+				if err := f.makeRoom(total); err != nil {
+					return nil, err
+				}
+			} else if err := f.makeRoom(4); err != nil { // a header cut short
+				return nil, err
 			}
 		}
 		if err := f.fill(deadline); err != nil {
@@ -145,23 +165,33 @@ func (f *frameReader) next(deadline time.Time) ([]byte, error) {
 // it moves the unread bytes to the front when the frame would not fit
 // behind them, and when the buffer is full of the frame's bytes it moves
 // them into a buffer of the next class. It never takes a buffer larger
-// than twice the bytes at hand.
-func (f *frameReader) makeRoom(total int) {
+// than twice the bytes at hand, and returns errFrameBudget rather than
+// take one past grownBudget.
+func (f *frameReader) makeRoom(total int) error {
 	if f.r+total <= len(*f.buf) {
-		return
+		return nil
 	}
 	if f.r > 0 {
 		f.w = copy(*f.buf, (*f.buf)[f.r:f.w])
 		f.r = 0
 	}
 	if f.w < len(*f.buf) {
-		return // room to read into
+		return nil // room to read into
+	}
+	more := int64(bufClasses[f.class+1])
+	if f.class > 0 {
+		more -= int64(bufClasses[f.class])
+	}
+	if grown.Add(more) > grownBudget {
+		grown.Add(-more)
+		return errFrameBudget
 	}
 	bp := bufPools[f.class+1].Get().(*[]byte)
 	copy(*bp, (*f.buf)[:f.w])
 	bufPools[f.class].Put(f.buf)
 	f.buf = bp
 	f.class++
+	return nil
 }
 
 // fill reads more bytes, waiting at most until deadline, and for the rest
@@ -225,6 +255,9 @@ func (f *frameReader) fill(deadline time.Time) error {
 func (f *frameReader) release() {
 	if f.buf == nil {
 		return
+	}
+	if f.class > 0 {
+		grown.Add(-int64(bufClasses[f.class]))
 	}
 	bufPools[f.class].Put(f.buf)
 	f.buf, f.class, f.r, f.w = nil, 0, 0, 0

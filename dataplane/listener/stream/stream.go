@@ -156,8 +156,8 @@ func (l *Listener) serveConn(c *core.Conn) {
 			switch {
 			case errors.Is(err, errBadFrame):
 				c.Stats.Drops[turn.DropMalformed].Add(1)
-			case errors.Is(err, errStalledFrame):
-				c.Stalled()
+			case errors.Is(err, errStalledFrame), errors.Is(err, errFrameBudget):
+				c.FrameClosed()
 			}
 			return
 		}

@@ -98,6 +98,7 @@ func TestFrameReader(t *testing.T) {
 				if f.buf != nil && len(*f.buf) > smallReadBuffer {
 					t.Errorf("chunks of %d: a large buffer is still held after its frame", chunk)
 				}
+				f.release()
 			})
 		}
 	}
@@ -252,4 +253,34 @@ func TestFrameReaderStalledFrame(t *testing.T) {
 			t.Fatalf("%d bytes, %v; want the %d-byte frame", len(b), err, len(msg))
 		}
 	})
+}
+
+// TestFrameReaderBudget: a frame whose buffer would take the grown buffers
+// of all connections past grownBudget ends its read with errFrameBudget,
+// while a frame that fits still reads; every byte counted in grown comes
+// back when the readers release their buffers.
+func TestFrameReaderBudget(t *testing.T) {
+	defer func(b int64) { grownBudget = b }(grownBudget)
+	start := grown.Load()
+	grownBudget = start + 48<<10 // one frame in a 32 KiB buffer, then the next one's 16 KiB but not its 32 KiB
+	msg := stunMsg(30000)
+	var held []*frameReader
+	for _, want := range []error{nil, errFrameBudget} {
+		stream := concat(msg, stunMsg(0xFFFC)[:100]) // another frame begun: its buffer is kept
+		f := &frameReader{conn: &chunkConn{r: bytes.NewReader(stream), chunk: 1 << 20}}
+		held = append(held, f)
+		b, err := f.next(time.Time{})
+		if !errors.Is(err, want) {
+			t.Fatalf("%d bytes, %v; want %v", len(b), err, want)
+		}
+	}
+	if got := grown.Load() - start; got != 48<<10 {
+		t.Errorf("grown buffers: %d bytes, want the 32 KiB and 16 KiB buffers held", got)
+	}
+	for _, f := range held {
+		f.release()
+	}
+	if got := grown.Load(); got != start {
+		t.Errorf("grown buffers after release: %d bytes, want %d", got, start)
+	}
 }
