@@ -152,6 +152,7 @@ type limits struct {
 	ConnectionIdleTimeout int `json:"connectionIdleTimeout,omitempty"`
 	ConnectionsPerIP      int `json:"connectionsPerIP,omitempty"`
 	MaxConnections        int `json:"maxConnections,omitempty"`
+	PartialFrameTimeout   int `json:"partialFrameTimeout,omitempty"`
 }
 
 // server is a running TURN server under test.
