@@ -142,6 +142,7 @@ func FuzzReadFrame(f *testing.F) {
 	f.Add([]byte{0x40, 0x01, 0, 5, 'h', 'e', 'l', 'l', 'o', 0, 0, 0})
 	f.Add([]byte{0x40, 0x01, 0xff, 0xff})
 	f.Add([]byte{0xC0, 0, 0, 0})
+	f.Add(concat([]byte{1}, stunMsg(9000)[1:5000])) // a frame that grows its buffer, cut short
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		chunk := 1 << 20
 		if len(stream) > 0 {
