@@ -193,7 +193,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 			paths = s.offload
 		}
 	}
-	s.engine, err = turn.New(turn.Config{Settings: settings, Relays: s.relays, Clock: s.clock, Logger: s.log, Software: "tern", PathObserver: paths})
+	s.engine, err = turn.New(turn.Config{Settings: settings, Relays: s.relays, RelayCost: s.relays.RelayCost(), Clock: s.clock, Logger: s.log, Software: "tern", PathObserver: paths})
 	if err != nil {
 		s.relays.Close()
 		if s.offload != nil {
