@@ -39,6 +39,7 @@ func TestStunnerdArgs(t *testing.T) {
 		}},
 		{[]string{"-c", "/t.yaml", "--state-budget-mib", "64"}, func(f *flags) bool { return f.stateBudgetMiB == 64 }},
 		{[]string{"-c", "/t.yaml", "--state-budget-mib=-1"}, func(f *flags) bool { return f.stateBudgetMiB == -1 }},
+		{[]string{"-c", "/t.yaml", "--memory-limit-mib", "512"}, func(f *flags) bool { return f.memoryLimitMiB == 512 }},
 	} {
 		f := newFlags()
 		var out, errw bytes.Buffer
