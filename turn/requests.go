@@ -478,6 +478,9 @@ func (q *req) allocate() []byte {
 		}
 	}
 	a.setRelays(relay, extra)
+	// Set before the allocation is visible, so that a delete racing with
+	// the insert below gives back exactly this.
+	a.charged = cost
 	a.token = token
 	a.extraErr = extraErr
 	lt := q.lifetime()
@@ -493,10 +496,7 @@ func (q *req) allocate() []byte {
 		}
 		return q.fail(stun.CodeAllocMismatch, nil)
 	}
-	a.mu.Lock()
-	a.charged = cost // the allocation holds it now: deleteAllocation gives it back
-	a.mu.Unlock()
-	charged = false
+	charged = false // the allocation holds it now: deleteAllocation gives it back
 	if e.logs(slog.LevelInfo) {
 		relays := relay.Addr().String()
 		if extra != nil {

@@ -290,3 +290,60 @@ func TestStateCosts(t *testing.T) {
 		})
 	runtime.KeepAlive(cs)
 }
+
+// TestStateBudgetGivesEverythingBack: clients that allocate, install
+// permissions and channels, delete and allocate again concurrently, under
+// a budget they keep hitting, leave nothing charged once every allocation
+// is gone, so the count neither leaks nor goes below zero.
+func TestStateBudgetGivesEverythingBack(t *testing.T) {
+	// Less than one client's 128 permissions, so that even clients run one
+	// after the other reach it.
+	f := newFixture(t, func(c *Config) { c.StateBudget = 2*AllocationCost + 100*PermissionCost })
+	const clients = 16
+	type signedSet struct {
+		ft       FiveTuple
+		requests [][]byte
+	}
+	sets := make([]signedSet, clients)
+	for i := range sets {
+		c := f.clientAt("user", "pass", fmt.Sprintf("203.0.113.%d:1000", i+1))
+		c.learnNonce(f.send(c.ft, raw(t, stun.MethodAllocate, transportUDP())))
+		reqs := [][]byte{c.signed(stun.MethodAllocate, transportUDP())}
+		for k := range 8 {
+			reqs = append(reqs, c.signed(stun.MethodCreatePermission, peerAttrs(16*k, 16*k+16)...),
+				c.signed(stun.MethodChannelBind, channelNumber(uint16(0x4000+64*k)), peerAttr(peerN(200+k))))
+		}
+		reqs = append(reqs, c.signed(stun.MethodRefresh, lifetimeSetter(0)))
+		sets[i] = signedSet{ft: c.ft, requests: reqs}
+	}
+	done := make(chan struct{})
+	for _, s := range sets {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			var r Result
+			for range 20 {
+				for _, req := range s.requests {
+					f.e.HandleClient(testListener{}, s.ft, req, &r)
+				}
+			}
+			// Half the clients keep their last allocation for Close.
+			if s.ft.Client.Addr().As4()[3]%2 == 0 {
+				f.e.HandleClient(testListener{}, s.ft, s.requests[0], &r)
+				f.e.HandleClient(testListener{}, s.ft, s.requests[1], &r)
+			}
+		}()
+	}
+	for range sets {
+		<-done
+	}
+	if f.e.StateBytes() > f.e.StateBudget() {
+		t.Fatalf("%d bytes charged, past the budget %d", f.e.StateBytes(), f.e.StateBudget())
+	}
+	if f.e.Refused(RefusedStatePermission)+f.e.Refused(RefusedStateChannel)+f.e.Refused(RefusedStateAllocate) == 0 {
+		t.Error("the clients never reached the budget")
+	}
+	f.e.Close()
+	if b := f.e.StateBytes(); b != 0 {
+		t.Fatalf("after Close: %d bytes charged, want 0", b)
+	}
+}
