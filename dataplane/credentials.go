@@ -41,7 +41,7 @@ func (s *Server) reloadSecrets() {
 	if s.closed || len(s.cfg.Auth.SecretFiles()) == 0 {
 		return
 	}
-	settings, err := engineSettings(s.cfg)
+	settings, err := s.settingsFor(s.cfg)
 	if err != nil {
 		s.log.Error("credential file unreadable; the credentials in use stay", "error", err)
 		return
@@ -49,7 +49,6 @@ func (s *Server) reloadSecrets() {
 	if settings.Auth == s.auth {
 		return
 	}
-	settings.StrictChannelNumbers = settings.StrictChannelNumbers || s.opts.StrictChannelNumbers
 	if err := s.engine.Reconfigure(settings); err != nil {
 		s.log.Error("applying new credentials", "error", err)
 		return

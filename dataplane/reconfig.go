@@ -39,8 +39,7 @@ func (s *Server) Reconfigure(next *config.Config) error {
 	if err := next.Validate(); err != nil {
 		return fmt.Errorf("config rejected, running config kept: %w", err)
 	}
-	settings, err := engineSettings(next)
-	settings.StrictChannelNumbers = settings.StrictChannelNumbers || s.opts.StrictChannelNumbers
+	settings, err := s.settingsFor(next)
 	warnDeprecated(next, s.log)
 	if err != nil {
 		return fmt.Errorf("config rejected, running config kept: %w", err)

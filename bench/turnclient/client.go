@@ -142,6 +142,18 @@ func (c *Client) CreatePermission(peer netip.AddrPort) error {
 	return err
 }
 
+// CreatePermissions installs permissions for the IPs of all peers in one
+// CreatePermission request (several XOR-PEER-ADDRESS attributes, RFC 8656
+// §9.1), which the server installs all or none of.
+func (c *Client) CreatePermissions(peers ...netip.AddrPort) error {
+	attrs := make([]stun.Setter, len(peers))
+	for i, p := range peers {
+		attrs[i] = peerAddr(p)
+	}
+	_, err := c.do(stun.MethodCreatePermission, attrs...)
+	return err
+}
+
 // ChannelBind binds channel ch (0x4000-0x7FFF; ternd with
 // --strict-channel-numbers takes 0x4000-0x4FFF) to peer, which also installs
 // a permission for peer's IP.

@@ -37,6 +37,9 @@ func TestStunnerdArgs(t *testing.T) {
 		{[]string{"-c", "/t.yaml", "-udp-thread-num=2", "-relay-thread-num", "3", "-gso=false", "--w", "-grace-period=5s", "-f", ""}, func(f *flags) bool {
 			return f.cfgPath == "/t.yaml" && f.threads == 2 && f.relays == 3 && !f.gso && f.watch && f.grace.Seconds() == 5
 		}},
+		{[]string{"-c", "/t.yaml", "--state-budget-mib", "64"}, func(f *flags) bool { return f.stateBudgetMiB == 64 }},
+		{[]string{"-c", "/t.yaml", "--state-budget-mib=-1"}, func(f *flags) bool { return f.stateBudgetMiB == -1 }},
+		{[]string{"-c", "/t.yaml", "--memory-limit-mib", "512"}, func(f *flags) bool { return f.memoryLimitMiB == 512 }},
 	} {
 		f := newFlags()
 		var out, errw bytes.Buffer

@@ -244,6 +244,12 @@ type Limits struct {
 	// (maxPort-minPort+1) per relay address, which a reconfiguration of
 	// relay.extraAddresses moves with it.
 	MaxAllocations int `json:"maxAllocations,omitempty"`
+	// StateBudgetMiB caps the memory of allocations, permissions and
+	// channel bindings together, MiB: past it Allocate, CreatePermission
+	// and ChannelBind get 508 (docs/security.md). 0 (the default): half the
+	// container's memory limit (cgroup), or 256 MiB where none is set;
+	// NoLimit: no budget. ternd --state-budget-mib overrides it.
+	StateBudgetMiB int `json:"stateBudgetMiB,omitempty"`
 	// AuthFailureBurst and AuthFailureRate throttle failed authentication
 	// per client address: a token bucket of AuthFailureBurst failures,
 	// refilled at AuthFailureRate per second. Defaults

@@ -232,6 +232,7 @@ func (c *Config) Validate() error {
 		{"limits.allocationsPerUser", c.Limits.AllocationsPerUser},
 		{"limits.allocationsPerIP", c.Limits.AllocationsPerIP},
 		{"limits.maxAllocations", c.Limits.MaxAllocations},
+		{"limits.stateBudgetMiB", c.Limits.StateBudgetMiB},
 		{"limits.authFailureBurst", c.Limits.AuthFailureBurst},
 		{"limits.authFailureRate", c.Limits.AuthFailureRate},
 	} {
