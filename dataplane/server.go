@@ -19,6 +19,7 @@ import (
 	"github.com/tern-gw/tern/dataplane/admin"
 	"github.com/tern-gw/tern/dataplane/allowlist"
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/loglevel"
 	"github.com/tern-gw/tern/dataplane/listener"
 	"github.com/tern-gw/tern/dataplane/mountwatch"
 	"github.com/tern-gw/tern/dataplane/offload/mirror"
@@ -268,7 +269,7 @@ func (s *Server) setLogLevel(cfg *config.Config) {
 	if s.opts.LogLevel == nil {
 		return
 	}
-	if lvl, err := config.ParseLogLevel(cfg.Admin.LogLevel); err == nil {
+	if lvl, err := loglevel.Parse(cfg.Admin.LogLevel); err == nil {
 		s.opts.LogLevel.Set(lvl)
 	}
 }

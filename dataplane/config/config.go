@@ -116,7 +116,7 @@ type Admin struct {
 	// Name identifies the dataplane in logs and metrics, e.g. "stunner/udp-gateway".
 	Name string `json:"name,omitempty"`
 	// LogLevel is one of trace, debug, info, warn, error, disable, or
-	// STUNner's "all:INFO,turn:DEBUG" form (see ParseLogLevel). Default "info".
+	// STUNner's "all:INFO,turn:DEBUG" form (see loglevel.Parse). Default "info".
 	LogLevel string `json:"logLevel,omitempty"`
 	// MetricsAddress is host:port of the Prometheus /metrics endpoint; empty disables it.
 	MetricsAddress string `json:"metricsAddress,omitempty"`

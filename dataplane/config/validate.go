@@ -3,7 +3,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"net"
 	"net/netip"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/tern-gw/tern/dataplane/config/loglevel"
 )
 
 // maxRealmBytes is RFC 8489 §14.9's limit on REALM: fewer than 128
@@ -43,7 +44,7 @@ func (c *Config) Validate() error {
 	}
 
 	// admin
-	if _, err := ParseLogLevel(c.Admin.LogLevel); err != nil {
+	if _, err := loglevel.Parse(c.Admin.LogLevel); err != nil {
 		bad("admin.logLevel", "%v", err)
 	}
 	for _, f := range []struct{ name, addr string }{
@@ -345,88 +346,6 @@ func parseEndpoint(s string) (netip.Prefix, error) {
 	}
 	a = a.Unmap()
 	return a.Prefix(a.BitLen())
-}
-
-// Log levels beyond slog's four, for STUNner's TRACE and DISABLE.
-const (
-	// LevelTrace is below debug: ternd's trace messages, STUNner's TRACE.
-	LevelTrace = slog.LevelDebug - 4
-	// LevelDisable is above every level anything logs at, so nothing passes.
-	LevelDisable = slog.Level(1 << 20)
-)
-
-// LogScopes are STUNner's logger names that stand for parts of ternd. Tern
-// logs through one logger, so a scope here can only make all of it more
-// verbose: "all:INFO,turn:DEBUG" gives debug logging (which the user asked
-// for the TURN path, the bulk of what ternd logs), while
-// "all:DEBUG,turn:ERROR" cannot quiet one part and stays at debug.
-var LogScopes = []string{"all", "stunner", "stunnerd", "turn", "auth", "listener", "cluster", "relay", "admin", "config"}
-
-// ParseLogLevel maps a log level to a slog.Level. It takes one of trace,
-// debug, info, warn (or warning), error and disable (or off, none),
-// case-insensitively, or STUNner's per-scope form "all:INFO" /
-// "all:INFO,turn:DEBUG". In that form the "all" entry sets the level
-// (info without one), and an entry for another of LogScopes lowers it when
-// more verbose; entries for scopes ternd does not have are checked for
-// syntax only (UnknownLogScopes names them). Anything else is an error.
-func ParseLogLevel(s string) (slog.Level, error) {
-	if !strings.Contains(s, ":") {
-		return parseLevelName(s)
-	}
-	level, finest := slog.LevelInfo, LevelDisable
-	for entry := range strings.SplitSeq(s, ",") {
-		scope, name, ok := strings.Cut(strings.TrimSpace(entry), ":")
-		if !ok || scope == "" {
-			return 0, fmt.Errorf("invalid log level %q: want scope:LEVEL entries, got %q", s, entry)
-		}
-		l, err := parseLevelName(name)
-		if err != nil {
-			return 0, fmt.Errorf("invalid log level %q: scope %q: %w", s, scope, err)
-		}
-		switch {
-		case strings.EqualFold(scope, "all"):
-			level = l
-		case knownScope(scope):
-			finest = min(finest, l)
-		}
-	}
-	return min(level, finest), nil
-}
-
-// UnknownLogScopes returns the scopes of a "scope:LEVEL,..." log level that
-// are not among LogScopes, in order and once each, for ternd to say once
-// that it ignores them.
-func UnknownLogScopes(s string) []string {
-	var out []string
-	for entry := range strings.SplitSeq(s, ",") {
-		scope, _, ok := strings.Cut(strings.TrimSpace(entry), ":")
-		if ok && scope != "" && !knownScope(scope) && !slices.Contains(out, scope) {
-			out = append(out, scope)
-		}
-	}
-	return out
-}
-
-func knownScope(s string) bool {
-	return slices.ContainsFunc(LogScopes, func(k string) bool { return strings.EqualFold(k, s) })
-}
-
-func parseLevelName(s string) (slog.Level, error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "trace":
-		return LevelTrace, nil
-	case "debug":
-		return slog.LevelDebug, nil
-	case "info":
-		return slog.LevelInfo, nil
-	case "warn", "warning":
-		return slog.LevelWarn, nil
-	case "error":
-		return slog.LevelError, nil
-	case "disable", "off", "none":
-		return LevelDisable, nil
-	}
-	return 0, fmt.Errorf("unknown log level %q: want trace, debug, info, warn, error or disable", s)
 }
 
 // validIfName reports whether s can name a Linux network interface

@@ -1,10 +1,8 @@
 package config
 
 import (
-	"log/slog"
 	"net/netip"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
 )
@@ -214,43 +212,6 @@ func TestPrefixes(t *testing.T) {
 	for _, bad := range []string{"", "10.0.0.256", "10.0.0.0/33", "host", "fe80::1%eth0", "10.0.0.0/-1"} {
 		if _, err := (Cluster{Name: "c", Endpoints: []string{bad}}).Prefixes(); err == nil || !strings.Contains(err.Error(), `cluster "c"`) {
 			t.Errorf("endpoint %q: error %v, want one naming the cluster", bad, err)
-		}
-	}
-}
-
-func TestUnknownLogScopes(t *testing.T) {
-	got := UnknownLogScopes("all:INFO,turn:DEBUG,ice:TRACE,dtls:INFO,ice:DEBUG,Stunner:INFO")
-	if want := []string{"ice", "dtls"}; !slices.Equal(got, want) {
-		t.Errorf("UnknownLogScopes = %q, want %q", got, want)
-	}
-	if got := UnknownLogScopes("debug"); got != nil {
-		t.Errorf("UnknownLogScopes(debug) = %q, want none", got)
-	}
-}
-
-func TestParseLogLevel(t *testing.T) {
-	for in, want := range map[string]slog.Level{
-		"debug": slog.LevelDebug, "DEBUG": slog.LevelDebug, "info": slog.LevelInfo, "Info": slog.LevelInfo,
-		"warn": slog.LevelWarn, "warning": slog.LevelWarn, "WARNING": slog.LevelWarn, "error": slog.LevelError,
-		"all:INFO": slog.LevelInfo, "all:DEBUG": slog.LevelDebug, "all:ERROR": slog.LevelError,
-		"all:DEBUG,turn:INFO": slog.LevelDebug, "turn:INFO,all:WARN": slog.LevelInfo, "ice:INFO,all:WARN": slog.LevelWarn,
-		"all:debug, turn:info": slog.LevelDebug, "ALL:warn": slog.LevelWarn,
-		// A scope ternd has makes it more verbose, never less (one logger).
-		"turn:DEBUG": slog.LevelDebug, "all:INFO,turn:DEBUG": slog.LevelDebug, "all:DEBUG,turn:ERROR": slog.LevelDebug,
-		"all:INFO,stunner:TRACE": LevelTrace,
-		// Scopes ternd lacks are checked for syntax only.
-		"all:WARN,ice:DEBUG": slog.LevelWarn, "dtls:TRACE": slog.LevelInfo,
-		"trace": LevelTrace, "all:TRACE": LevelTrace, "all:DISABLE": LevelDisable, "off": LevelDisable,
-		"all:DISABLE,turn:ERROR": slog.LevelError,
-	} {
-		got, err := ParseLogLevel(in)
-		if err != nil || got != want {
-			t.Errorf("ParseLogLevel(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "verbose", "all", "all:", ":INFO", "all:INFO,", "all:INFO,turn", "all:LOUD", "all:INFO,turn:LOUD", "info:"} {
-		if got, err := ParseLogLevel(in); err == nil {
-			t.Errorf("ParseLogLevel(%q) = %v, want error", in, got)
 		}
 	}
 }
