@@ -140,8 +140,8 @@ type Auth struct {
 	// PasswordFile and SharedSecretFile name files that hold the password
 	// or the shared secret, in place of Password and SharedSecret: a
 	// Kubernetes Secret mounted in the dataplane pod, so that no credential
-	// is stored in the ConfigMap. The dataplane reads them (see
-	// ReadSecretFiles) and re-reads them when they change.
+	// is stored in the ConfigMap. The dataplane reads them (package
+	// dataplane/secretfile) and re-reads them when they change.
 	PasswordFile     string `json:"passwordFile,omitempty"`
 	SharedSecretFile string `json:"sharedSecretFile,omitempty"`
 }
