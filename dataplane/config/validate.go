@@ -4,14 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/tern-gw/tern/dataplane/config/endpoint"
 	"github.com/tern-gw/tern/dataplane/config/loglevel"
 )
 
@@ -51,7 +50,7 @@ func (c *Config) Validate() error {
 		{"admin.metricsAddress", c.Admin.MetricsAddress},
 		{"admin.healthAddress", c.Admin.HealthAddress},
 	} {
-		if f.addr != "" && !validHostPort(f.addr) {
+		if f.addr != "" && !endpoint.ValidHostPort(f.addr) {
 			bad(f.name, "must be host:port with a numeric port, got %q", f.addr)
 		}
 	}
@@ -115,12 +114,12 @@ func (c *Config) Validate() error {
 		}
 		for k, ep := range cl.Endpoints {
 			if cl.IsStrictDNS() {
-				if !ValidHostname(ep) {
+				if !endpoint.ValidHostname(ep) {
 					bad(fmt.Sprintf("%s.endpoints[%d]", p, k), "must be a host name in a %s cluster, got %q", ClusterStrictDNS, ep)
 				}
 				continue
 			}
-			if _, err := parseEndpoint(ep); err != nil {
+			if _, err := endpoint.ParsePrefix(ep); err != nil {
 				bad(fmt.Sprintf("%s.endpoints[%d]", p, k), "must be an IP address or CIDR prefix, got %q", ep)
 			}
 		}
@@ -291,20 +290,6 @@ func checkPortRange(bad func(string, string, ...any), prefix string, lo, hi, min
 	}
 }
 
-// validHostPort reports whether s is host:port with a numeric port 0-65535;
-// the host may be an IP, a name or empty (all interfaces).
-func validHostPort(s string) bool {
-	if _, err := netip.ParseAddrPort(s); err == nil {
-		return true
-	}
-	_, port, err := net.SplitHostPort(s)
-	if err != nil {
-		return false
-	}
-	_, err = strconv.ParseUint(port, 10, 16)
-	return err == nil
-}
-
 // Prefixes returns the cluster's endpoints as masked prefixes: a bare IPv4
 // address becomes a /32, a bare IPv6 address a /128, and an IPv4-mapped
 // IPv6 address or prefix (::ffff:10.0.0.5, ::ffff:10.0.0.0/120) its IPv4
@@ -314,38 +299,13 @@ func validHostPort(s string) bool {
 func (cl Cluster) Prefixes() ([]netip.Prefix, error) {
 	out := make([]netip.Prefix, 0, len(cl.Endpoints))
 	for _, ep := range cl.Endpoints {
-		p, err := parseEndpoint(ep)
+		p, err := endpoint.ParsePrefix(ep)
 		if err != nil {
 			return nil, fmt.Errorf("cluster %q: %w", cl.Name, err)
 		}
 		out = append(out, p)
 	}
 	return out, nil
-}
-
-func parseEndpoint(s string) (netip.Prefix, error) {
-	if strings.Contains(s, "/") {
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			return netip.Prefix{}, err
-		}
-		if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
-			// ::ffff:10.0.0.0/104 is 10.0.0.0/8: peers are matched
-			// unmapped, as IPv4, so the IPv4-mapped form must be too.
-			p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
-		}
-		return p.Masked(), nil
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Prefix{}, err
-	}
-	// A zone would be silently dropped, and peer addresses never carry one.
-	if a.Zone() != "" {
-		return netip.Prefix{}, fmt.Errorf("endpoint %q: IPv6 zone not allowed", s)
-	}
-	a = a.Unmap()
-	return a.Prefix(a.BitLen())
 }
 
 // validIfName reports whether s can name a Linux network interface
