@@ -18,6 +18,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
 // Version is the only config schema version this package understands.
@@ -150,9 +152,9 @@ type Auth struct {
 type Listener struct {
 	// Name is unique within the config.
 	Name string `json:"name"`
-	// Protocol is TURN-UDP, TURN-TCP, TURN-TLS or TURN-DTLS (see
-	// Protocol; SetDefaults normalizes the aliases UDP, TCP, TLS, DTLS).
-	Protocol Protocol `json:"protocol"`
+	// Protocol is TURN-UDP, TURN-TCP, TURN-TLS or TURN-DTLS (see package
+	// protocol; SetDefaults normalizes the aliases UDP, TCP, TLS, DTLS).
+	Protocol protocol.Protocol `json:"protocol"`
 	// Address is the IP to bind, e.g. "127.0.0.1" or "0.0.0.0".
 	Address string `json:"address"`
 	// Port is the port to bind, 1-65535.

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
 // Defaults applied by SetDefaults.
@@ -126,8 +128,9 @@ func (c *Config) Prepare(getenv func(string) string) error {
 
 // SetDefaults fills unset fields with their defaults and normalizes aliases:
 // auth types to AuthStatic/AuthEphemeral and listener protocols to the
-// Proto* constants. It never fails; values it cannot normalize are left for
-// Validate to report. Version is required and is not defaulted.
+// constants of package protocol. It never fails; values it cannot normalize
+// are left for Validate to report. Version is required and is not
+// defaulted.
 func (c *Config) SetDefaults() {
 	if c.Admin.LogLevel == "" {
 		c.Admin.LogLevel = DefaultLogLevel
@@ -146,7 +149,7 @@ func (c *Config) SetDefaults() {
 		if l.Address == "" {
 			l.Address = DefaultListenAddress
 		}
-		if p, ok := NormalizeProtocol(string(l.Protocol)); ok {
+		if p, ok := protocol.Normalize(string(l.Protocol)); ok {
 			l.Protocol = p
 		}
 	}

@@ -3,6 +3,8 @@ package config
 import (
 	"strings"
 	"testing"
+
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
 // TestInvalidUTF8Credentials: a credential that is not UTF-8 is refused
@@ -24,7 +26,7 @@ func TestInvalidUTF8Credentials(t *testing.T) {
 		}, "line 2, column 48"},
 		{"config built in Go (the operator's render, ternd -f)", func() error {
 			c := &Config{Version: Version, Auth: Auth{Type: AuthEphemeral, SharedSecret: bad},
-				Listeners: []Listener{{Name: "udp", Protocol: ProtoTURNUDP, Port: 3478}}}
+				Listeners: []Listener{{Name: "udp", Protocol: protocol.TURNUDP, Port: 3478}}}
 			c.SetDefaults()
 			return c.Validate()
 		}, "auth.sharedSecret"},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tern-gw/tern/dataplane/config/endpoint"
 	"github.com/tern-gw/tern/dataplane/config/loglevel"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
 // maxRealmBytes is RFC 8489 §14.9's limit on REALM: fewer than 128
@@ -143,7 +144,7 @@ func (c *Config) Validate() error {
 		switch info, ok := l.Protocol.Info(); {
 		case !ok:
 			bad(p+".protocol", "must be one of %s, got %q",
-				protocolList(", ", ", ", func(i ProtocolInfo) string { return string(i.Protocol) }), l.Protocol)
+				protocol.Canonical(), l.Protocol)
 		case info.Secure:
 			if l.Cert == "" {
 				bad(p+".cert", "required for %s", l.Protocol)

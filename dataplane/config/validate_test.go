@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
 func TestValidateOK(t *testing.T) {
@@ -15,7 +17,7 @@ func TestValidateOK(t *testing.T) {
 		{"minimal", func(*Config) {}},
 		{"ephemeral", func(c *Config) { c.Auth = Auth{Type: AuthEphemeral, Realm: "r", SharedSecret: "s"} }},
 		{"tls with cert", func(c *Config) {
-			c.Listeners[0].Protocol, c.Listeners[0].Cert, c.Listeners[0].Key = ProtoTURNTLS, "/c.pem", "/k.pem"
+			c.Listeners[0].Protocol, c.Listeners[0].Cert, c.Listeners[0].Key = protocol.TURNTLS, "/c.pem", "/k.pem"
 		}},
 		{"ipv6 everywhere", func(c *Config) {
 			c.Listeners[0].Address, c.Listeners[0].PublicAddress, c.Relay.Address = "::", "2001:db8::1", "::1"
@@ -96,14 +98,14 @@ func TestValidateRules(t *testing.T) {
 		{"address", func(c *Config) { c.Listeners[0].Address = "localhost" }, `listeners[0].address: must be an IP address, got "localhost"`},
 		{"port zero", func(c *Config) { c.Listeners[0].Port = 0 }, `listeners[0].port: must be 1-65535, got 0`},
 		{"port high", func(c *Config) {
-			c.Listeners = append(c.Listeners, Listener{Name: "b", Protocol: ProtoTURNTCP, Address: "::", Port: 70000})
+			c.Listeners = append(c.Listeners, Listener{Name: "b", Protocol: protocol.TURNTCP, Address: "::", Port: 70000})
 		}, `listeners[1].port: must be 1-65535, got 70000`},
 		{"public port", func(c *Config) { c.Listeners[0].PublicPort = -1 }, `listeners[0].publicPort: must be 0-65535, got -1`},
 		{"public port high", func(c *Config) { c.Listeners[0].PublicPort = 65536 }, `listeners[0].publicPort: must be 0-65535, got 65536`},
 		{"public address", func(c *Config) { c.Listeners[0].PublicAddress = "example.com" },
 			`listeners[0].publicAddress: must be an IP address, got "example.com"`},
-		{"tls cert", func(c *Config) { c.Listeners[0].Protocol, c.Listeners[0].Key = ProtoTURNTLS, "k" }, `listeners[0].cert: required for TURN-TLS`},
-		{"dtls key", func(c *Config) { c.Listeners[0].Protocol, c.Listeners[0].Cert = ProtoTURNDTLS, "c" }, `listeners[0].key: required for TURN-DTLS`},
+		{"tls cert", func(c *Config) { c.Listeners[0].Protocol, c.Listeners[0].Key = protocol.TURNTLS, "k" }, `listeners[0].cert: required for TURN-TLS`},
+		{"dtls key", func(c *Config) { c.Listeners[0].Protocol, c.Listeners[0].Cert = protocol.TURNDTLS, "c" }, `listeners[0].key: required for TURN-DTLS`},
 		{"route", func(c *Config) { c.Listeners[0].Routes = []string{"local", "nope"} }, `listeners[0].routes[1]: no cluster named "nope"`},
 
 		{"cluster name", func(c *Config) { c.Clusters[0].Name, c.Listeners[0].Routes = "", nil }, `clusters[0].name: must not be empty`},

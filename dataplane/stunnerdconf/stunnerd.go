@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 	"sigs.k8s.io/yaml"
 )
 
@@ -263,9 +264,9 @@ func (s *File) Convert(opts Options) (*config.Config, []string, error) {
 	// listeners
 	for i, l := range s.Listeners {
 		f := fmt.Sprintf("listeners[%d]", i)
-		tl := config.Listener{Name: l.Name, Protocol: config.Protocol(l.Protocol), Port: l.Port, PublicPort: l.PublicPort, Routes: l.Routes}
+		tl := config.Listener{Name: l.Name, Protocol: protocol.Protocol(l.Protocol), Port: l.Port, PublicPort: l.PublicPort, Routes: l.Routes}
 		if tl.Protocol == "" {
-			tl.Protocol = config.ProtoTURNUDP
+			tl.Protocol = protocol.TURNUDP
 		}
 		if tl.Port == 0 {
 			tl.Port = stunnerdDefaultPort
