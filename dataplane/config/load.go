@@ -81,10 +81,10 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 // target all parse with it.
 //
 // In order, it decodes data as YAML or JSON (JSON is YAML), strictly: an
-// unknown or duplicate field is an error that names it. It replaces address
-// placeholders (PlaceholderPodIP, PlaceholderNodeIP) with the values getenv
-// returns for POD_IP and NODE_IP; getenv is os.Getenv in a pod, and nil
-// means no variable is set, so a placeholder is then an error. It applies
+// unknown or duplicate field is an error that names it. It replaces the
+// address placeholders of package placeholder with the values getenv
+// returns for POD_IP, NODE_IP and POD_IPS; getenv is os.Getenv in a pod,
+// and nil means no variable is set, so a placeholder is then an error. It applies
 // SetDefaults, after the placeholders so that a relay address defaulted from
 // a listener's gets the real IP, and then Validate.
 //

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/placeholder"
 	"github.com/tern-gw/tern/dataplane/config/protocol"
 	"sigs.k8s.io/yaml"
 )
@@ -324,9 +325,9 @@ func stunnerdAddress(a string, getenv func(string) string) string {
 		if v := getenv(stunnerdAddrEnv); v != "" {
 			return v
 		}
-		return config.PlaceholderPodIP
+		return placeholder.PodIP
 	case stunnerdNodePlaceholder:
-		return config.PlaceholderNodeIP
+		return placeholder.NodeIP
 	}
 	return a
 }

@@ -6,7 +6,7 @@
 //   - dataplane/ (ternd's packages) depends on neither the operator nor the Gateway API nor
 //     controller-runtime; dataplane/config is the one contract between operator and dataplane,
 //     and client-go (dataplane/k8sconfig, internal/kubeclient) is all of Kubernetes it needs.
-//   - dataplane/config, the contract, and its leaf packages (endpoint, loglevel, protocol) use
+//   - dataplane/config, the contract, and its leaf packages (endpoint, loglevel, placeholder, protocol) use
 //     no other package of the module and nothing of the Kubernetes API, so both sides can link
 //     them without the other's dependencies.
 //   - cmd/tern-operator uses no dataplane package but dataplane/config and its leaf packages.

@@ -33,7 +33,7 @@ var rules = []rule{
 	{
 		// The contract both sides link: plain data, decoding and validation,
 		// and the leaf packages of its vocabularies (endpoint, loglevel,
-		// protocol).
+		// placeholder, protocol).
 		pattern:   "./dataplane/config/...",
 		forbidden: []string{module, "k8s.io", "sigs.k8s.io/gateway-api", "sigs.k8s.io/controller-runtime"},
 		allowed:   []string{module + "/dataplane/config"},
