@@ -12,6 +12,12 @@
 // documents for Parse; this package imports nothing of the operator or of
 // the Kubernetes API (internal/importrules checks), so both sides link it
 // without the other's dependencies.
+//
+// Its vocabularies that the two sides also use on their own are leaf
+// packages below it: protocol (the listener protocol table), placeholder
+// (the address placeholders), loglevel (admin.logLevel's syntax) and
+// endpoint (cluster endpoints and host:port). Reading the credential files
+// a config names is ternd's (dataplane/secretfile).
 package config
 
 import (
