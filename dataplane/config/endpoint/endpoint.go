@@ -1,10 +1,11 @@
 // Package endpoint holds the syntax of the endpoints a dataplane config
 // names: a cluster's peers (an IP address or CIDR prefix in a STATIC
 // cluster, a host name in a STRICT_DNS one) and the host:port of the admin
-// endpoints. The config validates with it, the allowlist reads cluster
-// prefixes through it, and the renderer checks the host names it puts in a
-// STRICT_DNS cluster with it, so all three agree on what an endpoint is. It
-// imports nothing of Tern.
+// endpoints. The config validates with it and turns a cluster's endpoints
+// into the prefixes the allowlist compiles with it (config.Cluster.Prefixes),
+// and the renderer checks the host names it puts in a STRICT_DNS cluster
+// with it, so all of them agree on what an endpoint is. It imports nothing
+// of Tern.
 package endpoint
 
 import (
