@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/tern-gw/tern/dataplane/mountwatch"
+	"github.com/tern-gw/tern/dataplane/secretfile"
 )
 
 // secretPollInterval is how often credential files are re-read even when
@@ -38,7 +39,7 @@ func (s *Server) watchSecrets(files []string) *mountwatch.Dirs {
 func (s *Server) reloadSecrets() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed || len(s.cfg.Auth.SecretFiles()) == 0 {
+	if s.closed || len(secretfile.Files(s.cfg.Auth)) == 0 {
 		return
 	}
 	settings, err := s.settingsFor(s.cfg)
@@ -55,5 +56,5 @@ func (s *Server) reloadSecrets() {
 	}
 	s.auth = settings.Auth
 	// The credentials themselves are never logged.
-	s.log.Info("credentials reloaded from their files", "files", s.cfg.Auth.SecretFiles())
+	s.log.Info("credentials reloaded from their files", "files", secretfile.Files(s.cfg.Auth))
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/tern-gw/tern/dataplane/config"
 	"github.com/tern-gw/tern/dataplane/listener"
 	"github.com/tern-gw/tern/dataplane/relay"
+	"github.com/tern-gw/tern/dataplane/secretfile"
 )
 
 // Reconfigure applies a new config to the running server by the reconcile
@@ -96,7 +97,7 @@ func (s *Server) Reconfigure(next *config.Config) error {
 	s.auth = settings.Auth
 	s.cfg = next
 	if s.secrets != nil {
-		s.secrets.SetFiles(next.Auth.SecretFiles())
+		s.secrets.SetFiles(secretfile.Files(next.Auth))
 	}
 	s.setClusters(next)
 	s.setLogLevel(next)

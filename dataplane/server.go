@@ -19,10 +19,12 @@ import (
 	"github.com/tern-gw/tern/dataplane/admin"
 	"github.com/tern-gw/tern/dataplane/allowlist"
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/loglevel"
 	"github.com/tern-gw/tern/dataplane/listener"
 	"github.com/tern-gw/tern/dataplane/mountwatch"
 	"github.com/tern-gw/tern/dataplane/offload/mirror"
 	"github.com/tern-gw/tern/dataplane/relay"
+	"github.com/tern-gw/tern/dataplane/secretfile"
 	"github.com/tern-gw/tern/dataplane/udpio"
 	"github.com/tern-gw/tern/turn"
 )
@@ -258,7 +260,7 @@ func engineSettings(cfg *config.Config) (turn.Settings, error) {
 	}
 	// Credentials in files (a mounted Secret) are read here, so that a
 	// file that cannot be read rejects the config like any invalid field.
-	auth, err := cfg.Auth.ReadSecretFiles(os.ReadFile)
+	auth, err := secretfile.Read(cfg.Auth, os.ReadFile)
 	if err != nil {
 		return st, err
 	}
@@ -289,7 +291,7 @@ func (s *Server) setLogLevel(cfg *config.Config) {
 	if s.opts.LogLevel == nil {
 		return
 	}
-	if lvl, err := config.ParseLogLevel(cfg.Admin.LogLevel); err == nil {
+	if lvl, err := loglevel.Parse(cfg.Admin.LogLevel); err == nil {
 		s.opts.LogLevel.Set(lvl)
 	}
 }
@@ -313,7 +315,7 @@ func (s *Server) Start() error {
 	s.mu.Unlock()
 	s.bg.Add(1)
 	go s.background()
-	s.secrets = s.watchSecrets(cfg.Auth.SecretFiles())
+	s.secrets = s.watchSecrets(secretfile.Files(cfg.Auth))
 	var err error
 	if s.http, err = s.startAdmin(cfg.Admin); err != nil {
 		return err

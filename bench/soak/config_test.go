@@ -8,6 +8,7 @@ import (
 	"github.com/tern-gw/tern/bench/launch"
 	"github.com/tern-gw/tern/bench/soak"
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
 // TestTerndConfig: the soak's config is one that ternd's loader takes, with
@@ -23,7 +24,7 @@ func TestTerndConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Listeners) != 2 || c.Listeners[0].Protocol != config.ProtoTURNUDP || c.Listeners[1].Protocol != config.ProtoTURNTCP ||
+	if len(c.Listeners) != 2 || c.Listeners[0].Protocol != protocol.TURNUDP || c.Listeners[1].Protocol != protocol.TURNTCP ||
 		c.Listeners[1].Port != 23478 || c.Clusters[0].Endpoints[0] != "127.0.98.9/32" {
 		t.Fatalf("config %+v", c)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tern-gw/tern/dataplane"
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/loglevel"
 )
 
 // flags are ternd's command line. They take stunnerd's GNU-style spellings
@@ -224,7 +225,7 @@ func (f *flags) logLevel(cfg *config.Config) (level string, fromFlags bool) {
 func newLogger(format string, w io.Writer, lvl slog.Leveler) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: lvl, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
 		if a.Key == slog.LevelKey {
-			if l, ok := a.Value.Any().(slog.Level); ok && l <= config.LevelTrace {
+			if l, ok := a.Value.Any().(slog.Level); ok && l <= loglevel.Trace {
 				a.Value = slog.StringValue("TRACE")
 			}
 		}

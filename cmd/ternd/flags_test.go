@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/loglevel"
 )
 
 // TestStunnerdArgs parses the arguments STUNner's operator, Helm charts and
@@ -111,8 +112,8 @@ func TestLogLevelAndFormat(t *testing.T) {
 	}
 	var buf bytes.Buffer
 	lvl := new(slog.LevelVar)
-	lvl.Set(config.LevelTrace)
-	newLogger("json", &buf, lvl).Log(t.Context(), config.LevelTrace, "hello")
+	lvl.Set(loglevel.Trace)
+	newLogger("json", &buf, lvl).Log(t.Context(), loglevel.Trace, "hello")
 	if !strings.Contains(buf.String(), `"level":"TRACE"`) || !strings.HasPrefix(buf.String(), "{") {
 		t.Errorf("json trace line %q", buf.String())
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/tern-gw/tern/dataplane"
 	"github.com/tern-gw/tern/dataplane/admin"
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/loglevel"
 	"github.com/tern-gw/tern/dataplane/k8sconfig"
 	"github.com/tern-gw/tern/dataplane/stunnerdconf"
 	"github.com/tern-gw/tern/internal/version"
@@ -177,7 +178,7 @@ func selectSource(f *flags, cf *configFile) (source, error) {
 func setupLogging(f *flags, cfg *config.Config) (log *slog.Logger, lvl *slog.LevelVar, fromFlags bool, err error) {
 	lvl = new(slog.LevelVar)
 	lvlName, fromFlags := f.logLevel(cfg)
-	l, err := config.ParseLogLevel(lvlName)
+	l, err := loglevel.Parse(lvlName)
 	if err != nil {
 		return nil, nil, false, fail(2, "-l: %v", err)
 	}
@@ -191,7 +192,7 @@ func setupLogging(f *flags, cfg *config.Config) (log *slog.Logger, lvl *slog.Lev
 	if f.legacyChannels {
 		log.Warn("--legacy-channel-numbers is deprecated and has no effect: channel numbers 0x4000-0x7FFF are accepted by default; --strict-channel-numbers narrows them to RFC 8656's 0x4000-0x4FFF")
 	}
-	if unknown := config.UnknownLogScopes(lvlName); len(unknown) > 0 {
+	if unknown := loglevel.UnknownScopes(lvlName); len(unknown) > 0 {
 		log.Info("log level: ternd has no loggers for these scopes; their levels are ignored", "scopes", unknown, "level", lvlName)
 	}
 	return log, lvl, fromFlags, nil
