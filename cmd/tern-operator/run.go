@@ -22,6 +22,7 @@ import (
 	"github.com/tern-gw/tern/dataplane/config/loglevel"
 	"github.com/tern-gw/tern/internal/kubeclient"
 	"github.com/tern-gw/tern/operator/authservice"
+	"github.com/tern-gw/tern/operator/cds"
 	"github.com/tern-gw/tern/operator/controller"
 	"github.com/tern-gw/tern/operator/render"
 )
@@ -34,7 +35,9 @@ in-cluster service account) and renders, per Gateway of a managed
 GatewayClass, its dataplane ConfigMap, Deployment and Service, and writes
 status. Only the elected leader among replicas reconciles. Every replica
 serves STUNner's auth service API (GET /ice and GET /: TURN URIs and
-credentials for WebRTC clients) on --auth-addr. SIGTERM or SIGINT stops it.
+credentials for WebRTC clients) on --auth-addr; the leader serves STUNner's
+config discovery service (GET /api/v1/configs) on --config-discovery-address.
+SIGTERM or SIGINT stops it.
 Flags:
 `
 
@@ -141,6 +144,9 @@ func parseRun(args []string, stderr io.Writer) (managerFlags, *slog.Logger, int)
 	if *authAddr == "0" {
 		*authAddr = ""
 	}
+	if stunner.cdsAddr == "0" {
+		stunner.cdsAddr = ""
+	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
 	// controller-runtime and client-go log through logr and klog: send both to the same handler.
 	logger := logr.FromSlogHandler(log.Handler())
@@ -164,6 +170,7 @@ func parseRun(args []string, stderr io.Writer) (managerFlags, *slog.Logger, int)
 		pprofAddr:      stunner.pprofAddr,
 		throttle:       stunner.throttle,
 		labelFilter:    stunner.labelFilter,
+		cdsAddr:        stunner.cdsAddr,
 	}, log, -1
 }
 
@@ -180,6 +187,7 @@ type managerFlags struct {
 	pprofAddr                  string
 	throttle                   time.Duration
 	labelFilter                []string // nil: render's default
+	cdsAddr                    string   // config discovery service; "": off
 }
 
 // The operator's client-side rate limit on API requests. client-go's default, 5 requests/s in
@@ -218,8 +226,20 @@ func runManager(ctx context.Context, f managerFlags, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
 	}
-	if _, err := controller.Setup(mgr, controller.Options{ControllerName: f.controllerName,
-		ThrottleTimeout: f.throttle, LabelFilter: f.labelFilter}); err != nil {
+	copts := controller.Options{ControllerName: f.controllerName, ThrottleTimeout: f.throttle, LabelFilter: f.labelFilter}
+	if f.cdsAddr != "" {
+		store := cds.NewStore()
+		clog := log.With("component", "config-discovery")
+		srv, err := cds.Listen(f.cdsAddr, cds.NewHandler(store, clog), clog)
+		if err != nil {
+			return fmt.Errorf("config discovery service: %w", err)
+		}
+		if err := mgr.Add(srv); err != nil {
+			return err
+		}
+		copts.Configs = store
+	}
+	if _, err := controller.Setup(mgr, copts); err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}
 	if f.authAddr != "" {
@@ -250,7 +270,7 @@ func runManager(ctx context.Context, f managerFlags, log *slog.Logger) error {
 	}
 	log.Info("starting tern-operator", "controllerName", f.controllerName, "leaderElection", f.leaderElect,
 		"leaderElectionNamespace", f.leaderNS, "metrics", f.metricsAddr, "health", f.healthAddr, "auth", f.authAddr,
-		"pprof", f.pprofAddr, "throttleTimeout", f.throttle.String())
+		"pprof", f.pprofAddr, "configDiscovery", f.cdsAddr, "throttleTimeout", f.throttle.String())
 	return mgr.Start(ctx)
 }
 

@@ -134,7 +134,7 @@ func TestOperate(t *testing.T) {
 		testenv.Apply(t, c, data)
 	}
 	kubeconfig := env.ImpersonatingKubeconfig(t, "system:serviceaccount:tern-system:tern-operator")
-	metricsAddr, healthAddr, authAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	metricsAddr, healthAddr, authAddr, cdsAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -142,7 +142,8 @@ func TestOperate(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- operate(ctx, []string{"--kubeconfig", kubeconfig, "--leader-election-namespace", "tern-system",
-			"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", healthAddr, "--auth-addr", authAddr}, &stderr)
+			"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", healthAddr, "--auth-addr", authAddr,
+			"--config-discovery-address", cdsAddr}, &stderr)
 	}()
 	defer func() {
 		if t.Failed() {
@@ -191,6 +192,10 @@ func TestOperate(t *testing.T) {
 			return c.Get(ctx, client.ObjectKey{Namespace: "operate", Name: "gw"}, obj)
 		})
 	}
+	// The leader serves the Gateway's config over the config discovery service.
+	testenv.Eventually(t, 30*time.Second, func() error {
+		return httpOK("http://"+cdsAddr+"/api/v1/configs/operate/gw", `"name":"operate/gw"`)
+	})
 	testenv.Eventually(t, 30*time.Second, func() error {
 		var gw gwapiv1.Gateway
 		if err := c.Get(ctx, client.ObjectKey{Namespace: "operate", Name: "gw"}, &gw); err != nil {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tern-gw/tern/operator/cds"
 )
 
 // STUNner's gateway operator is configured by flags and environment variables that its Helm
@@ -54,8 +56,8 @@ func addStunnerFlags(fs *flag.FlagSet) *stunnerFlags {
 		"STUNner's finalizer (delete dataplanes and invalidate statuses at operator exit); accepted and ignored: Tern leaves the dataplanes running when it stops")
 	fs.StringVar(&s.throttleTimeout, "throttle-timeout", "0s",
 		"wait this long after a change before rendering, so that a burst of changes renders once, as STUNner's (whose default is 250ms); 0 renders at once")
-	fs.StringVar(&s.cdsAddr, "config-discovery-address", ":13478",
-		"STUNner's config discovery service address; accepted and ignored: Tern's dataplanes read their ConfigMap")
+	fs.StringVar(&s.cdsAddr, "config-discovery-address", cds.DefaultAddr,
+		"address of the config discovery service (STUNner's CDS API: GET /api/v1/configs, watch=true over WebSocket), which stunnerd, stunnerctl, turncat and ternd read; served by the leader; empty or 0 disables it")
 	fs.StringVar(&s.pprofAddr, "pprof-bind-address", "0",
 		"address of Go's profiling endpoints (/debug/pprof/); 0 disables them (default $"+envPprofAddr+" or 0)")
 	fs.BoolVar(&s.disableEndpointed, "disable-endpontslice-controller", false,
@@ -139,9 +141,6 @@ func (s *stunnerFlags) logIgnored(log *slog.Logger, set map[string]bool) {
 	}
 	if set["enable-finalizer"] && s.enableFinalizer {
 		ignored("--enable-finalizer", "Tern leaves the dataplanes and statuses in place when the operator stops, so TURN sessions survive operator restarts")
-	}
-	if set["config-discovery-address"] {
-		ignored("--config-discovery-address", "Tern has no config discovery service: its dataplanes read their ConfigMap")
 	}
 	if set["disable-endpontslice-controller"] {
 		ignored("--disable-endpontslice-controller", "Tern reads EndpointSlices (discovery.k8s.io/v1)")

@@ -52,7 +52,17 @@ func TestStunnerOperatorFlags(t *testing.T) {
 		{name: "dataplane-mode legacy", args: []string{"--dataplane-mode=legacy"}, check: logged("--dataplane-mode=legacy")},
 		{name: "dataplane mode from the environment", env: map[string]string{envDataplaneMode: "legacy"},
 			check: logged("$" + envDataplaneMode + "=legacy")},
-		{name: "config-discovery-address", args: []string{"--config-discovery-address", ":13478"}, check: logged("--config-discovery-address")},
+		{name: "config-discovery-address", args: []string{"--config-discovery-address", "127.0.0.1:13479"},
+			check: func(t *testing.T, f managerFlags, _ *slog.Logger, logs string) {
+				if f.cdsAddr != "127.0.0.1:13479" || strings.Contains(logs, "config-discovery-address") {
+					t.Errorf("cds address %q, logs %s", f.cdsAddr, logs)
+				}
+			}},
+		{name: "config-discovery-address default", check: func(t *testing.T, f managerFlags, _ *slog.Logger, _ string) {
+			if f.cdsAddr != ":13478" {
+				t.Errorf("cds address %q, want :13478", f.cdsAddr)
+			}
+		}},
 		{name: "metrics and health addresses", args: []string{"--metrics-bind-address=:9090", "-health-probe-bind-address", ":9091"},
 			check: func(t *testing.T, f managerFlags, _ *slog.Logger, _ string) {
 				if f.metricsAddr != ":9090" || f.healthAddr != ":9091" {

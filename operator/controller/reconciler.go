@@ -34,6 +34,19 @@ type Options struct {
 	// LabelFilter are the Gateway label keys not copied to the dataplane
 	// workload (render.Options.LabelFilter; nil means render's default).
 	LabelFilter []string
+	// Configs, when set, gets every Gateway's config as the config
+	// discovery service serves it (render.GatewayResult.CDSConfig) after
+	// each render, before the objects are applied: the operator's CDS
+	// (operator/cds.Store).
+	Configs ConfigSink
+}
+
+// ConfigSink receives the served configs, keyed "namespace/name", after each render.
+type ConfigSink interface {
+	// Update replaces the served state of the world.
+	Update(configs map[string][]byte)
+	// Get returns what is served for a Gateway.
+	Get(namespace, name string) ([]byte, bool)
 }
 
 func (o Options) withDefaults() Options {
@@ -84,6 +97,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 	writeStart := time.Now()
 	for _, p := range res.Problems {
 		r.log.V(1).Info("render problem", "object", p.Object.String(), "field", p.Field, "severity", p.Severity, "message", p.Message)
+	}
+
+	if r.opts.Configs != nil {
+		r.publishConfigs(res)
 	}
 
 	gateways := map[types.NamespacedName]*gwapiv1.Gateway{}
@@ -168,4 +185,28 @@ func isWorkload(obj client.Object) bool {
 		return true
 	}
 	return false
+}
+
+// publishConfigs hands the config of every rendered Gateway to Options.Configs. A Gateway that
+// did not render keeps the config served before, as it keeps its ConfigMap; a Gateway no longer
+// rendered (deleted, or no longer of a managed class) is dropped, which its watchers see as
+// STUNner's zero config.
+func (r *Reconciler) publishConfigs(res *render.Result) {
+	configs := make(map[string][]byte, len(res.Gateways))
+	for i := range res.Gateways {
+		g := &res.Gateways[i]
+		id := g.Namespace + "/" + g.Name
+		c, err := g.CDSConfig()
+		if err != nil {
+			r.log.Error(err, "config discovery: cannot serve the rendered config", "gateway", id)
+		}
+		if c == nil || err != nil {
+			if old, ok := r.opts.Configs.Get(g.Namespace, g.Name); ok {
+				configs[id] = old
+			}
+			continue
+		}
+		configs[id] = c
+	}
+	r.opts.Configs.Update(configs)
 }

@@ -1,0 +1,223 @@
+package cds
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+func cfg(id, listener string) []byte {
+	return []byte(`{"version":"v1","admin":{"name":"` + id + `"},"auth":{"type":"static","realm":"r","credentials":{"username":"u","password":""}},"listeners":[{"name":"` + listener + `","protocol":"TURN-UDP","port":3478}]}`)
+}
+
+// startServer serves store on a loopback port until the test ends.
+func startServer(t *testing.T, store *Store) string {
+	t.Helper()
+	srv, err := Listen("127.0.0.1:0", NewHandler(store, nil), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("server: %v", err)
+		}
+	})
+	return srv.Addr().String()
+}
+
+func get(t *testing.T, url string) (int, []byte) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("GET %s: Content-Type %q", url, ct)
+	}
+	return resp.StatusCode, body
+}
+
+// TestHandlerGet drives the list, namespace, name and license endpoints as
+// stunnerctl does (GET without watch).
+func TestHandlerGet(t *testing.T) {
+	store := NewStore()
+	store.Update(map[string][]byte{"a/gw1": cfg("a/gw1", "l1"), "a/gw2": cfg("a/gw2", "l2"), "b/gw": cfg("b/gw", "l3")})
+	base := "http://" + startServer(t, store)
+
+	type list struct {
+		Version string            `json:"version"`
+		Items   []json.RawMessage `json:"items"`
+	}
+	for _, c := range []struct {
+		path  string
+		items int
+	}{{"/api/v1/configs", 3}, {"/api/v1/configs/a", 2}, {"/api/v1/configs/b", 1}, {"/api/v1/configs/none", 0}} {
+		code, body := get(t, base+c.path)
+		var l list
+		if err := json.Unmarshal(body, &l); err != nil || code != 200 {
+			t.Fatalf("GET %s: %d %s (%v)", c.path, code, body, err)
+		}
+		if l.Version != "v1" || len(l.Items) != c.items || l.Items == nil {
+			t.Errorf("GET %s: %s, want version v1 and %d items", c.path, body, c.items)
+		}
+	}
+	if code, body := get(t, base+"/api/v1/configs/a/gw2"); code != 200 || string(body) != string(cfg("a/gw2", "l2")) {
+		t.Errorf("GET a/gw2: %d %s", code, body)
+	}
+	code, body := get(t, base+"/api/v1/configs/a/missing")
+	var e apiError
+	if err := json.Unmarshal(body, &e); err != nil || code != 404 || e.Code != 404 || !strings.Contains(e.Message, "a/missing") {
+		t.Errorf("GET a/missing: %d %s", code, body)
+	}
+	code, body = get(t, base+"/api/v1/license")
+	var lic map[string]any
+	if err := json.Unmarshal(body, &lic); err != nil || code != 200 {
+		t.Fatalf("GET license: %d %s", code, body)
+	}
+	if lic["subscriptionType"] != "free" || lic["lastUpdated"] != "N/A" || lic["lastError"] != "" {
+		t.Errorf("license: %s", body)
+	}
+	if f, ok := lic["enabledFeatures"].([]any); !ok || len(f) != 0 {
+		t.Errorf("license enabledFeatures: %s", body)
+	}
+	if code, _ := get(t, base+"/api/v1/configs?watch=maybe"); code != 400 {
+		t.Errorf("watch=maybe: %d, want 400", code)
+	}
+}
+
+// dial opens a watch as STUNner's client does: ws:// with watch=true and
+// an Origin header naming the server.
+func dial(t *testing.T, addr, path string) *websocket.Conn {
+	t.Helper()
+	h := http.Header{}
+	h.Set("Origin", "http://"+addr)
+	conn, _, err := websocket.DefaultDialer.Dial("ws://"+addr+path+"?watch=true&node=node-1", h)
+	if err != nil {
+		t.Fatalf("dial %s: %v", path, err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+func next(t *testing.T, conn *websocket.Conn) string {
+	t.Helper()
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	typ, msg, err := conn.ReadMessage()
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	if typ != websocket.TextMessage {
+		t.Fatalf("message type %d, want text", typ)
+	}
+	return string(msg)
+}
+
+// TestHandlerWatch watches one Gateway, a namespace and everything, and
+// sees the current configs, an update, and a deletion as STUNner's zero
+// config; a ping is answered with a pong carrying its payload.
+func TestHandlerWatch(t *testing.T) {
+	store := NewStore()
+	store.Update(map[string][]byte{"a/gw": cfg("a/gw", "l1"), "b/gw": cfg("b/gw", "l2")})
+	addr := startServer(t, store)
+
+	one := dial(t, addr, "/api/v1/configs/a/gw")
+	ns := dial(t, addr, "/api/v1/configs/b")
+	all := dial(t, addr, "/api/v1/configs")
+	if got := next(t, one); got != string(cfg("a/gw", "l1")) {
+		t.Errorf("one: first %s", got)
+	}
+	if got := next(t, ns); got != string(cfg("b/gw", "l2")) {
+		t.Errorf("ns: first %s", got)
+	}
+	if a, b := next(t, all), next(t, all); a != string(cfg("a/gw", "l1")) || b != string(cfg("b/gw", "l2")) {
+		t.Errorf("all: first %s, %s", a, b)
+	}
+
+	// An update of a/gw; b/gw unchanged sends nothing.
+	store.Update(map[string][]byte{"a/gw": cfg("a/gw", "l9"), "b/gw": cfg("b/gw", "l2")})
+	if got := next(t, one); got != string(cfg("a/gw", "l9")) {
+		t.Errorf("one: update %s", got)
+	}
+	if got := next(t, all); got != string(cfg("a/gw", "l9")) {
+		t.Errorf("all: update %s", got)
+	}
+	// b/gw deleted: its watchers get the zero config.
+	store.Update(map[string][]byte{"a/gw": cfg("a/gw", "l9")})
+	if got := next(t, ns); got != string(ZeroConfig("b/gw")) {
+		t.Errorf("ns: delete %s", got)
+	}
+	if got := next(t, all); got != string(ZeroConfig("b/gw")) {
+		t.Errorf("all: delete %s", got)
+	}
+	// A watch of a Gateway not served yet gets its config when it comes.
+	later := dial(t, addr, "/api/v1/configs/c/gw")
+	store.Update(map[string][]byte{"a/gw": cfg("a/gw", "l9"), "c/gw": cfg("c/gw", "l4")})
+	if got := next(t, later); got != string(cfg("c/gw", "l4")) {
+		t.Errorf("later: %s", got)
+	}
+}
+
+// TestHandlerKeepalive: STUNner's client pings with "keepalive" and needs
+// the pong within 8 s, or it reconnects.
+func TestHandlerKeepalive(t *testing.T) {
+	addr := startServer(t, NewStore())
+	conn := dial(t, addr, "/api/v1/configs/z/none")
+	pong := make(chan string, 1)
+	conn.SetPongHandler(func(s string) error { pong <- s; return nil })
+	if err := conn.WriteControl(websocket.PingMessage, []byte("keepalive"), time.Now().Add(10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	// Control frames are handled by a read; nothing else arrives.
+	go func() { _, _, _ = conn.ReadMessage() }()
+	select {
+	case p := <-pong:
+		if p != "keepalive" {
+			t.Errorf("pong %q, want keepalive", p)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("no pong")
+	}
+}
+
+func TestZeroConfig(t *testing.T) {
+	want := `{"version":"v1","admin":{"name":"ns/gw"},"auth":{"type":"static","realm":"stunner.l7mp.io","credentials":{"password":"dummy-password","username":"dummy-username"}}}`
+	if got := string(ZeroConfig("ns/gw")); got != want {
+		t.Errorf("ZeroConfig = %s, want %s", got, want)
+	}
+}
+
+// TestStoreSlowWatcher: a watcher that does not read is cut off once its
+// buffer is full, and the store's updates never wait for it.
+func TestStoreSlowWatcher(t *testing.T) {
+	store := NewStore()
+	sub := store.subscribe("", "")
+	for i := range subscriptionBuffer + 1 {
+		store.Update(map[string][]byte{"a/gw": cfg("a/gw", strings.Repeat("x", i+1))})
+	}
+	n := 0
+	for range sub.ch {
+		n++
+	}
+	if n != subscriptionBuffer {
+		t.Errorf("got %d configs before the close, want %d", n, subscriptionBuffer)
+	}
+	store.unsubscribe(sub)
+	if store.Watchers() != 0 {
+		t.Errorf("%d watchers left", store.Watchers())
+	}
+}

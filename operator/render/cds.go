@@ -1,0 +1,162 @@
+package render
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/placeholder"
+)
+
+// CDSTernKey is the top-level key of a config served over the config
+// discovery service (CDS) that holds Tern's own config document, the
+// ConfigMap's ConfigKey content as a JSON object. stunnerd, stunnerctl and
+// turncat decode CDS configs into STUNner's v1 types with non-strict
+// decoders (sigs.k8s.io/yaml, encoding/json), which skip unknown keys, so
+// they read the rest of the document and ignore this one; ternd reads this
+// one and ignores the rest.
+const CDSTernKey = "tern"
+
+// stunnerd's spellings of what Tern writes as placeholders: its relay
+// address variable (STUNner's pods set STUNNER_ADDR to status.podIP).
+const stunnerdPodAddr = "$STUNNER_ADDR"
+
+// cdsConfig is a STUNner v1 dataplane config ("stunnerd.conf"), the form
+// the config discovery service serves, with Tern's document beside it.
+// Field names follow STUNner's v1 API (pkg/apis/v1 of l7mp/stunner, which
+// its OpenAPI description refers to for v1.Config).
+type cdsConfig struct {
+	Version   string          `json:"version"`
+	Admin     cdsAdmin        `json:"admin"`
+	Auth      cdsAuth         `json:"auth"`
+	Listeners []cdsListener   `json:"listeners,omitempty"`
+	Clusters  []cdsCluster    `json:"clusters,omitempty"`
+	Tern      json.RawMessage `json:"tern,omitempty"`
+}
+
+type cdsAdmin struct {
+	Name                string  `json:"name,omitempty"`
+	LogLevel            string  `json:"loglevel,omitempty"`
+	MetricsEndpoint     string  `json:"metrics_endpoint,omitempty"`
+	HealthCheckEndpoint *string `json:"healthcheck_endpoint,omitempty"`
+}
+
+type cdsAuth struct {
+	Type        string            `json:"type,omitempty"`
+	Realm       string            `json:"realm,omitempty"`
+	Credentials map[string]string `json:"credentials"`
+}
+
+type cdsListener struct {
+	Name       string   `json:"name,omitempty"`
+	Protocol   string   `json:"protocol,omitempty"`
+	PublicAddr string   `json:"public_address,omitempty"`
+	PublicPort int      `json:"public_port,omitempty"`
+	Addr       string   `json:"address,omitempty"`
+	Port       int      `json:"port,omitempty"`
+	Routes     []string `json:"routes,omitempty"`
+}
+
+type cdsCluster struct {
+	Name      string   `json:"name"`
+	Type      string   `json:"type,omitempty"`
+	Protocol  string   `json:"protocol,omitempty"`
+	Endpoints []string `json:"endpoints,omitempty"`
+}
+
+// CDSConfig returns the Gateway's config as the config discovery service
+// serves it: STUNner's v1 JSON of the same config that ConfigMap holds,
+// with that ConfigMap document itself under CDSTernKey. It is nil when the
+// Gateway did not render (Config or ConfigMap nil).
+//
+// The STUNner fields describe the Gateway for STUNner's tools (stunnerctl
+// config, turncat k8s://): listeners, clusters, auth type and realm.
+// Credentials are not served: the config names files of the Gateway's
+// Secret, which the kubelet mounts into the dataplane pods, so auth
+// credentials carry the keys STUNner's validation requires (username and
+// password, or secret) with the static username only. Address placeholders
+// become stunnerd's $STUNNER_ADDR.
+func (g *GatewayResult) CDSConfig() ([]byte, error) {
+	if g.Config == nil || g.ConfigMap == nil {
+		return nil, nil
+	}
+	return StunnerdJSON(g.Config, []byte(g.ConfigMap.Data[ConfigKey]))
+}
+
+// StunnerdJSON returns cfg in STUNner's v1 JSON with doc, Tern's document
+// of cfg (YAML or JSON, as MarshalConfig writes it), under CDSTernKey. An
+// error means doc is not a YAML or JSON object.
+func StunnerdJSON(cfg *config.Config, doc []byte) ([]byte, error) {
+	tern, err := yaml.YAMLToJSON(doc)
+	if err != nil {
+		return nil, fmt.Errorf("dataplane config document: %w", err)
+	}
+	out := cdsConfig{
+		Version: "v1",
+		Admin: cdsAdmin{
+			Name:     cfg.Admin.Name,
+			LogLevel: cfg.Admin.LogLevel,
+			// stunnerd reads an absent endpoint as its default and an empty
+			// one as off: state Tern's either way.
+			HealthCheckEndpoint: ptr(httpEndpoint(cfg.Admin.HealthAddress, "")),
+		},
+		Auth: cdsAuth{Type: cfg.Auth.Type, Realm: cfg.Auth.Realm, Credentials: map[string]string{}},
+		Tern: tern,
+	}
+	if cfg.Admin.MetricsAddress != "" {
+		out.Admin.MetricsEndpoint = httpEndpoint(cfg.Admin.MetricsAddress, "/metrics")
+	}
+	switch cfg.Auth.Type {
+	case config.AuthEphemeral:
+		out.Auth.Credentials["secret"] = ""
+	default:
+		out.Auth.Credentials["username"] = cfg.Auth.Username
+		out.Auth.Credentials["password"] = ""
+	}
+	for _, l := range cfg.Listeners {
+		out.Listeners = append(out.Listeners, cdsListener{
+			Name: l.Name, Protocol: string(l.Protocol),
+			PublicAddr: stunnerdAddr(l.PublicAddress), PublicPort: l.PublicPort,
+			Addr: stunnerdAddr(l.Address), Port: l.Port, Routes: l.Routes,
+		})
+	}
+	for _, c := range cfg.Clusters {
+		typ := strings.ToUpper(c.Type)
+		if typ == "" {
+			typ = "STATIC"
+		}
+		out.Clusters = append(out.Clusters, cdsCluster{Name: c.Name, Type: typ, Protocol: "udp", Endpoints: c.Endpoints})
+	}
+	return json.Marshal(out)
+}
+
+// stunnerdAddr writes Tern's address placeholders as stunnerd's relay
+// address variable: on a hostNetwork pod the pod's address is the node's.
+func stunnerdAddr(a string) string {
+	switch a {
+	case placeholder.PodIP, placeholder.NodeIP, placeholder.PodIPs:
+		return stunnerdPodAddr
+	}
+	return a
+}
+
+// httpEndpoint turns host:port into stunnerd's http://host:port/path
+// endpoint form; "" stays "".
+func httpEndpoint(hostport, path string) string {
+	if hostport == "" {
+		return ""
+	}
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return "http://" + hostport + path
+	}
+	if p, err := strconv.Atoi(port); err == nil {
+		port = strconv.Itoa(p)
+	}
+	return "http://" + net.JoinHostPort(host, port) + path
+}
