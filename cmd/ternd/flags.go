@@ -55,11 +55,11 @@ var ignoredStunnerdFlags = []struct {
 	{"force-ready-status", "", "ternd's /live stays up while it drains", true},
 	{"sni", "", "tunnel mode only", false},
 	{"insecure", "", "tunnel mode only", true},
-	// stunnerd's config discovery service and the Kubernetes client
-	// flags it uses to find it; Tern renders a file or ConfigMap instead.
-	{"cds-server-address", "", "Tern has no config discovery service: use -c <file> or --configmap", false},
-	{"cds-server-namespace", "", "Tern has no config discovery service: use -c <file> or --configmap", false},
-	{"cds-server-port", "", "Tern has no config discovery service: use -c <file> or --configmap", false},
+	// The flags stunnerd's "-c k8s" uses to find the config discovery
+	// service through the Kubernetes API; ternd takes its address in -c.
+	{"cds-server-address", "", "give the config discovery service's address in -c (http://address:13478)", false},
+	{"cds-server-namespace", "", "give the config discovery service's address in -c (http://address:13478)", false},
+	{"cds-server-port", "", "give the config discovery service's address in -c (http://address:13478)", false},
 	{"context", "", "only for finding stunnerd's config discovery service", false},
 	{"namespace", "n", "only for finding stunnerd's config discovery service; --configmap takes namespace/name", false},
 	{"cluster", "", "only for finding stunnerd's config discovery service", false},
@@ -73,7 +73,7 @@ func newFlags() *flags {
 	f := &flags{fs: flag.NewFlagSet("ternd", flag.ContinueOnError), ignored: map[string]string{}}
 	fs := f.fs
 	fs.SortFlags = false
-	fs.StringVarP(&f.cfgPath, "config", "c", "", "dataplane config file: Tern's format or stunnerd's (stunnerd.conf); a path or file://<path>")
+	fs.StringVarP(&f.cfgPath, "config", "c", "", "config origin: a dataplane config file, Tern's format or stunnerd's (stunnerd.conf), as a path or file://<path>; or a config discovery service, http://address:13478 (ws://, https://, wss://, or address:port), watched for the Gateway -i names (default $STUNNER_CONFIG_ORIGIN)")
 	fs.StringVarP(&f.gwPath, "manifests", "f", "", "standalone mode: Gateway API manifests (GatewayClass, GatewayConfig, Gateway, routes, ...) to render the config from, as tern-operator would")
 	fs.StringVar(&f.gwName, "gateway", "", "with -f: namespace/name of the Gateway to serve; default the first in the file")
 	fs.StringVar(&f.cmRef, "configmap", os.Getenv("TERN_CONFIGMAP"), "watch this ConfigMap (namespace/name, or name in $POD_NAMESPACE) through the Kubernetes API and apply its config live")
@@ -82,7 +82,7 @@ func newFlags() *flags {
 	fs.StringVarP(&f.level, "log", "l", "", "log level: trace, debug, info, warn, error, disable, or STUNner's scope:LEVEL list (all:INFO,turn:DEBUG); overrides the config's log level")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log output format: text or json")
 	fs.BoolVarP(&f.verbose, "verbose", "v", false, "debug logging, as -l all:DEBUG (an explicit -l wins)")
-	fs.StringVarP(&f.id, "id", "i", "", "dataplane name in logs when the config names none (stunnerd's namespace/name id); default $STUNNER_NAMESPACE/$STUNNER_NAME")
+	fs.StringVarP(&f.id, "id", "i", "", "the Gateway's namespace/name (stunnerd's id): whose config to watch at a config discovery service, and the dataplane name in logs when the config names none; default $STUNNER_NAMESPACE/$STUNNER_NAME")
 	fs.BoolVarP(&f.watch, "watch", "w", false, "watch the config file and apply changes live")
 	fs.StringVar(&f.pprofAt, "pprof", "", "serve Go's profiling endpoints (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; off by default, never on a public address")
 	fs.IntVarP(&f.threads, "udp-thread-num", "u", 0, "sockets (and reader threads) per TURN-UDP listener; 0 means the number of CPUs")
@@ -113,6 +113,8 @@ func newFlags() *flags {
 
 Usage:
     ternd -c <config file> [options]     Tern's or stunnerd's config file
+    ternd -c http://<address>:13478 -i <namespace>/<gateway> [options]
+                                         a config discovery service (tern-operator's or STUNner's)
     ternd -f <manifests> [options]       Gateway API manifests, rendered as tern-operator would
     ternd [options] turn://user:pass@address:port?transport=udp
                                          one listener, as stunnerd's default config

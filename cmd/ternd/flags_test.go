@@ -145,9 +145,34 @@ func TestConfigPath(t *testing.T) {
 			t.Errorf("configPath(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"k8s", "http://stunner-config-discovery.stunner-system:13478", "ws://1.2.3.4:13478", "10.0.0.1:13478"} {
+	for _, in := range []string{"k8s", "ftp://x/y"} {
 		if got, err := configPath(in); err == nil || !strings.Contains(err.Error(), "config discovery service") {
-			t.Errorf("configPath(%q) = %q, %v; want a CDS error", in, got, err)
+			t.Errorf("configPath(%q) = %q, %v; want an error naming the config discovery service", in, got, err)
+		}
+	}
+}
+
+// TestCDSOriginOf: the -c values that name a config discovery service, as
+// stunnerd reads them (a URL, or an address:port that is not a file).
+func TestCDSOriginOf(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "127.0.0.1:1")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for in, want := range map[string]string{
+		"http://stunner-config-discovery.stunner-system:13478": "http://stunner-config-discovery.stunner-system:13478",
+		"ws://1.2.3.4:13478":  "ws://1.2.3.4:13478",
+		"https://cds:13478":   "https://cds:13478",
+		"10.0.0.1:13478":      "http://10.0.0.1:13478",
+		"[2001:db8::1]:13478": "http://[2001:db8::1]:13478",
+		"k8s":                 "",
+		"file:///etc/x.conf":  "",
+		"/etc/tern/tern.yaml": "",
+		file:                  "",
+	} {
+		got, ok := cdsOriginOf(in)
+		if got != want || ok != (want != "") {
+			t.Errorf("cdsOriginOf(%q) = %q, %v; want %q", in, got, ok, want)
 		}
 	}
 }

@@ -55,7 +55,7 @@ func run(args []string) int {
 	}
 	cf := &configFile{getenv: os.Getenv}
 	defer cf.close()
-	src, err := selectSource(f, cf)
+	src, err := selectSource(f, cf, newLogger(f.logFormat, os.Stderr, slog.LevelInfo))
 	if err != nil {
 		return exit(err)
 	}
@@ -127,16 +127,37 @@ type source struct {
 	name  string
 	load  func(string) (*config.Config, error)
 	close func()
+	// cds is the config discovery service watch, when the config comes
+	// from one (name is then its URL).
+	cds *cdsSource
 }
 
 // selectSource picks the config source from the flags: -c (Tern's or
-// stunnerd's config file), -f (Gateway API manifests) or stunnerd's
-// positional turn:// URI. Conflicting or missing choices exit 2.
-func selectSource(f *flags, cf *configFile) (source, error) {
+// stunnerd's config file, or a config discovery service's address), -f
+// (Gateway API manifests) or stunnerd's positional turn:// URI.
+// Conflicting or missing choices exit 2. log logs the config discovery
+// watch until the config's logger exists.
+func selectSource(f *flags, cf *configFile, log *slog.Logger) (source, error) {
 	src := source{close: func() {}}
+	origin, fromCDS := cdsOriginOf(f.cfgPath)
 	switch {
 	case f.cfgPath != "" && f.gwPath != "":
 		return src, fail(2, "give either -c <config file> or -f <Gateway API manifests>, not both")
+	case fromCDS:
+		if f.fs.NArg() > 0 {
+			return src, fail(2, "unexpected arguments %q", f.fs.Args())
+		}
+		if f.cmRef != "" {
+			return src, fail(2, "give either a config discovery service (-c %s) or --configmap, not both", f.cfgPath)
+		}
+		if f.id != "" {
+			log = log.With("dataplane", f.id)
+		}
+		cs, err := newCDSSource(origin, f.id, cf, log)
+		if err != nil {
+			return src, fail(2, "-c %s: %v", f.cfgPath, err)
+		}
+		return source{name: cs.url, load: cs.load, close: cs.close, cds: cs}, nil
 	case f.cfgPath != "":
 		path, err := configPath(f.cfgPath)
 		if err != nil {
@@ -246,13 +267,21 @@ func memoryLimit(flagMiB int, log *slog.Logger) int64 {
 }
 
 // startWatches starts the config watches the flags ask for, until ctx
-// ends: the file's (-w) and the ConfigMap's (--configmap). With
+// ends: the file's (-w) and the ConfigMap's (--configmap); with a config
+// discovery service, its watch (always on, as -w is in STUNner's pods)
+// starts applying configs. With
 // --configmap, the ConfigMap watch is the source of truth once it has
 // delivered a config: the mounted file lags it (the kubelet rewrites its
 // volume on its own schedule), and applying the file then could put back
 // a config the watch has already replaced. A --configmap that does not
 // parse exits 2.
 func startWatches(ctx context.Context, f *flags, src source, srv *dataplane.Server, log *slog.Logger) error {
+	if src.cds != nil {
+		// The config discovery service's watch runs since the start; from
+		// now on it reconfigures the server. -w has nothing more to watch.
+		src.cds.setApply(srv.Reconfigure, log)
+		return nil
+	}
 	var fromAPI atomic.Bool
 	if f.cmRef != "" {
 		ns, name, err := k8sconfig.ParseRef(f.cmRef, os.Getenv("POD_NAMESPACE"))

@@ -16,9 +16,10 @@ import (
 // configPath turns stunnerd's config origin (-c) into a file name.
 // stunnerd takes a file as "file://<path>"; STUNner's Helm chart writes
 // "file://etc/stunnerd/stunnerd.conf", which stunnerd reads as the absolute
-// path, so a relative path that does not exist falls back to "/"+path. The
-// config discovery service origins ("k8s", http://, ws://, address:port)
-// are errors: Tern pushes config through a file or --configmap instead.
+// path, so a relative path that does not exist falls back to "/"+path.
+// Config discovery service origins are told apart first (cdsOriginOf);
+// stunnerd's "k8s" origin, which finds the service through the Kubernetes
+// API, is an error: give the service's address.
 func configPath(origin string) (string, error) {
 	if rest, ok := strings.CutPrefix(origin, "file://"); ok {
 		if !filepath.IsAbs(rest) {
@@ -30,19 +31,31 @@ func configPath(origin string) (string, error) {
 		}
 		return rest, nil
 	}
-	cds := origin == "k8s" || strings.Contains(origin, "://")
-	if !cds {
-		// An address:port that is not a file is a CDS server address.
-		if _, err := os.Stat(origin); err != nil {
-			if _, _, errHP := net.SplitHostPort(origin); errHP == nil {
-				cds = true
-			}
-		}
-	}
-	if cds {
-		return "", fmt.Errorf("config origin %q is stunnerd's config discovery service, which Tern does not have: give a config file (-c <file> or -c file://<path>), or --configmap", origin)
+	if origin == "k8s" || strings.Contains(origin, "://") {
+		return "", fmt.Errorf("config origin %q: ternd reads a config file (-c <file> or -c file://<path>), a config discovery service (-c http://<address>:13478), or a ConfigMap (--configmap); stunnerd's \"k8s\" discovery is not supported: give the service's address", origin)
 	}
 	return origin, nil
+}
+
+// cdsOriginOf reports whether origin (-c) names a config discovery
+// service, and returns it as a URL: an http://, https://, ws:// or wss://
+// URL as is, and, as stunnerd reads it, an address:port that is not an
+// existing file as http://address:port.
+func cdsOriginOf(origin string) (string, bool) {
+	for _, p := range []string{"http://", "https://", "ws://", "wss://"} {
+		if strings.HasPrefix(origin, p) {
+			return origin, true
+		}
+	}
+	if strings.Contains(origin, "://") || origin == "k8s" {
+		return "", false
+	}
+	if _, err := os.Stat(origin); err != nil {
+		if _, _, errHP := net.SplitHostPort(origin); errHP == nil {
+			return "http://" + origin, true
+		}
+	}
+	return "", false
 }
 
 // configFile loads ternd's config from a file in Tern's format or in

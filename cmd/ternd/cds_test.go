@@ -1,0 +1,60 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/operator/cds"
+	"github.com/tern-gw/tern/operator/render"
+)
+
+// TestCDSDecode reads what a config discovery service sends: tern-operator's
+// configs (Tern's document inside), STUNner's operator's (stunnerd's
+// format), STUNner's zero config (a deletion), and configs that must be
+// rejected.
+func TestCDSDecode(t *testing.T) {
+	env := map[string]string{"POD_IP": "10.0.0.7", "STUNNER_ADDR": "10.0.0.8"}
+	s := &cdsSource{getenv: func(k string) string { return env[k] }, cf: &configFile{}}
+	s.log.Store(newLogger("text", &strings.Builder{}, nil))
+
+	cfg := &config.Config{Version: "v1", Admin: config.Admin{Name: "ns/gw"},
+		Auth:      config.Auth{Type: "static", Realm: "r", Username: "u", PasswordFile: "/creds/password"},
+		Listeners: []config.Listener{{Name: "ns/gw/udp", Protocol: "TURN-UDP", Address: "$(POD_IP)", Port: 3478}}}
+	doc, err := render.MarshalConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served, err := render.StunnerdJSON(cfg, doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, deleted, err := s.decode(served)
+	if err != nil || deleted {
+		t.Fatalf("tern-operator's config: %v, deleted %v", err, deleted)
+	}
+	if got.Listeners[0].Address != "10.0.0.7" || got.Auth.PasswordFile != "/creds/password" {
+		t.Errorf("tern-operator's config read as %+v", got)
+	}
+
+	stunnerd := `{"version":"v1","admin":{"name":"ns/gw"},"auth":{"type":"static","credentials":{"username":"u","password":"p"}},` +
+		`"listeners":[{"name":"ns/gw/udp","protocol":"TURN-UDP","address":"$STUNNER_ADDR","port":3478}]}`
+	got, deleted, err = s.decode([]byte(stunnerd))
+	if err != nil || deleted || got.Listeners[0].Address != "10.0.0.8" || got.Auth.Password != "p" {
+		t.Errorf("STUNner's config: %+v, deleted %v, %v", got, deleted, err)
+	}
+
+	if _, deleted, err := s.decode(cds.ZeroConfig("ns/gw")); err != nil || !deleted {
+		t.Errorf("zero config: deleted %v, %v", deleted, err)
+	}
+
+	for name, bad := range map[string]string{
+		"not JSON":           `{"version"`,
+		"bad Tern document":  `{"version":"v1","tern":{"version":"v1","listeners":[{"name":"x","protocol":"TURN-UDP","port":70000}]}}`,
+		"bad stunnerd field": `{"version":"v1","listeners":[{"name":"x","protocol":"TURN-UDP","port":"high"}]}`,
+	} {
+		if _, _, err := s.decode([]byte(bad)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
