@@ -181,6 +181,13 @@ func TestOperatorConfigDelivery(t *testing.T) {
 // before the manager starts, to add runnables such as the auth service.
 func startOperator(t *testing.T, credentialsDir string, add ...func(manager.Manager) error) {
 	t.Helper()
+	startOperatorWith(t, controller.Options{CredentialsDir: credentialsDir}, add...)
+}
+
+// startOperatorWith is startOperator with the controller's options given whole. It returns
+// what stops the operator before the test ends (an operator restart); stopping twice is safe.
+func startOperatorWith(t *testing.T, opts controller.Options, add ...func(manager.Manager) error) (stop func()) {
+	t.Helper()
 	ctrl.SetLogger(logr.Discard())
 	scheme := controller.NewScheme()
 	mgr, err := ctrl.NewManager(apiServer.Config(t), manager.Options{
@@ -194,7 +201,7 @@ func startOperator(t *testing.T, credentialsDir string, add ...func(manager.Mana
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := controller.Setup(mgr, controller.Options{CredentialsDir: credentialsDir}); err != nil {
+	if _, err := controller.Setup(mgr, opts); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range add {
@@ -205,17 +212,22 @@ func startOperator(t *testing.T, credentialsDir string, add ...func(manager.Mana
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("operator: %v", err)
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("operator: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Error("operator did not stop within 30s")
 			}
-		case <-time.After(30 * time.Second):
-			t.Error("operator did not stop within 30s")
-		}
-	})
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 // startTerndFromConfigMap starts ternd as the rendered Deployment does: -c with the mounted
