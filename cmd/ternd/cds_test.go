@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"strings"
 	"testing"
 
@@ -57,4 +58,29 @@ func TestCDSDecode(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
+}
+
+// FuzzCDSDecode feeds any message a config discovery service could send
+// to ternd's reader of them: no panic, and a config read is one that
+// passed the config package's validation (a deletion carries none).
+func FuzzCDSDecode(f *testing.F) {
+	f.Add([]byte(`{"version":"v1","admin":{"name":"ns/gw"},"auth":{"type":"static","realm":"r","credentials":{"username":"u","password":""}},"listeners":[{"name":"ns/gw/udp","protocol":"TURN-UDP","address":"$STUNNER_ADDR","port":3478}],"tern":{"version":"v1","admin":{"name":"ns/gw"},"auth":{"type":"static","realm":"r","username":"u","passwordFile":"/p"},"listeners":[{"name":"ns/gw/udp","protocol":"TURN-UDP","address":"$(POD_IP)","port":3478}],"relay":{},"limits":{}}}`))
+	f.Add(cds.ZeroConfig("ns/gw"))
+	f.Add([]byte(`{"version":"v1","auth":{"credentials":{"username":"u","password":"p"}},"listeners":[{"name":"l","port":3478}]}`))
+	f.Add([]byte(`{"tern":null,"listeners":null}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		s := &cdsSource{getenv: func(string) string { return "" }, cf: &configFile{}}
+		s.log.Store(newLogger("text", io.Discard, nil))
+		defer s.cf.close()
+		cfg, deleted, err := s.decode(msg)
+		switch {
+		case err != nil && (cfg != nil || deleted):
+			t.Fatalf("error %v with a config or a deletion", err)
+		case deleted && cfg != nil:
+			t.Fatal("a deletion with a config")
+		case err == nil && !deleted && cfg == nil:
+			t.Fatal("no config, no deletion, no error")
+		}
+	})
 }
