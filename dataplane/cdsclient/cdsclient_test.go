@@ -84,7 +84,7 @@ func TestWatchReconnects(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	store := cds.NewStore()
-	store.Update(map[string][]byte{"ns/gw": []byte(`{"v":1}`), "ns/other": []byte(`{"o":1}`)})
+	store.Update(map[string][]byte{"ns/gw": []byte(`{"v":1}`), "ns/other": []byte(`{"o":1}`)}, nil)
 	stop := serve(t, addr, store)
 
 	u, err := WatchURL("http://"+addr, "ns", "gw", "")
@@ -99,11 +99,11 @@ func TestWatchReconnects(t *testing.T) {
 	if s := recv(t, got); s != `{"v":1}` {
 		t.Errorf("first config %s", s)
 	}
-	store.Update(map[string][]byte{"ns/gw": []byte(`{"v":2}`), "ns/other": []byte(`{"o":2}`)})
+	store.Update(map[string][]byte{"ns/gw": []byte(`{"v":2}`), "ns/other": []byte(`{"o":2}`)}, nil)
 	if s := recv(t, got); s != `{"v":2}` {
 		t.Errorf("update %s", s)
 	}
-	store.Update(map[string][]byte{"ns/other": []byte(`{"o":2}`)})
+	store.Update(map[string][]byte{"ns/other": []byte(`{"o":2}`)}, nil)
 	if s := recv(t, got); s != string(cds.ZeroConfig("ns/gw")) {
 		t.Errorf("delete %s", s)
 	}
@@ -111,7 +111,7 @@ func TestWatchReconnects(t *testing.T) {
 	// The operator goes away and comes back with the Gateway's config.
 	stop()
 	store2 := cds.NewStore()
-	store2.Update(map[string][]byte{"ns/gw": []byte(`{"v":3}`)})
+	store2.Update(map[string][]byte{"ns/gw": []byte(`{"v":3}`)}, nil)
 	stop = serve(t, addr, store2)
 	defer stop()
 	if s := recv(t, got); s != `{"v":3}` {

@@ -63,6 +63,10 @@ type apiError struct {
 //	GET /api/v1/configs/{namespace}/{name}[?watch=true]
 //	                                             one Gateway's config; 404 if none
 //
+// Credentials (auth.credentials) are served only to clients on the
+// loopback, which a port-forward through the Kubernetes API is (throughAPI);
+// every other client gets the public config, without them.
+//
 // Without watch, a list answers a v1.ConfigList ({"version":"v1","items":
 // [...]}) and a name the config itself. With watch=true the request is
 // upgraded to a WebSocket that gets each config as a text message: first
@@ -114,15 +118,20 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, namespace, name 
 		}
 		watch = b
 	}
+	private := throughAPI(r)
 	if watch {
-		h.watch(w, r, namespace, name)
+		h.watch(w, r, namespace, name, private)
 		return
 	}
 	if name == "" {
-		writeJSON(w, http.StatusOK, configList{Version: "v1", Items: h.store.List(namespace)})
+		writeJSON(w, http.StatusOK, configList{Version: "v1", Items: h.store.List(namespace, private)})
 		return
 	}
-	c, ok := h.store.Get(namespace, name)
+	public, priv, ok := h.store.Get(namespace, name)
+	c := public
+	if private && priv != nil {
+		c = priv
+	}
 	if !ok {
 		writeJSON(w, http.StatusNotFound, apiError{Code: http.StatusNotFound, Message: fmt.Sprintf("Config not found for ID %s/%s", namespace, name)})
 		return
@@ -135,7 +144,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, namespace, name 
 // watch upgrades the request and streams the configs namespace/name
 // watches until the client goes, the watcher falls behind, or the store
 // stops serving it.
-func (h *Handler) watch(w http.ResponseWriter, r *http.Request, namespace, name string) {
+func (h *Handler) watch(w http.ResponseWriter, r *http.Request, namespace, name string, private bool) {
 	conn, err := h.upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		// Upgrade has answered the client with the error.
@@ -143,7 +152,7 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request, namespace, name 
 		return
 	}
 	defer conn.Close()
-	sub := h.store.subscribe(namespace, name)
+	sub := h.store.subscribe(namespace, name, private)
 	defer h.store.unsubscribe(sub)
 	h.log.Info("config watch opened", "client", r.RemoteAddr, "namespace", namespace, "name", name)
 
@@ -210,6 +219,21 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request, namespace, name 
 
 func (h *Handler) closeConn(conn *websocket.Conn) {
 	_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, ""), time.Now().Add(time.Second))
+}
+
+// throughAPI reports whether r came from the operator pod's own loopback:
+// how a port-forward (kubectl port-forward, stunnerctl, turncat) arrives,
+// after the Kubernetes API server authenticated the user, checked the
+// pods/portforward permission, and carried the stream over TLS. Only such
+// clients get the credentials: the pod network is neither authenticated
+// nor encrypted (docs/security.md).
+func throughAPI(r *http.Request) bool {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -56,7 +57,7 @@ func get(t *testing.T, url string) (int, []byte) {
 // stunnerctl does (GET without watch).
 func TestHandlerGet(t *testing.T) {
 	store := NewStore()
-	store.Update(map[string][]byte{"a/gw1": cfg("a/gw1", "l1"), "a/gw2": cfg("a/gw2", "l2"), "b/gw": cfg("b/gw", "l3")})
+	store.Update(map[string][]byte{"a/gw1": cfg("a/gw1", "l1"), "a/gw2": cfg("a/gw2", "l2"), "b/gw": cfg("b/gw", "l3")}, nil)
 	base := "http://" + startServer(t, store)
 
 	type list struct {
@@ -132,7 +133,7 @@ func next(t *testing.T, conn *websocket.Conn) string {
 // config; a ping is answered with a pong carrying its payload.
 func TestHandlerWatch(t *testing.T) {
 	store := NewStore()
-	store.Update(map[string][]byte{"a/gw": cfg("a/gw", "l1"), "b/gw": cfg("b/gw", "l2")})
+	store.Update(map[string][]byte{"a/gw": cfg("a/gw", "l1"), "b/gw": cfg("b/gw", "l2")}, nil)
 	addr := startServer(t, store)
 
 	one := dial(t, addr, "/api/v1/configs/a/gw")
@@ -149,7 +150,7 @@ func TestHandlerWatch(t *testing.T) {
 	}
 
 	// An update of a/gw; b/gw unchanged sends nothing.
-	store.Update(map[string][]byte{"a/gw": cfg("a/gw", "l9"), "b/gw": cfg("b/gw", "l2")})
+	store.Update(map[string][]byte{"a/gw": cfg("a/gw", "l9"), "b/gw": cfg("b/gw", "l2")}, nil)
 	if got := next(t, one); got != string(cfg("a/gw", "l9")) {
 		t.Errorf("one: update %s", got)
 	}
@@ -157,7 +158,7 @@ func TestHandlerWatch(t *testing.T) {
 		t.Errorf("all: update %s", got)
 	}
 	// b/gw deleted: its watchers get the zero config.
-	store.Update(map[string][]byte{"a/gw": cfg("a/gw", "l9")})
+	store.Update(map[string][]byte{"a/gw": cfg("a/gw", "l9")}, nil)
 	if got := next(t, ns); got != string(ZeroConfig("b/gw")) {
 		t.Errorf("ns: delete %s", got)
 	}
@@ -166,7 +167,7 @@ func TestHandlerWatch(t *testing.T) {
 	}
 	// A watch of a Gateway not served yet gets its config when it comes.
 	later := dial(t, addr, "/api/v1/configs/c/gw")
-	store.Update(map[string][]byte{"a/gw": cfg("a/gw", "l9"), "c/gw": cfg("c/gw", "l4")})
+	store.Update(map[string][]byte{"a/gw": cfg("a/gw", "l9"), "c/gw": cfg("c/gw", "l4")}, nil)
 	if got := next(t, later); got != string(cfg("c/gw", "l4")) {
 		t.Errorf("later: %s", got)
 	}
@@ -205,9 +206,9 @@ func TestZeroConfig(t *testing.T) {
 // buffer is full, and the store's updates never wait for it.
 func TestStoreSlowWatcher(t *testing.T) {
 	store := NewStore()
-	sub := store.subscribe("", "")
+	sub := store.subscribe("", "", false)
 	for i := range subscriptionBuffer + 1 {
-		store.Update(map[string][]byte{"a/gw": cfg("a/gw", strings.Repeat("x", i+1))})
+		store.Update(map[string][]byte{"a/gw": cfg("a/gw", strings.Repeat("x", i+1))}, nil)
 	}
 	n := 0
 	for range sub.ch {
@@ -219,5 +220,37 @@ func TestStoreSlowWatcher(t *testing.T) {
 	store.unsubscribe(sub)
 	if store.Watchers() != 0 {
 		t.Errorf("%d watchers left", store.Watchers())
+	}
+}
+
+// TestHandlerCredentials: the credentials go only to clients on the
+// loopback, where port-forwards through the Kubernetes API arrive.
+func TestHandlerCredentials(t *testing.T) {
+	store := NewStore()
+	public, private := cfg("a/gw", "l1"), []byte(`{"version":"v1","admin":{"name":"a/gw"},"auth":{"credentials":{"password":"secret"}}}`)
+	store.Update(map[string][]byte{"a/gw": public}, map[string][]byte{"a/gw": private})
+	h := NewHandler(store, nil)
+	for _, c := range []struct {
+		remote, path string
+		secret       bool
+	}{
+		{"127.0.0.1:40000", "/api/v1/configs/a/gw", true},
+		{"[::1]:40000", "/api/v1/configs/a", true},
+		{"10.244.1.7:40000", "/api/v1/configs/a/gw", false},
+		{"10.244.1.7:40000", "/api/v1/configs", false},
+		{"[fd00::7]:40000", "/api/v1/configs/a/gw", false},
+	} {
+		r := httptest.NewRequest(http.MethodGet, c.path, nil)
+		r.RemoteAddr = c.remote
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if got := strings.Contains(w.Body.String(), `"secret"`); got != c.secret || w.Code != 200 {
+			t.Errorf("%s from %s: %d %s; want credentials %v", c.path, c.remote, w.Code, w.Body, c.secret)
+		}
+	}
+	// A watch from the loopback gets them too.
+	addr := startServer(t, store)
+	if got := next(t, dial(t, addr, "/api/v1/configs/a/gw")); got != string(private) {
+		t.Errorf("watch from the loopback: %s", got)
 	}
 }

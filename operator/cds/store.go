@@ -19,14 +19,27 @@ const subscriptionBuffer = 64
 // the watchers of them. The zero value is not usable: use NewStore.
 type Store struct {
 	mu      sync.Mutex
-	configs map[string][]byte // "namespace/name" -> config JSON
+	configs map[string]served // by "namespace/name"
 	subs    map[*subscription]struct{}
+}
+
+// served is one Gateway's config in its two forms: public, for every
+// client, and private, with the credentials, for clients that reached the
+// service through the Kubernetes API (Handler).
+type served struct{ public, private []byte }
+
+func (c served) get(private bool) []byte {
+	if private && c.private != nil {
+		return c.private
+	}
+	return c.public
 }
 
 // subscription is one watcher: of every config (namespace ""), of a
 // namespace (name ""), or of one Gateway's.
 type subscription struct {
 	namespace, name string
+	private         bool // gets the configs with credentials
 	// ch gets each config, in order; it is closed when the watcher fell
 	// too far behind or the store stopped serving it.
 	ch     chan []byte
@@ -35,77 +48,81 @@ type subscription struct {
 
 // NewStore returns an empty store.
 func NewStore() *Store {
-	return &Store{configs: map[string][]byte{}, subs: map[*subscription]struct{}{}}
+	return &Store{configs: map[string]served{}, subs: map[*subscription]struct{}{}}
 }
 
 // Update makes configs ("namespace/name" -> STUNner v1 config JSON) the
 // served state of the world, as the operator's render of every Gateway
-// gives it. Each watcher of a Gateway whose config changed or appeared gets
-// the new config; each watcher of one that is gone gets its deletion,
-// STUNner's zero config (ZeroConfig). An unchanged config sends nothing.
-func (s *Store) Update(configs map[string][]byte) {
+// gives it; private holds the same configs with their credentials (a
+// Gateway missing from it serves its public config to every client). Each
+// watcher of a Gateway whose config changed or appeared gets the new
+// config; each watcher of one that is gone gets its deletion, STUNner's
+// zero config (ZeroConfig). An unchanged config sends nothing.
+func (s *Store) Update(configs, private map[string][]byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, id := range slices.Sorted(maps.Keys(s.configs)) {
 		if _, ok := configs[id]; !ok {
 			delete(s.configs, id)
-			s.notify(id, ZeroConfig(id))
+			zero := ZeroConfig(id)
+			s.notify(id, served{zero, zero})
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(configs)) {
-		c := configs[id]
-		if old, ok := s.configs[id]; ok && bytes.Equal(old, c) {
+		c := served{bytes.Clone(configs[id]), bytes.Clone(private[id])}
+		if old, ok := s.configs[id]; ok && bytes.Equal(old.public, c.public) && bytes.Equal(old.private, c.private) {
 			continue
 		}
-		s.configs[id] = bytes.Clone(c)
-		s.notify(id, s.configs[id])
+		s.configs[id] = c
+		s.notify(id, c)
 	}
 }
 
 // notify sends c, the config of id, to each watcher of it; s.mu is held.
-func (s *Store) notify(id string, c []byte) {
+func (s *Store) notify(id string, c served) {
 	ns, name, _ := strings.Cut(id, "/")
 	for sub := range s.subs {
 		if sub.matches(ns, name) {
-			sub.send(c)
+			sub.send(c.get(sub.private))
 		}
 	}
 }
 
 // List returns the configs of namespace ("" for every namespace), sorted
-// by namespace and name.
-func (s *Store) List(namespace string) []json.RawMessage {
+// by namespace and name, with credentials when private.
+func (s *Store) List(namespace string, private bool) []json.RawMessage {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := []json.RawMessage{}
 	for _, id := range slices.Sorted(maps.Keys(s.configs)) {
 		if ns, _, _ := strings.Cut(id, "/"); namespace == "" || ns == namespace {
-			out = append(out, s.configs[id])
+			out = append(out, s.configs[id].get(private))
 		}
 	}
 	return out
 }
 
-// Get returns the config of the Gateway namespace/name.
-func (s *Store) Get(namespace, name string) ([]byte, bool) {
+// Get returns the config of the Gateway namespace/name, public and with
+// its credentials (nil when Update had none).
+func (s *Store) Get(namespace, name string) (public, private []byte, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c, ok := s.configs[namespace+"/"+name]
-	return c, ok
+	return c.public, c.private, ok
 }
 
 // subscribe registers a watcher of namespace/name ("" for any) and queues
 // the current configs it watches, so a watcher always starts from the
 // state of the world.
-func (s *Store) subscribe(namespace, name string) *subscription {
-	sub := &subscription{namespace: namespace, name: name, ch: make(chan []byte, subscriptionBuffer)}
+func (s *Store) subscribe(namespace, name string, private bool) *subscription {
+	sub := &subscription{namespace: namespace, name: name, private: private, ch: make(chan []byte, subscriptionBuffer)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.subs[sub] = struct{}{}
 	for _, id := range slices.Sorted(maps.Keys(s.configs)) {
 		ns, n, _ := strings.Cut(id, "/")
 		if sub.matches(ns, n) {
-			sub.send(s.configs[id])
+			sub.send(s.configs[id].get(private))
 		}
 	}
 	return sub

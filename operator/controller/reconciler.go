@@ -43,10 +43,12 @@ type Options struct {
 
 // ConfigSink receives the served configs, keyed "namespace/name", after each render.
 type ConfigSink interface {
-	// Update replaces the served state of the world.
-	Update(configs map[string][]byte)
+	// Update replaces the served state of the world: the configs
+	// (render.GatewayResult.CDSConfig) and the same with credentials
+	// (CDSConfigWithCredentials).
+	Update(configs, withCredentials map[string][]byte)
 	// Get returns what is served for a Gateway.
-	Get(namespace, name string) ([]byte, bool)
+	Get(namespace, name string) (config, withCredentials []byte, ok bool)
 }
 
 func (o Options) withDefaults() Options {
@@ -193,20 +195,25 @@ func isWorkload(obj client.Object) bool {
 // STUNner's zero config.
 func (r *Reconciler) publishConfigs(res *render.Result) {
 	configs := make(map[string][]byte, len(res.Gateways))
+	private := make(map[string][]byte, len(res.Gateways))
 	for i := range res.Gateways {
 		g := &res.Gateways[i]
 		id := g.Namespace + "/" + g.Name
 		c, err := g.CDSConfig()
+		var p []byte
+		if err == nil {
+			p, err = g.CDSConfigWithCredentials()
+		}
 		if err != nil {
 			r.log.Error(err, "config discovery: cannot serve the rendered config", "gateway", id)
 		}
 		if c == nil || err != nil {
-			if old, ok := r.opts.Configs.Get(g.Namespace, g.Name); ok {
-				configs[id] = old
+			if old, oldPrivate, ok := r.opts.Configs.Get(g.Namespace, g.Name); ok {
+				configs[id], private[id] = old, oldPrivate
 			}
 			continue
 		}
-		configs[id] = c
+		configs[id], private[id] = c, p
 	}
-	r.opts.Configs.Update(configs)
+	r.opts.Configs.Update(configs, private)
 }

@@ -76,16 +76,35 @@ type cdsCluster struct {
 //
 // The STUNner fields describe the Gateway for STUNner's tools (stunnerctl
 // config, turncat k8s://): listeners, clusters, auth type and realm.
-// Credentials are not served: the config names files of the Gateway's
+// Credentials are not in it: the config names files of the Gateway's
 // Secret, which the kubelet mounts into the dataplane pods, so auth
 // credentials carry the keys STUNner's validation requires (username and
-// password, or secret) with the static username only. Address placeholders
+// password, or secret) with the static username only
+// (CDSConfigWithCredentials fills them in). Address placeholders
 // become stunnerd's $STUNNER_ADDR.
 func (g *GatewayResult) CDSConfig() ([]byte, error) {
 	if g.Config == nil || g.ConfigMap == nil {
 		return nil, nil
 	}
 	return StunnerdJSON(g.Config, []byte(g.ConfigMap.Data[ConfigKey]))
+}
+
+// CDSConfigWithCredentials is CDSConfig with auth.credentials holding the
+// password or shared secret of the Gateway's credentials Secret, as
+// STUNner's operator serves them and turncat (k8s://...) needs them. The
+// config discovery service gives it only to clients that went through the
+// Kubernetes API's authentication and TLS (a port-forward, which arrives
+// on the operator pod's loopback): docs/security.md.
+func (g *GatewayResult) CDSConfigWithCredentials() ([]byte, error) {
+	if g.Config == nil || g.ConfigMap == nil {
+		return nil, nil
+	}
+	cfg := *g.Config
+	if g.Secret != nil {
+		cfg.Auth.Password = string(g.Secret.Data[CredentialsKeyPassword])
+		cfg.Auth.SharedSecret = string(g.Secret.Data[CredentialsKeySharedSecret])
+	}
+	return StunnerdJSON(&cfg, []byte(g.ConfigMap.Data[ConfigKey]))
 }
 
 // StunnerdJSON returns cfg in STUNner's v1 JSON with doc, Tern's document
@@ -111,12 +130,14 @@ func StunnerdJSON(cfg *config.Config, doc []byte) ([]byte, error) {
 	if cfg.Admin.MetricsAddress != "" {
 		out.Admin.MetricsEndpoint = httpEndpoint(cfg.Admin.MetricsAddress, "/metrics")
 	}
+	// Inline credentials (CDSConfigWithCredentials, or a standalone render)
+	// are served; files are not read.
 	switch cfg.Auth.Type {
 	case config.AuthEphemeral:
-		out.Auth.Credentials["secret"] = ""
+		out.Auth.Credentials["secret"] = cfg.Auth.SharedSecret
 	default:
 		out.Auth.Credentials["username"] = cfg.Auth.Username
-		out.Auth.Credentials["password"] = ""
+		out.Auth.Credentials["password"] = cfg.Auth.Password
 	}
 	for _, l := range cfg.Listeners {
 		out.Listeners = append(out.Listeners, cdsListener{

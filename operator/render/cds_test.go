@@ -154,6 +154,22 @@ func TestCDSConfigGolden(t *testing.T) {
 					t.Errorf("%s: Gateway %s/%s: credentials.%s served", in, g.Namespace, g.Name, k)
 				}
 			}
+			// With credentials: those of the Gateway's Secret, and the same otherwise.
+			withCreds, err := g.CDSConfigWithCredentials()
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc, _ := decodeStunnerV1(t, withCreds)
+			checkStunnerValid(t, sc)
+			if g.Secret != nil {
+				key, want := "password", string(g.Secret.Data[CredentialsKeyPassword])
+				if g.Config.Auth.Type == config.AuthEphemeral {
+					key, want = "secret", string(g.Secret.Data[CredentialsKeySharedSecret])
+				}
+				if sc.Auth.Credentials[key] != want || want == "" {
+					t.Errorf("%s: Gateway %s/%s: credentials.%s = %q, want the Secret's %q", in, g.Namespace, g.Name, key, sc.Auth.Credentials[key], want)
+				}
+			}
 			want, err := yaml.YAMLToJSON([]byte(g.ConfigMap.Data[ConfigKey]))
 			if err != nil {
 				t.Fatal(err)

@@ -229,8 +229,10 @@ func TestCDS(t *testing.T) {
 	if one.Version != "v1" || one.Admin.Name != "e2e-cds/gw" || one.Auth.Type != "static" || len(one.Listeners) != 1 {
 		t.Fatalf("GET e2e-cds/gw: %+v", one)
 	}
-	if _, ok := one.Auth.Credentials["password"]; !ok || one.Auth.Credentials["password"] != "" {
-		t.Errorf("credentials served: %v; want the password key, empty", one.Auth.Credentials)
+	// This client is on the operator's loopback, as a port-forward (stunnerctl, turncat) is:
+	// it gets the credentials turncat authenticates with.
+	if one.Auth.Credentials["username"] != "user" || one.Auth.Credentials["password"] != "pass" {
+		t.Errorf("credentials %v; want user/pass through the loopback", one.Auth.Credentials)
 	}
 	for _, path := range []string{"/api/v1/configs", "/api/v1/configs/e2e-cds"} {
 		var list struct {
