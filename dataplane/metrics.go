@@ -114,5 +114,11 @@ func (s *Server) writeMetrics(w io.Writer) {
 	for _, name := range s.clusterNames() {
 		snap.Clusters = append(snap.Clusters, promtext.Cluster{Name: name, ClusterSum: snap.All.Cluster(s.clusterIDs.ID(name))})
 	}
+	snap.ConfigsRejected = s.configsRejected.Load()
 	promtext.Write(w, &snap)
 }
+
+// ConfigRejected counts a config that ternd refused and did not apply, the
+// running config staying (tern_configs_rejected_total): one from a config
+// discovery service that did not load or whose reconfiguration failed.
+func (s *Server) ConfigRejected() { s.configsRejected.Add(1) }

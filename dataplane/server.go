@@ -98,6 +98,9 @@ const (
 
 // Server is a running dataplane.
 type Server struct {
+	// configsRejected is ConfigRejected's count.
+	configsRejected atomic.Uint64
+
 	opts   Options
 	log    *slog.Logger
 	clock  *coarseClock

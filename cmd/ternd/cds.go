@@ -25,7 +25,8 @@ const envNodeName = "STUNNER_NODENAME"
 // config, as stunnerd watches it. The watch runs from the start until
 // close. Its first good config is what load returns (ternd starts from
 // it); later ones are applied live through setApply's function. A config
-// that does not load is logged, counted (rejected) and dropped, and the
+// that does not load is logged, counted (rejected, and
+// tern_configs_rejected_total once the server runs) and dropped, and the
 // running config stays; so does a deletion (STUNner's zero config), as
 // stunnerd's watch ignores deletions, and so does the running config while
 // the server is away: the watch reconnects with backoff.
@@ -38,6 +39,7 @@ type cdsSource struct {
 
 	mu     sync.Mutex
 	apply  func(*config.Config) error // nil until the server runs
+	reject func()                     // counts a rejection in the server's metrics; nil until it runs
 	latest *config.Config             // the last good config, until apply is set
 	loaded *config.Config             // what load returned
 	first  chan struct{}              // closed when latest is first set
@@ -78,12 +80,16 @@ func (s *cdsSource) load(string) (*config.Config, error) {
 }
 
 // setApply hands the configs that come from now on to apply, and first
-// applies the one that came since load, if any.
-func (s *cdsSource) setApply(apply func(*config.Config) error, log *slog.Logger) {
+// applies the one that came since load, if any. reject counts each config
+// refused from now on (and those refused before) in the server's metrics.
+func (s *cdsSource) setApply(apply func(*config.Config) error, reject func(), log *slog.Logger) {
 	s.log.Store(log)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.apply = apply
+	s.apply, s.reject = apply, reject
+	for range s.rejected.Load() {
+		reject()
+	}
 	if s.latest != nil && s.latest != s.loaded {
 		s.applyLocked(s.latest)
 	}
@@ -98,7 +104,7 @@ func (s *cdsSource) handle(msg []byte) {
 	cfg, deleted, err := s.decode(msg)
 	switch {
 	case err != nil:
-		n := s.rejected.Add(1)
+		n := s.countRejected()
 		log.Error("config from the config discovery service rejected; running config kept", "url", s.url, "error", err, "rejected_total", n)
 		return
 	case deleted:
@@ -115,10 +121,22 @@ func (s *cdsSource) handle(msg []byte) {
 	s.applyLocked(cfg)
 }
 
+// countRejected counts a config that did not load.
+func (s *cdsSource) countRejected() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.rejected.Add(1)
+	if s.reject != nil {
+		s.reject()
+	}
+	return n
+}
+
 func (s *cdsSource) applyLocked(cfg *config.Config) {
 	log := s.logger()
 	if err := s.apply(cfg); err != nil {
 		n := s.rejected.Add(1)
+		s.reject()
 		log.Error("reconfiguration from the config discovery service failed", "url", s.url, "error", err, "rejected_total", n)
 		return
 	}

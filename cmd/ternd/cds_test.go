@@ -84,3 +84,17 @@ func FuzzCDSDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestCDSRejectCounts: a config that does not load is counted in the
+// server's metrics, also one refused before the server ran, and not applied.
+func TestCDSRejectCounts(t *testing.T) {
+	s := &cdsSource{getenv: func(string) string { return "" }, cf: &configFile{}, first: make(chan struct{})}
+	s.log.Store(newLogger("text", io.Discard, nil))
+	s.handle([]byte(`{"version"`)) // before the server runs
+	rejected, applied := 0, 0
+	s.setApply(func(*config.Config) error { applied++; return nil }, func() { rejected++ }, newLogger("text", io.Discard, nil))
+	s.handle([]byte(`{"version":"v1","tern":{"version":"v1","listeners":[{"name":"x","protocol":"TURN-UDP","port":70000}]}}`))
+	if rejected != 2 || applied != 0 {
+		t.Errorf("rejected %d, applied %d; want 2 and 0", rejected, applied)
+	}
+}

@@ -279,7 +279,7 @@ func startWatches(ctx context.Context, f *flags, src source, srv *dataplane.Serv
 	if src.cds != nil {
 		// The config discovery service's watch runs since the start; from
 		// now on it reconfigures the server. -w has nothing more to watch.
-		src.cds.setApply(srv.Reconfigure, log)
+		src.cds.setApply(srv.Reconfigure, srv.ConfigRejected, log)
 		return nil
 	}
 	var fromAPI atomic.Bool

@@ -44,6 +44,9 @@ type Snapshot struct {
 	Accepted uint64
 	// Offload is the kernel fast path's state and counts.
 	Offload Offload
+	// ConfigsRejected counts the configs ternd refused, keeping the one
+	// running (Server.ConfigRejected).
+	ConfigsRejected uint64
 }
 
 // Listener is one running listener's counters.
@@ -200,6 +203,8 @@ func Write(w io.Writer, s *Snapshot) {
 		p.sample("tern_allocation_errors_total", label("code", strconv.Itoa(code)), s.Engine.AllocationErrors(code))
 	}
 	p.sample("tern_allocation_errors_total", label("code", "other"), s.Engine.AllocationErrors(0))
+	p.family("tern_configs_rejected_total", counter, "Configs from a config discovery service that ternd refused (did not load, or the reconfiguration failed), keeping the running config.")
+	p.sample("tern_configs_rejected_total", "", s.ConfigsRejected)
 	writeOffload(p, &s.Offload)
 	p.flush()
 }
