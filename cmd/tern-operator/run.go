@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"os"
 	"time"
@@ -238,6 +239,7 @@ func runManager(ctx context.Context, f managerFlags, log *slog.Logger) error {
 			return err
 		}
 		copts.Configs = store
+		copts.ConfigDiscoveryURL = configDiscoveryURL(f.cdsAddr)
 	}
 	if _, err := controller.Setup(mgr, copts); err != nil {
 		return fmt.Errorf("controller: %w", err)
@@ -272,6 +274,18 @@ func runManager(ctx context.Context, f managerFlags, log *slog.Logger) error {
 		"leaderElectionNamespace", f.leaderNS, "metrics", f.metricsAddr, "health", f.healthAddr, "auth", f.authAddr,
 		"pprof", f.pprofAddr, "configDiscovery", f.cdsAddr, "throttleTimeout", f.throttle.String())
 	return mgr.Start(ctx)
+}
+
+// configDiscoveryURL is the address of the Service stunner-config-discovery in the
+// operator's namespace ($POD_NAMESPACE, else render's default, tern-system), on the port of
+// addr, which the pods of a Dataplane with configSource CDS watch.
+func configDiscoveryURL(addr string) string {
+	ns := os.Getenv("POD_NAMESPACE")
+	_, port, err := net.SplitHostPort(addr)
+	if ns == "" || err != nil || port == "" || port == "0" {
+		return ""
+	}
+	return "http://stunner-config-discovery." + ns + ".svc:" + port
 }
 
 // leaderNamespace returns flag if set, else $POD_NAMESPACE, else "" in a pod (controller-runtime

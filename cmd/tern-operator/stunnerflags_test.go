@@ -226,3 +226,21 @@ func unsetenv(t *testing.T, k string) {
 		t.Fatal(err)
 	}
 }
+
+func TestConfigDiscoveryURL(t *testing.T) {
+	t.Setenv("POD_NAMESPACE", "tern-ops")
+	for addr, want := range map[string]string{
+		":13478":         "http://stunner-config-discovery.tern-ops.svc:13478",
+		"0.0.0.0:14000":  "http://stunner-config-discovery.tern-ops.svc:14000",
+		"127.0.0.1:0":    "",
+		"not an address": "",
+	} {
+		if got := configDiscoveryURL(addr); got != want {
+			t.Errorf("configDiscoveryURL(%q) = %q, want %q", addr, got, want)
+		}
+	}
+	t.Setenv("POD_NAMESPACE", "")
+	if got := configDiscoveryURL(":13478"); got != "" {
+		t.Errorf("without POD_NAMESPACE: %q, want render's default (\"\")", got)
+	}
+}

@@ -34,6 +34,10 @@ type Options struct {
 	// LabelFilter are the Gateway label keys not copied to the dataplane
 	// workload (render.Options.LabelFilter; nil means render's default).
 	LabelFilter []string
+	// ConfigDiscoveryURL is the config discovery service the pods of a
+	// Dataplane with configSource CDS watch (render.Options.ConfigDiscoveryURL;
+	// default render's).
+	ConfigDiscoveryURL string
 	// Configs, when set, gets every Gateway's config as the config
 	// discovery service serves it (render.GatewayResult.CDSConfig) after
 	// each render, before the objects are applied: the operator's CDS
@@ -94,7 +98,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 		return ctrl.Result{}, fmt.Errorf("list inputs: %w", err)
 	}
 	res := render.Render(in, render.Options{ControllerName: r.opts.ControllerName, CredentialsDir: r.opts.CredentialsDir,
-		LabelFilter: r.opts.LabelFilter})
+		LabelFilter: r.opts.LabelFilter, ConfigDiscoveryURL: r.opts.ConfigDiscoveryURL})
 	r.loop.rendered(time.Since(start))
 	writeStart := time.Now()
 	for _, p := range res.Problems {

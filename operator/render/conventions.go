@@ -125,6 +125,17 @@ const (
 // ConfigOrigin is the value of EnvConfigOrigin: ConfigPath as a file:// URI.
 const ConfigOrigin = "file://" + ConfigPath
 
+// DefaultConfigDiscoveryURL is tern-operator's config discovery service
+// as the deploy/ manifests and the Helm chart install it (Service
+// stunner-config-discovery in tern-system, STUNner's port 13478).
+const DefaultConfigDiscoveryURL = "http://stunner-config-discovery.tern-system.svc:13478"
+
+// The values of a Dataplane's spec.configSource.
+const (
+	ConfigSourceConfigMap = "ConfigMap"
+	ConfigSourceCDS       = "CDS"
+)
+
 // DefaultDataplaneName is the Dataplane a GatewayConfig uses unless it
 // names another.
 const DefaultDataplaneName = "default"

@@ -78,7 +78,9 @@ func isDaemonSet(dp *stnrv1.Dataplane) bool {
 }
 
 // podTemplate renders the dataplane pods of gw from the Dataplane template
-// dp: one ternd container reading the ConfigMap at ConfigPath, with the
+// dp: one ternd container reading the ConfigMap at ConfigPath (with
+// spec.configSource CDS: watching Options.ConfigDiscoveryURL instead, with
+// no config volume and no ServiceAccount token), with the
 // listener ports, probes on HealthPort unless disabled, the metrics port
 // when enabled, the TLS Secrets mounted under TLSDir and the credentials
 // Secret creds (when not nil) at Options.CredentialsDir. The pods run as
@@ -96,18 +98,23 @@ func (r *renderer) podTemplate(gw *gwapiv1.Gateway, dp *stnrv1.Dataplane, listen
 	maps.Copy(podAnn, spec.Annotations)
 	maps.Copy(podAnn, objectAnnotations(gw))
 
+	fromCDS := spec.ConfigSource == ConfigSourceCDS
+	origin := ""
+	if fromCDS {
+		origin = r.opts.ConfigDiscoveryURL
+	}
 	c := corev1.Container{
 		Name:            ContainerName,
 		Image:           spec.Image,
 		ImagePullPolicy: pullPolicy(spec),
 		Command:         spec.Command,
-		Args:            withConfigFlag(spec.Args),
+		Args:            withConfigOrigin(spec.Args, origin),
 		EnvFrom:         spec.EnvFrom,
-		Env:             mergeEnv(downwardEnv(gw), spec.Env),
+		Env:             mergeEnv(downwardEnv(gw, origin), spec.Env),
 		Resources:       resources(spec.Resources),
-		VolumeMounts: []corev1.VolumeMount{{
-			Name: "config", MountPath: ConfigDir, ReadOnly: true,
-		}},
+	}
+	if !fromCDS {
+		c.VolumeMounts = []corev1.VolumeMount{{Name: "config", MountPath: ConfigDir, ReadOnly: true}}
 	}
 	for _, ls := range listeners {
 		if ls.usable() {
@@ -136,12 +143,18 @@ func (r *renderer) podTemplate(gw *gwapiv1.Gateway, dp *stnrv1.Dataplane, listen
 		SecurityContext:               podSecurity(spec.SecurityContext, spec.HostNetwork, lowPort, offloading),
 		ImagePullSecrets:              spec.ImagePullSecrets,
 		TerminationGracePeriodSeconds: ptr(int64(defaultTerminationGracePeriodSeconds)),
-		Volumes: []corev1.Volume{{
+	}
+	if fromCDS {
+		// The config comes over the network and the credentials from the
+		// mounted Secret: the pods need no Kubernetes API credentials.
+		pod.AutomountServiceAccountToken = ptr(false)
+	} else {
+		pod.Volumes = []corev1.Volume{{
 			Name: "config",
 			VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 				LocalObjectReference: corev1.LocalObjectReference{Name: gw.Name},
 			}},
-		}},
+		}}
 	}
 	if spec.HostNetwork {
 		// Keep cluster DNS working from the host's network namespace.
@@ -179,24 +192,32 @@ func (r *renderer) podTemplate(gw *gwapiv1.Gateway, dp *stnrv1.Dataplane, listen
 // downwardEnv tells ternd who and where it is: the addresses behind the
 // config's placeholders, and the ConfigMap to watch (Tern's variables);
 // then the variables STUNner's operator sets for stunnerd, with its
-// values (the config origin excepted: see EnvConfigOrigin).
-func downwardEnv(gw *gwapiv1.Gateway) []corev1.EnvVar {
+// values (the config origin excepted: see EnvConfigOrigin). With a config
+// discovery service origin ("" for the ConfigMap) there is no ConfigMap to
+// watch and the origin is the service, as STUNner's pods have it.
+func downwardEnv(gw *gwapiv1.Gateway, cdsOrigin string) []corev1.EnvVar {
 	field := func(name, path string) corev1.EnvVar {
 		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
 	}
-	return []corev1.EnvVar{
+	env := []corev1.EnvVar{
 		field("POD_NAME", "metadata.name"),
 		field("POD_NAMESPACE", "metadata.namespace"),
 		field("POD_IP", "status.podIP"),
 		field("NODE_IP", "status.hostIP"),
 		field("NODE_NAME", "spec.nodeName"),
-		{Name: "TERN_CONFIGMAP", Value: gw.Name},
-		field(EnvAddr, "status.podIP"),
-		{Name: EnvName, Value: gw.Name},
-		{Name: EnvNamespace, Value: gw.Namespace},
-		field(EnvNodeName, "spec.nodeName"),
-		{Name: EnvConfigOrigin, Value: ConfigOrigin},
 	}
+	origin := cdsOrigin
+	if origin == "" {
+		env = append(env, corev1.EnvVar{Name: "TERN_CONFIGMAP", Value: gw.Name})
+		origin = ConfigOrigin
+	}
+	return append(env,
+		field(EnvAddr, "status.podIP"),
+		corev1.EnvVar{Name: EnvName, Value: gw.Name},
+		corev1.EnvVar{Name: EnvNamespace, Value: gw.Namespace},
+		field(EnvNodeName, "spec.nodeName"),
+		corev1.EnvVar{Name: EnvConfigOrigin, Value: origin},
+	)
 }
 
 // mergeEnv returns the rendered variables with the Dataplane's spec.env
@@ -217,6 +238,16 @@ func mergeEnv(rendered, user []corev1.EnvVar) []corev1.EnvVar {
 		}
 		at[e.Name] = len(out)
 		out = append(out, e)
+	}
+	return out
+}
+
+// withConfigOrigin is withConfigFlag with a config discovery service
+// origin in place of ConfigPath, when origin is not "".
+func withConfigOrigin(args []string, origin string) []string {
+	out := withConfigFlag(args)
+	if origin != "" && len(out) == len(args)+2 {
+		out[len(out)-1] = origin
 	}
 	return out
 }

@@ -33,9 +33,16 @@ type Options struct {
 	// Deployment or DaemonSet. Nil means DefaultLabelFilter; empty copies
 	// every label (STUNner's STUNNER_GATEWAY_OPERATOR_LABEL_FILTER).
 	LabelFilter []string
+	// ConfigDiscoveryURL is the config discovery service that the pods of
+	// a Dataplane with configSource CDS watch (ternd -c). Default
+	// DefaultConfigDiscoveryURL.
+	ConfigDiscoveryURL string
 }
 
 func (o Options) withDefaults() Options {
+	if o.ConfigDiscoveryURL == "" {
+		o.ConfigDiscoveryURL = DefaultConfigDiscoveryURL
+	}
 	if o.ControllerName == "" {
 		o.ControllerName = DefaultControllerName
 	}

@@ -133,6 +133,18 @@ type DataplaneSpec struct {
 	// +kubebuilder:validation:Enum=None;Auto;XDP;TC;TCMux
 	OffloadEngine string `json:"offloadEngine,omitempty"`
 
+	// ConfigSource is Tern's field (STUNner has none): where the dataplane
+	// pods get their config. ConfigMap (the default) mounts the Gateway's
+	// ConfigMap and watches it through the Kubernetes API as the Gateway's
+	// ServiceAccount. CDS watches tern-operator's config discovery service
+	// (-c http://stunner-config-discovery.<operator namespace>.svc:13478)
+	// instead, and the pods get no ServiceAccount token
+	// (automountServiceAccountToken: false) and no config volume;
+	// credentials still come from the mounted Secret.
+	// +optional
+	// +kubebuilder:validation:Enum=ConfigMap;CDS
+	ConfigSource string `json:"configSource,omitempty"`
+
 	// OffloadInterfaces names the interfaces the fast path attaches to,
 	// rendered into the config's offload.interfaces; empty means those that
 	// carry a listener or relay address.
