@@ -15,6 +15,7 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/pion/stun/v3"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -46,7 +47,7 @@ spec: {dataplane: e2e-cds-dataplane, realm: stunner.l7mp.io, authType: static, u
 apiVersion: stunner.l7mp.io/v1
 kind: Dataplane
 metadata: {name: e2e-cds-dataplane}
-spec: {image: ternd:e2e, disableHealthCheck: true}
+spec: {image: ternd:e2e, disableHealthCheck: true, configSource: CDS}
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
@@ -189,8 +190,9 @@ func hasEndpoint(c stunnerConfig, ep string) bool {
 // TestCDS runs tern-operator's config discovery service on a real kube-apiserver and drives
 // it as STUNner's tools do: stunnerctl's list, namespace and name GETs, turncat's lookup of a
 // Gateway's listener (k8s://e2e-cds/gw:udp), and a watch that sees the route change and the
-// Gateway's deletion. A ternd started as STUNner's stunnerd is (-c http://..., the Gateway from
-// STUNNER_NAMESPACE/STUNNER_NAME, no Kubernetes credentials) follows the route change through
+// Gateway's deletion. A ternd started as the rendered pod of a Dataplane with configSource: CDS
+// starts it (no ServiceAccount token, no ConfigMap; its -c naming the service, the Gateway from
+// STUNNER_NAMESPACE/STUNNER_NAME, as STUNner's stunnerd) follows the route change through
 // the service, keeps relaying on its last config while the operator is stopped, reconnects to
 // the operator that comes back, and keeps its config when the Gateway is deleted.
 func TestCDS(t *testing.T) {
@@ -268,9 +270,34 @@ func TestCDS(t *testing.T) {
 	watch := cdsWatch(t, addr, "/api/v1/configs/e2e-cds/gw")
 	nextConfig(t, watch, "the current config", func(c stunnerConfig) bool { return c.Admin.Name == "e2e-cds/gw" && hasEndpoint(c, "127.0.0.2") })
 
+	// The rendered pod (configSource: CDS): no ServiceAccount token, no ConfigMap, -c naming
+	// the service. ternd runs with its arguments and its STUNNER_* variables, the service's
+	// address put in for this test's.
+	var dep appsv1.Deployment
+	testenv.Eventually(t, 30*time.Second, func() error {
+		return c.Get(context.Background(), client.ObjectKey{Namespace: "e2e-cds", Name: "gw"}, &dep)
+	})
+	pod := dep.Spec.Template.Spec
+	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+		t.Errorf("automountServiceAccountToken %v, want false", pod.AutomountServiceAccountToken)
+	}
+	args := pod.Containers[0].Args
+	if len(args) < 2 || args[len(args)-2] != "-c" || !strings.HasPrefix(args[len(args)-1], "http://stunner-config-discovery.") {
+		t.Fatalf("rendered args %q, want -c http://stunner-config-discovery...", args)
+	}
+	args = append(append([]string(nil), args[:len(args)-1]...), base, "-l", "info")
+	env := []string{"POD_IP=127.0.0.1"}
+	for _, e := range pod.Containers[0].Env {
+		if strings.HasPrefix(e.Name, "STUNNER_NAME") && e.Value != "" {
+			env = append(env, e.Name+"="+e.Value)
+		}
+		if e.Name == "TERN_CONFIGMAP" {
+			t.Errorf("rendered TERN_CONFIGMAP in CDS mode")
+		}
+	}
 	s := &server{addr: &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}}
-	cmd := exec.Command(terndBinary(t), "-c", base, "-l", "info")
-	cmd.Env = append(os.Environ(), "STUNNER_NAMESPACE=e2e-cds", "STUNNER_NAME=gw", "POD_IP=127.0.0.1")
+	cmd := exec.Command(terndBinary(t), args...)
+	cmd.Env = append(os.Environ(), env...)
 	s.start(t, cmd)
 	s.waitBinding(t)
 
