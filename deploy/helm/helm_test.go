@@ -748,3 +748,57 @@ func TestCRDCopies(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigDiscoveryToggle: the config discovery service's Service,
+// container port, pod label and NetworkPolicy come with
+// configDiscovery.enabled (on by default, as in deploy/); off, the operator
+// is told not to serve it; networkPolicy.extraFrom adds peers to port 13478.
+func TestConfigDiscoveryToggle(t *testing.T) {
+	check := func(vals map[string]any, wantService, wantPolicy bool, wantArgs []any, wantPeers int) {
+		t.Helper()
+		r, err := render(vals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var service, policy, port, label bool
+		var args []any
+		peers := 0
+		for _, o := range r.objects(t) {
+			md, _ := o["metadata"].(map[string]any)
+			switch {
+			case o["kind"] == "Service" && md["name"] == "stunner-config-discovery":
+				p := o["spec"].(map[string]any)["ports"].([]any)[0].(map[string]any)
+				service = p["port"] == float64(13478) && p["targetPort"] == "cds"
+			case o["kind"] == "NetworkPolicy" && md["name"] == "tern-operator":
+				policy = true
+				rule := o["spec"].(map[string]any)["ingress"].([]any)[0].(map[string]any)
+				peers = len(rule["from"].([]any))
+			case o["kind"] == "Deployment" && md["name"] == "tern-operator":
+				tmpl := o["spec"].(map[string]any)["template"].(map[string]any)
+				labels := tmpl["metadata"].(map[string]any)["labels"].(map[string]any)
+				label = labels["stunner.l7mp.io/config-discovery-service"] == "enabled"
+				c := tmpl["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+				args, _ = c["args"].([]any)
+				for _, p := range c["ports"].([]any) {
+					if p.(map[string]any)["name"] == "cds" && p.(map[string]any)["containerPort"] == float64(13478) {
+						port = true
+					}
+				}
+			}
+		}
+		if service != wantService || port != wantService || label != wantService || policy != wantPolicy {
+			t.Errorf("values %v: Service %t, port %t, label %t, NetworkPolicy %t; want %t, %t", vals, service, port, label, policy, wantService, wantPolicy)
+		}
+		if !slices.Equal(args, wantArgs) {
+			t.Errorf("values %v: operator args %v, want %v", vals, args, wantArgs)
+		}
+		if policy && peers != wantPeers {
+			t.Errorf("values %v: %d peers may reach port 13478, want %d", vals, peers, wantPeers)
+		}
+	}
+	check(nil, true, true, nil, 1)
+	check(map[string]any{"configDiscovery": map[string]any{"enabled": false}}, false, false, []any{"--config-discovery-address=0"}, 0)
+	check(map[string]any{"configDiscovery": map[string]any{"networkPolicy": map[string]any{"enabled": false}}}, true, false, nil, 0)
+	check(map[string]any{"configDiscovery": map[string]any{"networkPolicy": map[string]any{"extraFrom": []any{
+		map[string]any{"ipBlock": map[string]any{"cidr": "10.0.0.0/16"}}}}}}, true, true, nil, 2)
+}
