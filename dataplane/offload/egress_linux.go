@@ -24,23 +24,23 @@ const (
 // forwarding is on for one of the families; usable is false when it is
 // on for none (bpf_fib_lookup would refuse every packet: Auto leaves such
 // an interface alone).
-func egressFor(h *netlink.Handle, ifc *net.Interface, v4, v6 bool) (e Egress, reason string, usable bool) {
+func egressFor(h *netlink.Handle, ifc *net.Interface, v4, v6 bool) (e Egress, why, reason string, usable bool) {
 	fwd4 := v4 && sysctlOn("/proc/sys/net/ipv4/conf/"+ifc.Name+"/forwarding")
 	fwd6 := v6 && sysctlOn("/proc/sys/net/ipv6/conf/"+ifc.Name+"/forwarding")
 	if fwd4 == v4 && fwd6 == v6 {
-		return EgressFIB, "forwarding on", true
+		return EgressFIB, "forwarding_on", "forwarding on", true
 	}
 	if ifc.Flags&net.FlagLoopback != 0 {
-		return EgressSameInterface, "loopback, forwarding off: every destination is local", true
+		return EgressSameInterface, "loopback", "loopback, forwarding off: every destination is local", true
 	}
 	only, why := onlyRoutedInterface(h, ifc, v4, v6)
 	switch {
 	case only:
-		return EgressSameInterface, "forwarding off; " + why, true
+		return EgressSameInterface, "single_interface", "forwarding off; " + why, true
 	case fwd4 || fwd6:
-		return EgressFIB, "forwarding on for one family only; " + why, true
+		return EgressFIB, "forwarding_partial", "forwarding on for one family only; " + why, true
 	}
-	return EgressFIB, "forwarding off and " + why, false
+	return EgressFIB, "forwarding_off", "forwarding off and " + why, false
 }
 
 // onlyRoutedInterface reports whether every route of the main table, in

@@ -123,6 +123,13 @@ type InterfaceMode struct {
 	Attach string
 	// Egress is how relayed packets leave.
 	Egress Egress
+	// Why is Egress's reason as a short code for metrics:
+	// forwarding_on, loopback, single_interface (forwarding off, every
+	// route leaves by this interface), forwarding_partial (on for one
+	// family in use only), forwarding_off (TC or XDP asked for by name:
+	// packets pass to the sockets) or xdp (the XDP program knows only
+	// the FIB).
+	Why string
 	// Reason says why Attach and Egress were chosen, in words.
 	Reason string
 }

@@ -67,9 +67,9 @@ func Open(cfg Config) (*Offload, error) {
 		return nil, fmt.Errorf("offload: netlink: %w", err)
 	}
 	type plan struct {
-		ifc    *net.Interface
-		egress Egress
-		reason string
+		ifc         *net.Interface
+		egress      Egress
+		why, reason string
 	}
 	var plans []plan
 	var off []string
@@ -80,7 +80,7 @@ func Open(cfg Config) (*Offload, error) {
 			nl.Close()
 			return nil, fmt.Errorf("offload: interface %q: %w", name, err)
 		}
-		e, why, usable := egressFor(nl, ifc, v4, v6)
+		e, code, why, usable := egressFor(nl, ifc, v4, v6)
 		if !usable && cfg.Mode == Auto {
 			// bpf_fib_lookup refuses to route a packet that arrived on an
 			// interface with forwarding off, and packets may leave by
@@ -91,7 +91,7 @@ func Open(cfg Config) (*Offload, error) {
 			off = append(off, name+" ("+why+")")
 			continue
 		}
-		plans = append(plans, plan{ifc, e, why})
+		plans = append(plans, plan{ifc, e, code, why})
 	}
 	if len(plans) == 0 {
 		nl.Close()
@@ -126,9 +126,9 @@ func Open(cfg Config) (*Offload, error) {
 			o.Close()
 			return nil, err
 		}
-		im.Egress, im.Reason = p.egress, im.Reason+"; "+p.egress.String()+": "+p.reason
+		im.Egress, im.Why, im.Reason = p.egress, p.why, im.Reason+"; "+p.egress.String()+": "+p.reason
 		if im.Hook == XDP && p.egress != EgressFIB {
-			im.Egress, im.Reason = EgressFIB, im.Reason+" (but the XDP program relays by FIB lookup only)"
+			im.Egress, im.Why, im.Reason = EgressFIB, "xdp", im.Reason+" (but the XDP program relays by FIB lookup only)"
 		}
 		o.links = append(o.links, l)
 		o.modes[p.ifc.Name] = im
