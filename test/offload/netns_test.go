@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/tern-gw/tern/internal/testenv"
@@ -33,7 +34,10 @@ func run(t testing.TB, args ...string) {
 // topo is the client's namespace (10.0.1.2) -- ternd's (listener 10.0.1.1,
 // relay 10.0.2.1, forwarding on) -- the peers' (10.0.2.2 permitted,
 // 10.0.2.4 in the allowlist without a permission, 10.0.2.3 outside it).
-type topo struct{ client, tern, peer string }
+type topo struct {
+	client, tern, peer string // namespaces
+	ct, pt             string // ternd's ends of the client and peer veths
+}
 
 func newTopo(t *testing.T) topo {
 	t.Helper()
@@ -43,7 +47,7 @@ func newTopo(t *testing.T) topo {
 	_, err := exec.LookPath("ip")
 	testenv.Require(t, "ip (iproute2)", err)
 	u := fmt.Sprintf("oe%d%d", os.Getpid()%10000, seq.Add(1))
-	tp := topo{client: u + "c", tern: u + "t", peer: u + "p"}
+	tp := topo{client: u + "c", tern: u + "t", peer: u + "p", ct: u + "ct", pt: u + "pt"}
 	for _, ns := range []string{tp.client, tp.tern, tp.peer} {
 		run(t, "ip", "netns", "add", ns)
 		t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
@@ -130,6 +134,42 @@ func httpIn(ns string) *http.Client {
 			})
 			return c, err
 		}}}
+}
+
+// tcIngress is what netlink says of an interface's tc ingress in
+// namespace ns: whether it has a clsact qdisc, and its bpf filters' names.
+func tcIngress(t *testing.T, ns, ifname string) (clsact bool, filters []string) {
+	t.Helper()
+	err := inNetns(ns, func() error {
+		lnk, err := netlink.LinkByName(ifname)
+		if err != nil {
+			return err
+		}
+		qs, err := netlink.QdiscList(lnk)
+		if err != nil {
+			return err
+		}
+		for _, q := range qs {
+			clsact = clsact || q.Type() == "clsact"
+		}
+		if !clsact {
+			return nil
+		}
+		fs, err := netlink.FilterList(lnk, netlink.HANDLE_MIN_INGRESS)
+		if err != nil {
+			return err
+		}
+		for _, f := range fs {
+			if bf, ok := f.(*netlink.BpfFilter); ok {
+				filters = append(filters, bf.Name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("tc ingress of %s in %s: %v", ifname, ns, err)
+	}
+	return clsact, filters
 }
 
 // metrics scrapes url and returns every sample by its line's series text,
