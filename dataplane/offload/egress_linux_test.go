@@ -25,8 +25,10 @@ func newPodTopo(t testing.TB) podTopo {
 	// The client's and peer's addresses are on lo, so neighbour
 	// solicitations go from the veths' link-local addresses: no DAD, so
 	// that they work at once (these namespaces' own settings).
+	// A new namespace takes IPv4 forwarding from the host's: set it off.
 	for _, ns := range []string{tp.tern, tp.net} {
 		run(t, "ip", "netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv6.conf.default.accept_dad=0")
+		run(t, "ip", "netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv4.conf.all.forwarding=0")
 	}
 	run(t, "ip", "link", "add", tp.ternIf, "netns", tp.tern, "type", "veth", "peer", "name", tp.netIf, "netns", tp.net)
 	run(t, "ip", "-n", tp.tern, "addr", "add", "10.0.3.1/24", "dev", tp.ternIf)

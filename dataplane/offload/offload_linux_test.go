@@ -335,11 +335,11 @@ func testLoopback(t *testing.T, forwarding bool) {
 	requireRoot(t)
 	mode := Auto // tc on lo
 	ns := newNetns(t, uniq()+"l")
-	want := EgressSameInterface
+	want, fwd := EgressSameInterface, "0"
 	if forwarding {
-		run(t, "ip", "netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv4.conf.all.forwarding=1")
-		want = EgressFIB
+		want, fwd = EgressFIB, "1"
 	}
+	run(t, "ip", "netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv4.conf.all.forwarding="+fwd)
 	const (
 		cl, li, re, pe = "127.0.0.2:29001", "127.0.0.1:29100", "127.0.0.3:29200", "127.0.0.4:29002"
 	)
@@ -452,6 +452,8 @@ func TestVethMTU(t *testing.T) {
 func TestAutoOnLoopbackWithoutForwarding(t *testing.T) {
 	requireRoot(t)
 	ns := newNetns(t, uniq()+"f")
+	// A new namespace takes IPv4 forwarding from the host's: set it off.
+	run(t, "ip", "netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv4.conf.all.forwarding=0")
 	o := openIn(t, ns, Config{Mode: Auto, Listeners: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:29300")}})
 	if m := o.InterfaceModes()["lo"]; o.Attached() != TC || m.Egress != EgressSameInterface {
 		t.Fatalf("Auto on lo without forwarding: %s, %+v; want TC, same_interface", o.Attached(), m)

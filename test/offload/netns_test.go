@@ -70,6 +70,40 @@ func newTopo(t *testing.T) topo {
 	return tp
 }
 
+// newOneArmTopo is a relay with one interface, as in a pod or on a node
+// with a single NIC: ternd's namespace has only the veth ct (10.0.1.1 and
+// 10.0.2.1) and forwarding off, and the client (10.0.1.2) and the peers
+// (10.0.2.2-4) share the namespace at its other end, where forwarding is
+// off too. Every packet ternd relays leaves by the interface it came in on.
+func newOneArmTopo(t *testing.T) topo {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		testenv.SkipOrFail(t, "offload end-to-end tests need root (network namespaces, BPF)")
+	}
+	_, err := exec.LookPath("ip")
+	testenv.Require(t, "ip (iproute2)", err)
+	u := fmt.Sprintf("oa%d%d", os.Getpid()%10000, seq.Add(1))
+	tp := topo{client: u + "c", tern: u + "t", ct: u + "ct"}
+	tp.peer = tp.client
+	for _, ns := range []string{tp.client, tp.tern} {
+		run(t, "ip", "netns", "add", ns)
+		t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+		run(t, "ip", "-n", ns, "link", "set", "lo", "up")
+		// A new namespace takes IPv4 forwarding from the host's.
+		run(t, "ip", "netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv4.conf.all.forwarding=0")
+	}
+	run(t, "ip", "link", "add", u+"cc", "netns", tp.client, "type", "veth", "peer", "name", tp.ct, "netns", tp.tern)
+	for _, a := range []string{"10.0.1.1/24", "10.0.2.1/24"} {
+		run(t, "ip", "-n", tp.tern, "addr", "add", a, "dev", tp.ct)
+	}
+	for _, a := range []string{"10.0.1.2/24", "10.0.2.2/24", "10.0.2.3/24", "10.0.2.4/24"} {
+		run(t, "ip", "-n", tp.client, "addr", "add", a, "dev", u+"cc")
+	}
+	run(t, "ip", "-n", tp.client, "link", "set", u+"cc", "up")
+	run(t, "ip", "-n", tp.tern, "link", "set", tp.ct, "up")
+	return tp
+}
+
 // inNetns runs fn on an OS thread switched into namespace ns: sockets it
 // opens stay there, and can be used from any goroutine after.
 func inNetns(ns string, fn func() error) error {

@@ -392,6 +392,44 @@ func testEndToEnd(t *testing.T, attach string) {
 	})
 }
 
+// TestOffloadOneArm runs ternd with offload Auto where forwarding is off
+// and every route leaves by ternd's one interface (newOneArmTopo), by
+// tcx and by clsact: the kernel relays in same-interface mode, without
+// the FIB's forwarding check, and the pion client's echoes come back
+// complete, almost all relayed in the kernel.
+func TestOffloadOneArm(t *testing.T) {
+	for _, attach := range []string{"TCX", "Clsact"} {
+		t.Run(attach, func(t *testing.T) {
+			if attach == "TCX" && !kernelHasTCX() {
+				t.Skip("tcx needs Linux 6.6")
+			}
+			tp := newOneArmTopo(t)
+			r := startTernd(t, tp, "--offload-attach", attach)
+			series := `tern_offload_interface{interface="` + tp.ct + `",hook="TC",attach="` + strings.ToLower(attach) +
+				`",egress="same_interface",why="single_interface"}`
+			if v := r.metrics(t)[series]; v != 1 {
+				t.Fatalf("%s = %v, want 1; offload series:\n%v", series, v, offloadSeries(r.metrics(t)))
+			}
+			a := startEchoPeer(t, tp, peerA+":24640")
+			_, _, relay := pionClient(t, tp)
+			const n = 500
+			echoes(t, relay, a.c.LocalAddr().(*net.UDPAddr), n, 160)
+			m := r.metrics(t)
+			c2p, p2c := m[`tern_offload_packets_total{direction="client_to_peer"}`], m[`tern_offload_packets_total{direction="peer_to_client"}`]
+			t.Logf("pion: %d echoes; kernel relayed %v to the peer and %v back", n, c2p, p2c)
+			if c2p < n-10 || p2c < n-10 {
+				t.Errorf("the kernel relayed %v of %d to the peer and %v back; want all but the first few", c2p, n, p2c)
+			}
+			if a.count() != n {
+				t.Errorf("peer got %d, want %d", a.count(), n)
+			}
+			if k := m[`tern_offload_passed_packets_total{reason="forwarding_disabled"}`]; k != 0 {
+				t.Errorf("%v packets passed for forwarding off", k)
+			}
+		})
+	}
+}
+
 // offloadSeries returns the tern_offload_ series of m, for messages.
 func offloadSeries(m map[string]float64) string {
 	var b strings.Builder
