@@ -21,6 +21,10 @@ const (
 	clsactName     = "tern_tc"
 )
 
+// attachTCX is link.AttachTCX; TestAutoFallsBackToClsact makes it
+// refuse, as a kernel before 6.6 does.
+var attachTCX = link.AttachTCX
+
 // detacher is an attachment Close removes: a bpf_link (tcx, XDP) or a
 // clsact filter.
 type detacher interface{ Close() error }
@@ -31,7 +35,7 @@ type detacher interface{ Close() error }
 // attachment and "tcx" or "clsact", and why.
 func (o *Offload) attachTC(attach Attach, ifc *net.Interface) (detacher, string, string, error) {
 	if attach != AttachClsact {
-		l, err := link.AttachTCX(link.TCXOptions{Interface: ifc.Index, Program: o.objs.TernTc, Attach: ebpf.AttachTCXIngress})
+		l, err := attachTCX(link.TCXOptions{Interface: ifc.Index, Program: o.objs.TernTc, Attach: ebpf.AttachTCXIngress})
 		if err == nil {
 			return l, "tcx", "tcx attached", nil
 		}

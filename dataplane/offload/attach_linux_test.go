@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -152,6 +154,47 @@ func TestClsactReplacesStale(t *testing.T) {
 	if st := tcStateOf(t, ns, "lo"); len(st.filters) != 0 {
 		t.Errorf("after Close: %+v, want no filter", st)
 	}
+}
+
+// TestAutoFallsBackToClsact: where the kernel refuses tcx (here
+// AttachTCX answers as cilium/ebpf does on a kernel before 6.6), Auto
+// attaches through clsact, says why, and relays; TCX asked for by name
+// fails with ErrUnsupported instead.
+func TestAutoFallsBackToClsact(t *testing.T) {
+	tp := newTopo(t)
+	orig := attachTCX
+	attachTCX = func(link.TCXOptions) (link.Link, error) {
+		return nil, fmt.Errorf("attach tcx link: %w", ebpf.ErrNotSupported)
+	}
+	t.Cleanup(func() { attachTCX = orig })
+	err := inNetns(t, tp.tern, func() error {
+		o, err := Open(Config{Mode: TC, Attach: AttachTCX, Interfaces: []string{tp.cvethT}})
+		if err == nil {
+			o.Close()
+		}
+		return err
+	})
+	if !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("TCX where tcx is refused: %v, want ErrUnsupported", err)
+	}
+	listen(t, tp.tern, listenerAddr)
+	listen(t, tp.tern, relayAddr)
+	client := listen(t, tp.client, clientAddr)
+	peer := listen(t, tp.peer, peerAddr)
+	o := openIn(t, tp.tern, Config{Mode: Auto, Interfaces: []string{tp.cvethT, tp.pvethT}})
+	for _, ifn := range []string{tp.cvethT, tp.pvethT} {
+		m := o.InterfaceModes()[ifn]
+		if m.Attach != "clsact" || !strings.Contains(m.Reason, "tcx refused") {
+			t.Errorf("%s: %+v, want clsact because tcx was refused", ifn, m)
+		}
+		if st := tcStateOf(t, tp.tern, ifn); !st.clsact || len(st.filters) != 1 {
+			t.Errorf("%s: %+v, want a clsact qdisc with Tern's filter", ifn, st)
+		}
+	}
+	if err := o.Put(v4.path(time.Now().Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	relayRounds(t, v4, client, peer, 3)
 }
 
 func TestTCXRefused(t *testing.T) {
