@@ -27,8 +27,11 @@ const (
 	// None relays every packet through sockets.
 	None Mode = "None"
 	// Auto attaches XDP where the interface's driver supports it, tc
-	// elsewhere, and falls back to None (with an error the caller logs and
-	// reports) where BPF is refused or the kernel is too old.
+	// elsewhere (and always tc where the egress is EgressSameInterface),
+	// skips interfaces where no egress mode works (forwarding off and
+	// routes leaving by other interfaces), and falls back to None (with
+	// an error the caller logs and reports) where BPF is refused, the
+	// kernel is too old or no interface is left.
 	Auto Mode = "Auto"
 	// XDP attaches XDP programs only; Open fails where it cannot.
 	XDP Mode = "XDP"
