@@ -202,10 +202,11 @@ func setupLogging(f *flags, cfg *config.Config) (log *slog.Logger, lvl *slog.Lev
 // listeners failed it logs that and serves the others.
 func startServer(f *flags, cfg *config.Config, lvl *slog.LevelVar, fromFlags bool, source string, log *slog.Logger) (*dataplane.Server, error) {
 	opts := dataplane.Options{UDPThreads: f.threads, RelayThreads: f.relays, SocketBuffer: f.bufs, IOMode: f.ioMode, GSO: f.gso, NoCounters: !f.packetCounters, Linger: f.linger,
-		StrictChannelNumbers: f.strictChannels, OffloadEngine: f.offloadEngine, OffloadAttach: f.offloadAttach, Logger: log}
+		StrictChannelNumbers: f.strictChannels, OffloadEngine: f.offloadEngine, Logger: log}
 	if !fromFlags {
 		opts.LogLevel = lvl // the config's admin.logLevel stays in charge
 	}
+	opts.OffloadAttach = f.offloadAttach
 	srv, err := dataplane.New(cfg, opts)
 	if err != nil {
 		log.Error("cannot start the dataplane", "file", source, "error", err)
