@@ -57,7 +57,8 @@ func (s *Server) Reconfigure(next *config.Config) error {
 	if closed {
 		return errors.New("server closed")
 	}
-	if prevMode, nextMode := prev.Offload.EngineMode(), next.Offload.EngineMode(); prevMode != nextMode || !slices.Equal(prev.Offload.Interfaces, next.Offload.Interfaces) {
+	if prevMode, nextMode := prev.Offload.EngineMode(), next.Offload.EngineMode(); prevMode != nextMode || !slices.Equal(prev.Offload.Interfaces, next.Offload.Interfaces) ||
+		prev.Offload.AttachMode() != next.Offload.AttachMode() {
 		s.log.Warn("offload settings changed: they take effect when ternd restarts", "running", prevMode, "configured", nextMode)
 	}
 

@@ -83,6 +83,9 @@ type Options struct {
 	// OffloadEngine, when set, overrides the config's offload.engine
 	// (ternd --offload-engine): None, Auto, XDP or TC, case-insensitive.
 	OffloadEngine string
+	// OffloadAttach, when set, overrides the config's offload.attach
+	// (ternd --offload-attach): Auto, TCX or Clsact, case-insensitive.
+	OffloadAttach string
 	// Linger is how long UDP listener and relay workers (threads mode)
 	// sleep between polls while datagrams reach them closer together than
 	// that, instead of waking for each (internal/sysblock.Linger); 0, the
@@ -188,6 +191,10 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	attach, err := mirror.Attach(cfg, opts.OffloadAttach)
+	if err != nil {
+		return nil, err
+	}
 	s.relays, err = relay.NewPool(bindAdvertised(cfg.Relay, opts.Logger), relay.Options{Workers: opts.RelayThreads, Mode: udpio.Mode(opts.IOMode), GSO: opts.GSO, NoCounters: opts.NoCounters, Linger: opts.Linger})
 	if err != nil {
 		return nil, fmt.Errorf("relay workers: %w", err)
@@ -196,7 +203,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	if mode != config.OffloadNone {
 		// The mirror takes the relay addresses the sockets bind, as the
 		// pool does (bindAdvertised logged them already).
-		if s.offload, err = mirror.Open(mode, cfg, bindAdvertised(cfg.Relay, slog.New(slog.DiscardHandler)), s.log); err != nil {
+		if s.offload, err = mirror.Open(mode, attach, cfg, bindAdvertised(cfg.Relay, slog.New(slog.DiscardHandler)), s.log); err != nil {
 			s.relays.Close()
 			return nil, err
 		}

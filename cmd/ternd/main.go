@@ -208,6 +208,7 @@ func startServer(f *flags, cfg *config.Config, lvl *slog.LevelVar, fromFlags boo
 	if !fromFlags {
 		opts.LogLevel = lvl // the config's admin.logLevel stays in charge
 	}
+	opts.OffloadAttach = f.offloadAttach
 	srv, err := dataplane.New(cfg, opts)
 	if err != nil {
 		log.Error("cannot start the dataplane", "file", source, "error", err)

@@ -86,6 +86,44 @@ type Offload struct {
 	// Interfaces names the network interfaces to attach to; empty means
 	// those that carry a TURN-UDP listener's or a relay address.
 	Interfaces []string `json:"interfaces,omitempty"`
+	// Attach is how the tc program attaches: Auto (the default: tcx where
+	// the kernel has it, Linux 6.6 on, else a clsact qdisc with a
+	// direct-action bpf filter), TCX or Clsact (that way or ternd fails
+	// to start). Case-insensitive; SetDefaults normalizes the spelling
+	// and leaves "" alone: use AttachMode.
+	Attach string `json:"attach,omitempty"`
+}
+
+// Offload attach methods of Offload.Attach.
+const (
+	OffloadAttachAuto   = "Auto"
+	OffloadAttachTCX    = "TCX"
+	OffloadAttachClsact = "Clsact"
+)
+
+// AttachMode returns Attach normalized: OffloadAttachAuto when unset or
+// invalid (Validate reports that).
+func (o Offload) AttachMode() string {
+	a, err := NormalizeOffloadAttach(o.Attach)
+	if err != nil {
+		return OffloadAttachAuto
+	}
+	return a
+}
+
+// NormalizeOffloadAttach maps an attach method, case-insensitively, to
+// one of the OffloadAttach* constants ("" is OffloadAttachAuto); any other
+// string is an error naming the accepted values.
+func NormalizeOffloadAttach(s string) (string, error) {
+	switch strings.ToLower(s) {
+	case "", "auto":
+		return OffloadAttachAuto, nil
+	case "tcx":
+		return OffloadAttachTCX, nil
+	case "clsact":
+		return OffloadAttachClsact, nil
+	}
+	return "", fmt.Errorf("must be Auto, TCX or Clsact, got %q", s)
 }
 
 // EngineMode returns Engine normalized: OffloadAuto when unset (the

@@ -188,6 +188,9 @@ func (c *Config) SetDefaults() {
 	if e, err := NormalizeOffloadEngine(c.Offload.Engine); err == nil && c.Offload.Engine != "" {
 		c.Offload.Engine = e
 	}
+	if a, err := NormalizeOffloadAttach(c.Offload.Attach); err == nil && c.Offload.Attach != "" {
+		c.Offload.Attach = a
+	}
 }
 
 // NormalizeAuthType maps an auth type, case-insensitively, to AuthStatic

@@ -286,6 +286,35 @@ func TestParseOffload(t *testing.T) {
 	}
 }
 
+// TestParseOffloadAttach: offload.attach takes Auto, TCX or Clsact in any
+// case, is Auto when omitted, and anything else is an error naming the
+// field.
+func TestParseOffloadAttach(t *testing.T) {
+	for _, tc := range []struct{ in, want, err string }{
+		{"", OffloadAttachAuto, ""},
+		{"offload: {attach: auto}", OffloadAttachAuto, ""},
+		{"offload: {attach: tcx}", OffloadAttachTCX, ""},
+		{"offload: {engine: TC, attach: CLSACT}", OffloadAttachClsact, ""},
+		{"offload: {attach: tc}", "", `offload.attach: must be Auto, TCX or Clsact, got "tc"`},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			c, err := Parse([]byte(minimalYAML+tc.in+"\n"), nil)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Offload.AttachMode() != tc.want {
+				t.Errorf("AttachMode %q, want %q", c.Offload.AttachMode(), tc.want)
+			}
+		})
+	}
+}
+
 func cmpOr(a, b string) string {
 	if a != "" {
 		return a

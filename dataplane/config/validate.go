@@ -248,6 +248,11 @@ func (c *Config) Validate() error {
 	} else if e != c.Offload.Engine && c.Offload.Engine != "" {
 		bad("offload.engine", "must be spelled %q (SetDefaults normalizes it), got %q", e, c.Offload.Engine)
 	}
+	if a, err := NormalizeOffloadAttach(c.Offload.Attach); err != nil {
+		bad("offload.attach", "%v", err)
+	} else if a != c.Offload.Attach && c.Offload.Attach != "" {
+		bad("offload.attach", "must be spelled %q (SetDefaults normalizes it), got %q", a, c.Offload.Attach)
+	}
 	seenIf := map[string]int{}
 	for i, name := range c.Offload.Interfaces {
 		p := fmt.Sprintf("offload.interfaces[%d]", i)

@@ -2,6 +2,8 @@ package promtext
 
 import (
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/tern-gw/tern/dataplane/offload"
@@ -100,6 +102,8 @@ type Offload struct {
 	// Kernel counts the packets the programs passed on or dropped, by
 	// reason.
 	Kernel offload.Stats
+	// Interfaces is how the programs run on each attached interface.
+	Interfaces map[string]offload.InterfaceMode
 }
 
 // Write writes s in the Prometheus text format (version 0.0.4), each
@@ -214,6 +218,12 @@ func writeOffload(p *writer, st *Offload) {
 		v = 1
 	}
 	p.sample("tern_offload_active", label("requested", orNone(st.Requested))+","+label("attached", orNone(st.Attached)), v)
+	p.family("tern_offload_interface", gauge, "1 for each interface the eBPF fast path is attached to: hook (XDP or TC), attach (tcx, clsact, xdp, xdp_generic), egress (fib: bpf_fib_lookup finds the way out and needs forwarding; same_interface: back out the arrival interface, no forwarding needed) and why (forwarding_on, loopback, single_interface, forwarding_partial, forwarding_off, xdp).")
+	for _, name := range slices.Sorted(maps.Keys(st.Interfaces)) {
+		im := st.Interfaces[name]
+		p.sample("tern_offload_interface", label("interface", name)+","+label("hook", string(im.Hook))+","+label("attach", im.Attach)+","+
+			label("egress", string(im.Egress))+","+label("why", im.Why), 1)
+	}
 	p.family("tern_offload_packets_total", counter, "Datagrams the kernel relayed without a socket, to peers (client_to_peer) and to clients (peer_to_client); they are counted in the listener, cluster and peer series too.")
 	p.sample("tern_offload_packets_total", label("direction", "client_to_peer"), st.Relayed.PeerTx)
 	p.sample("tern_offload_packets_total", label("direction", "peer_to_client"), st.Relayed.PeerRx)

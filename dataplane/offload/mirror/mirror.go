@@ -40,6 +40,7 @@ const putErrorLogInterval = 10 * time.Second
 type Mirror struct {
 	log       *slog.Logger
 	requested string // config.Offload* mode asked for
+	attach    string // config.OffloadAttach* method asked for
 	ifaces    []string
 
 	mu  sync.Mutex
@@ -95,6 +96,21 @@ func Mode(cfg *config.Config, override string) (string, error) {
 		return m, nil
 	}
 	return cfg.Offload.EngineMode(), nil
+}
+
+// Attach returns the tc attach method in force: override (ternd's
+// --offload-attach, Options.OffloadAttach) when not empty, else cfg's
+// offload.attach; one of config.OffloadAttachAuto, TCX or Clsact. An
+// override that names no method is an error naming --offload-attach.
+func Attach(cfg *config.Config, override string) (string, error) {
+	if override != "" {
+		a, err := config.NormalizeOffloadAttach(override)
+		if err != nil {
+			return "", fmt.Errorf("--offload-attach: %w", err)
+		}
+		return a, nil
+	}
+	return cfg.Offload.AttachMode(), nil
 }
 
 // udpListenerAddrs returns the TURN-UDP listeners of cfg by address. A
@@ -160,7 +176,9 @@ func relayAddrs(r config.Relay) map[netip.Addr]netip.Addr {
 }
 
 // Open opens the offload programs in mode (config.OffloadAuto, XDP or TC)
-// for the TURN-UDP listeners of cfg and its offload.interfaces. relay is
+// for the TURN-UDP listeners of cfg and its offload.interfaces, attaching
+// the tc program as attach says (config.OffloadAttachAuto, TCX or Clsact;
+// "" is Auto). relay is
 // the relay config whose addresses the relay sockets bind (the dataplane's
 // relay config with publicAddresses of this host bound instead, as the
 // relay pool is given it): peers' datagrams arrive there, and a wildcard
@@ -171,8 +189,8 @@ func relayAddrs(r config.Relay) map[netip.Addr]netip.Addr {
 // (offload.ErrUnsupported) leaves the Mirror inactive, with one log line
 // saying why. Under XDP or TC, and for any other error, Open returns an
 // error "offload engine <mode>: <reason>" wrapping offload's.
-func Open(mode string, cfg *config.Config, relay config.Relay, log *slog.Logger) (*Mirror, error) {
-	m := &Mirror{log: log, requested: mode, ifaces: slices.Clone(cfg.Offload.Interfaces),
+func Open(mode, attach string, cfg *config.Config, relay config.Relay, log *slog.Logger) (*Mirror, error) {
+	m := &Mirror{log: log, requested: mode, attach: attach, ifaces: slices.Clone(cfg.Offload.Interfaces),
 		paths: map[pathKey]*mirroredPath{}, slotOf: map[slotKey]uint32{}}
 	if mode == config.OffloadNone {
 		return m, nil
@@ -185,6 +203,7 @@ func Open(mode string, cfg *config.Config, relay config.Relay, log *slog.Logger)
 	case err == nil:
 		m.off = off
 		log.Info("offload attached", "engine", string(off.Attached()), "requested", mode, "listeners", len(m.listeners))
+		m.logInterfaces()
 	case mode == config.OffloadAuto && errors.Is(err, offload.ErrUnsupported):
 		log.Warn("offload unavailable, relaying through sockets", "requested", mode, "reason", err.Error())
 	default:
@@ -193,8 +212,19 @@ func Open(mode string, cfg *config.Config, relay config.Relay, log *slog.Logger)
 	return m, nil
 }
 
+// logInterfaces logs how the programs run on each interface. The caller
+// holds m.mu or has not shared m yet.
+func (m *Mirror) logInterfaces() {
+	modes := m.off.InterfaceModes()
+	for _, name := range slices.Sorted(maps.Keys(modes)) {
+		im := modes[name]
+		m.log.Info("offload interface", "interface", name, "hook", string(im.Hook), "attach", im.Attach,
+			"egress", string(im.Egress), "why", im.Why, "reason", im.Reason)
+	}
+}
+
 func (m *Mirror) offloadConfig() offload.Config {
-	c := offload.Config{Mode: offload.Mode(m.requested), Interfaces: m.ifaces}
+	c := offload.Config{Mode: offload.Mode(m.requested), Attach: offload.Attach(m.attach), Interfaces: m.ifaces}
 	for a := range m.listeners {
 		c.Listeners = append(c.Listeners, a)
 	}
@@ -368,6 +398,7 @@ func (m *Mirror) SetListeners(cfg *config.Config, relay config.Relay) {
 	}
 	m.off = off
 	m.log.Info("offload reattached for new listeners", "engine", string(off.Attached()), "listeners", len(next))
+	m.logInterfaces()
 	for _, mp := range m.paths {
 		m.install(mp, m.listeners[mp.p.Listener], m.clusterOf(mp))
 	}
@@ -490,6 +521,9 @@ type Status struct {
 	// programs left to the socket path or dropped, since Open (across
 	// reopens).
 	Kernel offload.Stats
+	// Interfaces is how the programs run on each attached interface
+	// (hook, tcx or clsact, egress mode and why); nil when not attached.
+	Interfaces map[string]offload.InterfaceMode
 }
 
 // Status returns the state of the fast path and its counts.
@@ -500,6 +534,7 @@ func (m *Mirror) Status() Status {
 	if m.off != nil {
 		st.Attached = string(m.off.Attached())
 		st.Kernel = addStats(st.Kernel, m.off.Stats())
+		st.Interfaces = m.off.InterfaceModes()
 	}
 	for _, mp := range m.paths {
 		if mp.installed {

@@ -67,7 +67,7 @@ func TestListenerAddrs(t *testing.T) {
 // TestOpenNone: a Mirror opened with None is inactive, attaches nothing,
 // and reports None.
 func TestOpenNone(t *testing.T) {
-	m, err := Open(config.OffloadNone, &config.Config{}, config.Relay{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	m, err := Open(config.OffloadNone, "", &config.Config{}, config.Relay{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
