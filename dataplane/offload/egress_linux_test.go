@@ -175,7 +175,7 @@ func TestTwoInterfacesNeedForwarding(t *testing.T) {
 		}
 		return err
 	})
-	if err == nil || !bytes.Contains([]byte(err.Error()), []byte("forwarding is off on")) {
+	if err == nil || !bytes.Contains([]byte(err.Error()), []byte("forwarding off")) {
 		t.Fatalf("Auto, forwarding off, two routed interfaces: %v, want ErrUnsupported naming forwarding", err)
 	}
 	t.Logf("%v", err)

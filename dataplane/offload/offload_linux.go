@@ -80,6 +80,15 @@ func Open(cfg Config) (*Offload, error) {
 			nl.Close()
 			return nil, fmt.Errorf("offload: interface %q: %w", name, err)
 		}
+		if ifc.Flags&net.FlagLoopback != 0 && cfg.Mode == Auto {
+			// On lo every relayed packet goes from this host to itself:
+			// the host's own test or benchmark traffic, which Auto does
+			// not take over (ternbench's "ternd" row stays the socket
+			// path, and tests sharing the host's lo see no program they
+			// did not ask for). Forced TC relays it in the kernel.
+			off = append(off, name+" (loopback: Auto leaves it to the sockets; --offload-engine TC relays it in the kernel)")
+			continue
+		}
 		e, code, why, usable := egressFor(nl, ifc, v4, v6)
 		if !usable && cfg.Mode == Auto {
 			// bpf_fib_lookup refuses to route a packet that arrived on an
@@ -95,7 +104,7 @@ func Open(cfg Config) (*Offload, error) {
 	}
 	if len(plans) == 0 {
 		nl.Close()
-		return nil, fmt.Errorf("%w: forwarding is off on %s (net.ipv4/ipv6.conf.<interface>.forwarding), so the kernel would route nothing", ErrUnsupported, strings.Join(off, ", "))
+		return nil, fmt.Errorf("%w: no interface Auto attaches to: %s", ErrUnsupported, strings.Join(off, ", "))
 	}
 	// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK; later ones
 	// to the cgroup, and RemoveMemlock then changes nothing.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -445,17 +446,29 @@ func TestVethMTU(t *testing.T) {
 	}
 }
 
-// TestAutoOnLoopbackWithoutForwarding: in a fresh namespace forwarding
-// is off, so bpf_fib_lookup would refuse every packet; on lo every
-// destination is local, so Auto attaches tc in same-interface mode, which
-// needs no FIB, and TestLoopback relays through it.
-func TestAutoOnLoopbackWithoutForwarding(t *testing.T) {
+// TestLoopbackWithoutForwarding: in a fresh namespace forwarding is off,
+// so bpf_fib_lookup would refuse every packet; on lo every destination is
+// local, so forced TC attaches in same-interface mode, which needs no
+// FIB, and TestLoopback relays through it. Auto leaves lo alone: there
+// the relayed traffic is the host's own (tests, benchmarks).
+func TestLoopbackWithoutForwarding(t *testing.T) {
 	requireRoot(t)
 	ns := newNetns(t, uniq()+"f")
 	// A new namespace takes IPv4 forwarding from the host's: set it off.
 	run(t, "ip", "netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv4.conf.all.forwarding=0")
-	o := openIn(t, ns, Config{Mode: Auto, Listeners: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:29300")}})
+	listeners := []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:29300")}
+	o := openIn(t, ns, Config{Mode: TC, Listeners: listeners})
 	if m := o.InterfaceModes()["lo"]; o.Attached() != TC || m.Egress != EgressSameInterface {
-		t.Fatalf("Auto on lo without forwarding: %s, %+v; want TC, same_interface", o.Attached(), m)
+		t.Fatalf("TC on lo without forwarding: %s, %+v; want TC, same_interface", o.Attached(), m)
+	}
+	err := inNetns(t, ns, func() error {
+		o, err := Open(Config{Mode: Auto, Listeners: listeners})
+		if err == nil {
+			o.Close()
+		}
+		return err
+	})
+	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "loopback") {
+		t.Fatalf("Auto on lo: %v; want ErrUnsupported naming loopback", err)
 	}
 }

@@ -91,7 +91,7 @@ func newPathRig(t *testing.T) *pathRig {
 		Listeners: []config.Listener{{Name: "udp", Protocol: protocol.TURNUDP, Address: "127.0.0.1", Port: int(laddr.Port())}},
 		Relay:     config.Relay{Address: "127.0.99.1"},
 	}
-	m, err := Open(config.OffloadAuto, "", cfg, cfg.Relay, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	m, err := Open(config.OffloadTC, "", cfg, cfg.Relay, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
