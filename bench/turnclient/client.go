@@ -142,6 +142,18 @@ func (c *Client) CreatePermission(peer netip.AddrPort) error {
 	return err
 }
 
+// CreatePermissions installs permissions for the IPs of every peer in one
+// request, one XOR-PEER-ADDRESS each (RFC 8656 §9.1): all are installed or
+// none (a server that holds too many answers 508).
+func (c *Client) CreatePermissions(peers ...netip.AddrPort) error {
+	attrs := make([]stun.Setter, len(peers))
+	for i, p := range peers {
+		attrs[i] = peerAddr(p)
+	}
+	_, err := c.do(stun.MethodCreatePermission, attrs...)
+	return err
+}
+
 // ChannelBind binds channel ch (0x4000-0x7FFF; ternd with
 // --strict-channel-numbers takes 0x4000-0x4FFF) to peer, which also installs
 // a permission for peer's IP.
