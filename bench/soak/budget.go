@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,7 +19,7 @@ import (
 // Config.BudgetAddrs addresses (127.9.0.x) allocates on the wide listener until refused, and
 // fills each allocation with its 1,024 permissions (CreatePermission with 100 peers a
 // request, to 127.200.0.0/22, which are never sent a packet) and Config.BudgetChannels
-// channel bindings (to ports of 127.201.0.1). Before the fix nothing bounded the total: 409,600
+// channel bindings (to ports of the first of those IPs). Before the fix nothing bounded the total: 409,600
 // channels took 54-60 MB and five addresses could pass 512 MiB. Each address must end refused
 // (486 at its allocation quota, or 508 once a budget is spent), and ternd's RSS stay below
 // the budget. Every allocation is released at the end.
@@ -28,11 +31,13 @@ type budgetFiller struct {
 	perms    int
 	channels int
 	refused  map[int]int // code -> count
-	stopped  int         // addresses that were refused
-	errs     []string
-	clients  []*turnclient.Client
-	sockets  []*net.UDPConn
-	released int
+	// refusedBy counts the refusals by method and code ("ChannelBind 508").
+	refusedBy map[string]int
+	stopped   int // addresses that were refused
+	errs      []string
+	clients   []*turnclient.Client
+	sockets   []*net.UDPConn
+	released  int
 }
 
 // budgetWorkers is the clients per address allocating at once.
@@ -43,13 +48,14 @@ func budgetPeer(i int) netip.AddrPort {
 	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 200, byte(i >> 8), byte(i)}), 9)
 }
 
-// budgetChannelPeer is a channel's peer: 127.201.0.1, port 10000 + i.
+// budgetChannelPeer is a channel's peer: port 10000 + i of the first permission's IP
+// (127.200.0.0), so that a channel needs no permission beyond the 1,024.
 func budgetChannelPeer(i int) netip.AddrPort {
-	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 201, 0, 1}), uint16(10000+i))
+	return netip.AddrPortFrom(budgetPeer(0).Addr(), uint16(10000+i))
 }
 
 func (b *budgetFiller) run(ctx context.Context) {
-	b.refused = map[int]int{}
+	b.refused, b.refusedBy = map[int]int{}, map[string]int{}
 	if !b.cfg.WideServer.IsValid() || b.cfg.BudgetAddrs <= 0 {
 		return
 	}
@@ -130,6 +136,7 @@ func (b *budgetFiller) refusal(err error) bool {
 	}
 	b.mu.Lock()
 	b.refused[int(er.Code)]++
+	b.refusedBy[er.Method.String()+" "+fmt.Sprint(int(er.Code))]++
 	b.mu.Unlock()
 	if er.Code != 486 && er.Code != 508 {
 		b.note(err)
@@ -186,8 +193,12 @@ func (b *budgetFiller) report(r *AttackResult) {
 	for code, n := range b.refused {
 		r.Figures[fmt.Sprintf("refused_%d", code)] = float64(n)
 	}
+	by := make([]string, 0, len(b.refusedBy))
+	for _, k := range slices.Sorted(maps.Keys(b.refusedBy)) {
+		by = append(by, fmt.Sprintf("%s ×%d", k, b.refusedBy[k]))
+	}
 	r.Summary = fmt.Sprintf("%d addresses with valid credentials: %d allocations, %d permissions, %d channels before refusal (%s); %d of %d addresses refused; ternd RSS %.1f -> %.1f MB",
-		b.cfg.BudgetAddrs, b.allocs, b.perms, b.channels, countMap(b.refused), b.stopped, b.cfg.BudgetAddrs,
+		b.cfg.BudgetAddrs, b.allocs, b.perms, b.channels, strings.Join(by, ", "), b.stopped, b.cfg.BudgetAddrs,
 		float64(r.BaseRSS)/1e6, float64(r.PeakRSS)/1e6)
 	if b.stopped < b.cfg.BudgetAddrs {
 		r.failf("%d of %d addresses were never refused with 486 or 508 (errors: %v)", b.cfg.BudgetAddrs-b.stopped, b.cfg.BudgetAddrs, b.errs)
