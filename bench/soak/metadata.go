@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"time"
 
 	"github.com/tern-gw/tern/bench/turnclient"
 )
@@ -117,6 +118,9 @@ func (m *metadataProber) note(err error) {
 	}
 	m.mu.Unlock()
 }
+
+// timeLimit: the attack is a fixed count of requests, not bounded by the attack time.
+func (m *metadataProber) timeLimit(d time.Duration) time.Duration { return max(6*d, time.Minute) }
 
 func (m *metadataProber) report(r *AttackResult) {
 	m.mu.Lock()

@@ -13,8 +13,8 @@ import (
 
 // reflector is issue 22's item 10: unauthenticated Allocates, what a reflection attack sends
 // with its victim's address, from 127.12.0.1, Config.ReflectRequests of each of three forms:
-// a bare 20-byte Allocate, one with REQUESTED-TRANSPORT (28 bytes) and pion/turn's first
-// Allocate with REQUESTED-TRANSPORT and FINGERPRINT (36 bytes). It counts the bytes of the
+// pion/turn's first Allocate with REQUESTED-TRANSPORT and FINGERPRINT (36 bytes), one with
+// REQUESTED-TRANSPORT only (28 bytes) and a bare 20-byte Allocate. It counts the bytes of the
 // 401s. The goal is issue 22's: the answer to the 36-byte Allocate is at most twice its size
 // (docs/security.md, "Unauthenticated responses", gives the others' ratios).
 type reflector struct {
@@ -47,9 +47,9 @@ func (r *reflector) run(ctx context.Context) {
 		name    string
 		setters []stun.Setter
 	}{
-		{"bare Allocate", []stun.Setter{stun.TransactionID, allocate}},
-		{"Allocate with REQUESTED-TRANSPORT", []stun.Setter{stun.TransactionID, allocate, requestedUDP}},
 		{"Allocate with REQUESTED-TRANSPORT and FINGERPRINT (pion/turn's first)", []stun.Setter{stun.TransactionID, allocate, requestedUDP, stun.Fingerprint}},
+		{"Allocate with REQUESTED-TRANSPORT", []stun.Setter{stun.TransactionID, allocate, requestedUDP}},
+		{"bare Allocate", []stun.Setter{stun.TransactionID, allocate}},
 	}
 	buf := make([]byte, 1500)
 	for _, f := range forms {
@@ -96,6 +96,10 @@ func (r *reflector) drain(uc *net.UDPConn, buf []byte, ids map[[stun.Transaction
 	}
 }
 
+// timeLimit: the attack is bounded by its count of requests (about a second), not by the
+// attack time.
+func (r *reflector) timeLimit(d time.Duration) time.Duration { return max(6*d, time.Minute) }
+
 func (r *reflector) report(res *AttackResult) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -113,7 +117,7 @@ func (r *reflector) report(res *AttackResult) {
 		}
 		s += fmt.Sprintf("%s (%d bytes): %d sent, %d answered, %d bytes back for %d (%.2f×, largest answer %d bytes)",
 			f.name, f.size, f.sent, f.answered, f.bytesBack, f.bytesSent, ratio, f.largest)
-		if i == 2 {
+		if i == 0 {
 			if f.answered == 0 {
 				res.failf("no answer to %s", f.name)
 			}

@@ -150,6 +150,10 @@ func readSTUN(uc *net.UDPConn, buf []byte) (*stun.Message, error) {
 	}
 }
 
+// timeLimit: the attack is bounded by its addresses and guesses (a few seconds), not by
+// the attack time.
+func (r *rotator) timeLimit(d time.Duration) time.Duration { return max(6*d, time.Minute) }
+
 // bound is the most answers the per-username budget allows over the attack.
 func (r *rotator) bound() int {
 	return rotateUserBurst + int(rotateUserRate*r.elapsed.Seconds()+0.999) + r.cfg.RotateAddrs

@@ -109,6 +109,9 @@ func (s *selfRelayer) note(err error) {
 	s.mu.Unlock()
 }
 
+// timeLimit: the attack is a fixed count of requests, not bounded by the attack time.
+func (s *selfRelayer) timeLimit(d time.Duration) time.Duration { return max(6*d, time.Minute) }
+
 func (s *selfRelayer) report(r *AttackResult) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
