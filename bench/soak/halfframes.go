@@ -36,17 +36,18 @@ func (h *halfFramer) run(ctx context.Context) {
 		return
 	}
 	sem := make(chan struct{}, 32)
+	body := make([]byte, h.cfg.HalfFrameBody) // shared: only read
 	var wg sync.WaitGroup
 	for i := range h.cfg.HalfFrames {
 		wg.Add(1)
-		go func() { defer wg.Done(); h.one(ctx, i, sem) }()
+		go func() { defer wg.Done(); h.one(ctx, i, sem, body) }()
 	}
 	wg.Wait()
 }
 
 // one opens connection i, sends the header and the part of the body, and waits for the
 // server to close it or ctx to end; it is not reopened.
-func (h *halfFramer) one(ctx context.Context, i int, sem chan struct{}) {
+func (h *halfFramer) one(ctx context.Context, i int, sem chan struct{}, body []byte) {
 	select {
 	case sem <- struct{}{}:
 	case <-ctx.Done():
@@ -68,14 +69,15 @@ func (h *halfFramer) one(ctx context.Context, i int, sem chan struct{}) {
 	for m := h.heldMax.Load(); n > m && !h.heldMax.CompareAndSwap(m, n); m = h.heldMax.Load() {
 	}
 	defer h.held.Add(-1)
-	msg := make([]byte, 20+h.cfg.HalfFrameBody)
-	binary.BigEndian.PutUint16(msg[0:], 0x0001) // Binding request
-	binary.BigEndian.PutUint16(msg[2:], halfFrameLen)
-	binary.BigEndian.PutUint32(msg[4:], 0x2112A442)
-	_, _ = rand.Read(msg[8:20])
+	hdr := make([]byte, 20)
+	binary.BigEndian.PutUint16(hdr[0:], 0x0001) // Binding request
+	binary.BigEndian.PutUint16(hdr[2:], halfFrameLen)
+	binary.BigEndian.PutUint32(hdr[4:], 0x2112A442)
+	_, _ = rand.Read(hdr[8:20])
 	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
-	_, err = c.Write(msg)
+	bufs := net.Buffers{hdr, body}
+	_, err = bufs.WriteTo(c)
 	<-sem
 	if err != nil {
 		if ctx.Err() == nil {
