@@ -27,7 +27,7 @@
 //	127.8.x.y   DTLS garbage, a new source address and port per datagram
 //	127.9.0.x   the permission and channel flood, one user per address
 //	127.10.x.y  wrong passwords from rotating addresses, one guesser per address
-//	127.11.0.1  metadata peers and ternd's own listeners as peers
+//	127.11.0.x  metadata peers (.1), ternd's own listeners as peers (.2, .3)
 //	127.12.0.1  unauthenticated Allocates (reflection)
 //	127.13.0.x  legitimate TCP, TLS and DTLS allocations made during the attacks
 //
