@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
@@ -29,7 +30,7 @@ func TestMetricsMetadata(t *testing.T) {
 	// None: what an idle server reports must not depend on whether this
 	// machine can attach the offload programs.
 	cfg.Offload = config.Offload{Engine: config.OffloadNone}
-	cfg.Listeners = append(cfg.Listeners, config.Listener{Name: "tcp", Protocol: config.ProtoTURNTCP,
+	cfg.Listeners = append(cfg.Listeners, config.Listener{Name: "tcp", Protocol: protocol.TURNTCP,
 		Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}})
 	srv := startWith(t, cfg)
 	var b bytes.Buffer

@@ -10,6 +10,7 @@ import (
 	"github.com/tern-gw/tern/dataplane/config"
 	"github.com/tern-gw/tern/dataplane/listener"
 	"github.com/tern-gw/tern/dataplane/relay"
+	"github.com/tern-gw/tern/dataplane/secretfile"
 )
 
 // Reconfigure applies a new config to the running server by the reconcile
@@ -39,8 +40,7 @@ func (s *Server) Reconfigure(next *config.Config) error {
 	if err := next.Validate(); err != nil {
 		return fmt.Errorf("config rejected, running config kept: %w", err)
 	}
-	settings, err := engineSettings(next)
-	settings.StrictChannelNumbers = settings.StrictChannelNumbers || s.opts.StrictChannelNumbers
+	settings, err := s.settingsFor(next)
 	warnDeprecated(next, s.log)
 	if err != nil {
 		return fmt.Errorf("config rejected, running config kept: %w", err)
@@ -97,7 +97,7 @@ func (s *Server) Reconfigure(next *config.Config) error {
 	s.auth = settings.Auth
 	s.cfg = next
 	if s.secrets != nil {
-		s.secrets.SetFiles(next.Auth.SecretFiles())
+		s.secrets.SetFiles(secretfile.Files(next.Auth))
 	}
 	s.setClusters(next)
 	s.setLogLevel(next)

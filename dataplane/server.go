@@ -19,10 +19,12 @@ import (
 	"github.com/tern-gw/tern/dataplane/admin"
 	"github.com/tern-gw/tern/dataplane/allowlist"
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/loglevel"
 	"github.com/tern-gw/tern/dataplane/listener"
 	"github.com/tern-gw/tern/dataplane/mountwatch"
 	"github.com/tern-gw/tern/dataplane/offload/mirror"
 	"github.com/tern-gw/tern/dataplane/relay"
+	"github.com/tern-gw/tern/dataplane/secretfile"
 	"github.com/tern-gw/tern/dataplane/udpio"
 	"github.com/tern-gw/tern/turn"
 )
@@ -52,6 +54,14 @@ type Options struct {
 	// 5766's 0x4000-0x7FFF are accepted): ternd --strict-channel-numbers,
 	// which a Dataplane's args can carry where its rendered config cannot.
 	StrictChannelNumbers bool
+	// StateBudgetMiB, when not 0, overrides the config's
+	// limits.stateBudgetMiB (ternd --state-budget-mib): MiB, or negative
+	// for no state budget.
+	StateBudgetMiB int
+	// MemoryLimit is the container's memory limit in bytes, from which
+	// the default state budget is derived (half of it); 0 reads it from
+	// the cgroup (MemoryLimit), negative means none.
+	MemoryLimit int64
 	// SocketBuffer is SO_RCVBUF/SO_SNDBUF of listener sockets in bytes;
 	// default 4 MiB (as coturn).
 	SocketBuffer int
@@ -165,9 +175,11 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, log: opts.Logger, clock: newCoarseClock(), cfg: cfg,
 		listeners: map[string]listener.Listener{}, retired: map[string]*listenerCounts{}, stop: make(chan struct{})}
+	if s.opts.MemoryLimit == 0 {
+		s.opts.MemoryLimit, _ = MemoryLimit()
+	}
 	s.setClusters(cfg)
-	settings, err := engineSettings(cfg)
-	settings.StrictChannelNumbers = settings.StrictChannelNumbers || opts.StrictChannelNumbers
+	settings, err := s.settingsFor(cfg)
 	warnDeprecated(cfg, opts.Logger)
 	if err != nil {
 		return nil, err
@@ -193,7 +205,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 			paths = s.offload
 		}
 	}
-	s.engine, err = turn.New(turn.Config{Settings: settings, Relays: s.relays, Clock: s.clock, Logger: s.log, Software: "tern", PathObserver: paths})
+	s.engine, err = turn.New(turn.Config{Settings: settings, Relays: s.relays, RelayCost: s.relays.RelayCost(), Clock: s.clock, Logger: s.log, Software: "tern", PathObserver: paths})
 	if err != nil {
 		s.relays.Close()
 		if s.offload != nil {
@@ -202,10 +214,21 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.relays.Start(s.engine)
+	s.log.Info("state budget for allocations, permissions and channel bindings", "bytes", settings.StateBudget,
+		"memoryLimit", max(s.opts.MemoryLimit, 0))
 	s.auth = settings.Auth
 	s.setLogLevel(cfg)
 	s.dns = allowlist.NewResolver(opts.DNS, opts.DNSInterval, s.log, s.refreshAllowlists)
 	return s, nil
+}
+
+// settingsFor is engineSettings(cfg) with what ternd's flags add or
+// override: strict channel numbers and the state budget.
+func (s *Server) settingsFor(cfg *config.Config) (turn.Settings, error) {
+	st, err := engineSettings(cfg)
+	st.StrictChannelNumbers = st.StrictChannelNumbers || s.opts.StrictChannelNumbers
+	st.StateBudget = stateBudget(s.opts.StateBudgetMiB, cfg.Limits.StateBudgetMiB, max(s.opts.MemoryLimit, 0))
+	return st, err
 }
 
 // engineSettings maps the config's stunMode, auth and limits to the engine's. The
@@ -237,7 +260,7 @@ func engineSettings(cfg *config.Config) (turn.Settings, error) {
 	}
 	// Credentials in files (a mounted Secret) are read here, so that a
 	// file that cannot be read rejects the config like any invalid field.
-	auth, err := cfg.Auth.ReadSecretFiles(os.ReadFile)
+	auth, err := secretfile.Read(cfg.Auth, os.ReadFile)
 	if err != nil {
 		return st, err
 	}
@@ -268,7 +291,7 @@ func (s *Server) setLogLevel(cfg *config.Config) {
 	if s.opts.LogLevel == nil {
 		return
 	}
-	if lvl, err := config.ParseLogLevel(cfg.Admin.LogLevel); err == nil {
+	if lvl, err := loglevel.Parse(cfg.Admin.LogLevel); err == nil {
 		s.opts.LogLevel.Set(lvl)
 	}
 }
@@ -292,7 +315,7 @@ func (s *Server) Start() error {
 	s.mu.Unlock()
 	s.bg.Add(1)
 	go s.background()
-	s.secrets = s.watchSecrets(cfg.Auth.SecretFiles())
+	s.secrets = s.watchSecrets(secretfile.Files(cfg.Auth))
 	var err error
 	if s.http, err = s.startAdmin(cfg.Admin); err != nil {
 		return err
@@ -348,6 +371,7 @@ func connLimits(cfg *config.Config) listener.ConnLimits {
 	return listener.ConnLimits{
 		IdleTimeout:          time.Duration(cfg.Limits.ConnectionIdleTimeout) * time.Second,
 		AllocatedIdleTimeout: time.Duration(cfg.Limits.MaxLifetime)*time.Second + 30*time.Second,
+		PartialFrameTimeout:  time.Duration(cfg.Limits.PartialFrameTimeout) * time.Second,
 		PerIP:                cfg.Limits.ConnectionsPerIP,
 		Max:                  cfg.Limits.MaxConnections,
 	}

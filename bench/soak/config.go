@@ -5,6 +5,7 @@ import (
 	"net/netip"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
 // Credentials and realm of TerndConfig.
@@ -21,7 +22,7 @@ const (
 // are on 127.0.0.1 at listen's port + 1 (MetricsURL), health at + 2.
 func TerndConfig(listen netip.AddrPort, relay, peer netip.Addr) *config.Config {
 	loopback := netip.MustParseAddr("127.0.0.1")
-	listener := func(name string, p config.Protocol) config.Listener {
+	listener := func(name string, p protocol.Protocol) config.Listener {
 		return config.Listener{Name: name, Protocol: p, Address: listen.Addr().String(), Port: int(listen.Port()), Routes: []string{"local"}}
 	}
 	return &config.Config{
@@ -30,7 +31,7 @@ func TerndConfig(listen netip.AddrPort, relay, peer netip.Addr) *config.Config {
 			MetricsAddress: netip.AddrPortFrom(loopback, listen.Port()+1).String(),
 			HealthAddress:  netip.AddrPortFrom(loopback, listen.Port()+2).String()},
 		Auth:      config.Auth{Type: config.AuthStatic, Realm: Realm, Username: User, Password: Pass},
-		Listeners: []config.Listener{listener("udp", config.ProtoTURNUDP), listener("tcp", config.ProtoTURNTCP)},
+		Listeners: []config.Listener{listener("udp", protocol.TURNUDP), listener("tcp", protocol.TURNTCP)},
 		Clusters:  []config.Cluster{{Name: "local", Endpoints: []string{netip.PrefixFrom(peer, peer.BitLen()).String()}}},
 		Relay:     config.Relay{Address: relay.String(), MinPort: 20000, MaxPort: 29999},
 		Limits:    config.Limits{MaxLifetime: 600},
@@ -58,9 +59,9 @@ func HardenedConfig(listen netip.AddrPort, relay, peer netip.Addr, certFile, key
 	c := TerndConfig(listen, relay, peer)
 	tls := int(listen.Port()) + tlsPortOffset
 	for _, l := range []config.Listener{
-		{Name: "tls", Protocol: config.ProtoTURNTLS, Port: tls, Cert: certFile, Key: keyFile, Routes: []string{"local"}},
-		{Name: "dtls", Protocol: config.ProtoTURNDTLS, Port: tls, Cert: certFile, Key: keyFile, Routes: []string{"local"}},
-		{Name: "wide", Protocol: config.ProtoTURNUDP, Port: int(listen.Port()) + widePortOffset, Routes: []string{"wide"}},
+		{Name: "tls", Protocol: protocol.TURNTLS, Port: tls, Cert: certFile, Key: keyFile, Routes: []string{"local"}},
+		{Name: "dtls", Protocol: protocol.TURNDTLS, Port: tls, Cert: certFile, Key: keyFile, Routes: []string{"local"}},
+		{Name: "wide", Protocol: protocol.TURNUDP, Port: int(listen.Port()) + widePortOffset, Routes: []string{"wide"}},
 	} {
 		l.Address = listen.Addr().String()
 		c.Listeners = append(c.Listeners, l)

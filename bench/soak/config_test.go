@@ -10,6 +10,7 @@ import (
 	"github.com/tern-gw/tern/bench/launch"
 	"github.com/tern-gw/tern/bench/soak"
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 	"github.com/tern-gw/tern/internal/selfsigned"
 )
 
@@ -26,7 +27,7 @@ func TestTerndConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Listeners) != 2 || c.Listeners[0].Protocol != config.ProtoTURNUDP || c.Listeners[1].Protocol != config.ProtoTURNTCP ||
+	if len(c.Listeners) != 2 || c.Listeners[0].Protocol != protocol.TURNUDP || c.Listeners[1].Protocol != protocol.TURNTCP ||
 		c.Listeners[1].Port != 23478 || c.Clusters[0].Endpoints[0] != "127.0.98.9/32" {
 		t.Fatalf("config %+v", c)
 	}

@@ -142,9 +142,9 @@ func (c *Client) CreatePermission(peer netip.AddrPort) error {
 	return err
 }
 
-// CreatePermissions installs permissions for the IPs of every peer in one
-// request, one XOR-PEER-ADDRESS each (RFC 8656 §9.1): all are installed or
-// none (a server that holds too many answers 508).
+// CreatePermissions installs permissions for the IPs of all peers in one
+// CreatePermission request (several XOR-PEER-ADDRESS attributes, RFC 8656
+// §9.1), which the server installs all or none of.
 func (c *Client) CreatePermissions(peers ...netip.AddrPort) error {
 	attrs := make([]stun.Setter, len(peers))
 	for i, p := range peers {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tern-gw/tern/dataplane"
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/loglevel"
 )
 
 // flags are ternd's command line. They take stunnerd's GNU-style spellings
@@ -30,6 +31,7 @@ type flags struct {
 	cfgFromEnv                                     bool // cfgPath is $STUNNER_CONFIG_ORIGIN
 	packetCounters, strictChannels                 bool
 	threads, relays, bufs                          int
+	stateBudgetMiB, memoryLimitMiB                 int
 	grace, linger                                  time.Duration
 
 	// ignored are stunnerd's flags that mean nothing to ternd, with why;
@@ -87,6 +89,8 @@ func newFlags() *flags {
 	fs.IntVar(&f.relays, "relay-thread-num", 0, "epoll workers serving relay sockets; 0 means the number of CPUs")
 	fs.IntVar(&f.bufs, "socket-buffer", 4<<20, "SO_RCVBUF/SO_SNDBUF of listener sockets, bytes")
 	fs.BoolVar(&f.strictChannels, "strict-channel-numbers", false, "accept only RFC 8656's channel numbers 0x4000-0x4FFF in ChannelBind (as limits.strictChannelNumbers); by default RFC 5766's 0x4000-0x7FFF are accepted, which coturn's turnutils_uclient uses")
+	fs.IntVar(&f.stateBudgetMiB, "state-budget-mib", 0, "memory budget for allocations, permissions and channel bindings, MiB (as limits.stateBudgetMiB, which it overrides): past it Allocate, CreatePermission and ChannelBind get 508; -1 turns it off; 0 takes the config's, or half the container's memory limit, or 256 MiB")
+	fs.IntVar(&f.memoryLimitMiB, "memory-limit-mib", 0, "the memory limit ternd runs under, MiB, where the container's cannot be read (cgroup v2 memory.max, v1 memory.limit_in_bytes): the default state budget is half of it, and Go's memory limit 90% of it unless GOMEMLIMIT is set; 0 reads the container's")
 	fs.BoolVar(&f.legacyChannels, "legacy-channel-numbers", false, "deprecated, no effect: channel numbers 0x4000-0x7FFF are accepted by default (see --strict-channel-numbers)")
 	fs.BoolVar(&f.packetCounters, "packet-counters", true, "count packets and bytes per listener, cluster and peer direction for /metrics (per-worker counters); false leaves those series at 0, to measure what counting costs")
 	fs.BoolVar(&f.gso, "gso", true, "send runs of same-size datagrams to one destination as one UDP GSO message (Linux 4.18+; off where unsupported)")
@@ -221,7 +225,7 @@ func (f *flags) logLevel(cfg *config.Config) (level string, fromFlags bool) {
 func newLogger(format string, w io.Writer, lvl slog.Leveler) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: lvl, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
 		if a.Key == slog.LevelKey {
-			if l, ok := a.Value.Any().(slog.Level); ok && l <= config.LevelTrace {
+			if l, ok := a.Value.Any().(slog.Level); ok && l <= loglevel.Trace {
 				a.Value = slog.StringValue("TRACE")
 			}
 		}

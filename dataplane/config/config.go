@@ -12,12 +12,20 @@
 // documents for Parse; this package imports nothing of the operator or of
 // the Kubernetes API (internal/importrules checks), so both sides link it
 // without the other's dependencies.
+//
+// Its vocabularies that the two sides also use on their own are leaf
+// packages below it: protocol (the listener protocol table), placeholder
+// (the address placeholders), loglevel (admin.logLevel's syntax) and
+// endpoint (cluster endpoints and host:port). Reading the credential files
+// a config names is ternd's (dataplane/secretfile).
 package config
 
 import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
 // Version is the only config schema version this package understands.
@@ -116,7 +124,7 @@ type Admin struct {
 	// Name identifies the dataplane in logs and metrics, e.g. "stunner/udp-gateway".
 	Name string `json:"name,omitempty"`
 	// LogLevel is one of trace, debug, info, warn, error, disable, or
-	// STUNner's "all:INFO,turn:DEBUG" form (see ParseLogLevel). Default "info".
+	// STUNner's "all:INFO,turn:DEBUG" form (see loglevel.Parse). Default "info".
 	LogLevel string `json:"logLevel,omitempty"`
 	// MetricsAddress is host:port of the Prometheus /metrics endpoint; empty disables it.
 	MetricsAddress string `json:"metricsAddress,omitempty"`
@@ -140,8 +148,8 @@ type Auth struct {
 	// PasswordFile and SharedSecretFile name files that hold the password
 	// or the shared secret, in place of Password and SharedSecret: a
 	// Kubernetes Secret mounted in the dataplane pod, so that no credential
-	// is stored in the ConfigMap. The dataplane reads them (see
-	// ReadSecretFiles) and re-reads them when they change.
+	// is stored in the ConfigMap. The dataplane reads them (package
+	// dataplane/secretfile) and re-reads them when they change.
 	PasswordFile     string `json:"passwordFile,omitempty"`
 	SharedSecretFile string `json:"sharedSecretFile,omitempty"`
 }
@@ -150,9 +158,9 @@ type Auth struct {
 type Listener struct {
 	// Name is unique within the config.
 	Name string `json:"name"`
-	// Protocol is TURN-UDP, TURN-TCP, TURN-TLS or TURN-DTLS (see
-	// Protocol; SetDefaults normalizes the aliases UDP, TCP, TLS, DTLS).
-	Protocol Protocol `json:"protocol"`
+	// Protocol is TURN-UDP, TURN-TCP, TURN-TLS or TURN-DTLS (see package
+	// protocol; SetDefaults normalizes the aliases UDP, TCP, TLS, DTLS).
+	Protocol protocol.Protocol `json:"protocol"`
 	// Address is the IP to bind, e.g. "127.0.0.1" or "0.0.0.0".
 	Address string `json:"address"`
 	// Port is the port to bind, 1-65535.
@@ -244,6 +252,12 @@ type Limits struct {
 	// (maxPort-minPort+1) per relay address, which a reconfiguration of
 	// relay.extraAddresses moves with it.
 	MaxAllocations int `json:"maxAllocations,omitempty"`
+	// StateBudgetMiB caps the memory of allocations, permissions and
+	// channel bindings together, MiB: past it Allocate, CreatePermission
+	// and ChannelBind get 508 (docs/security.md). 0 (the default): half the
+	// container's memory limit (cgroup), or 256 MiB where none is set;
+	// NoLimit: no budget. ternd --state-budget-mib overrides it.
+	StateBudgetMiB int `json:"stateBudgetMiB,omitempty"`
 	// AuthFailureBurst and AuthFailureRate throttle failed authentication
 	// per client address: a token bucket of AuthFailureBurst failures,
 	// refilled at AuthFailureRate per second. Defaults
@@ -266,6 +280,12 @@ type Limits struct {
 	// closed, seconds. Default 30. Once the connection holds an allocation,
 	// the limit is maxLifetime + 30 s.
 	ConnectionIdleTimeout int `json:"connectionIdleTimeout,omitempty"`
+	// PartialFrameTimeout is how long a TURN-TCP or TURN-TLS connection may
+	// take to send the rest of a STUN message or ChannelData frame once its
+	// first bytes have arrived before it is closed, seconds. 0 (or unset)
+	// takes DefaultPartialFrameTimeout (5), which ternd applies when it
+	// starts a listener rather than when it loads the config.
+	PartialFrameTimeout int `json:"partialFrameTimeout,omitempty"`
 	// ConnectionsPerIP caps each listener's concurrent connections from one
 	// client IPv4 address or IPv6 /64; more are closed at accept. Default 500.
 	ConnectionsPerIP int `json:"connectionsPerIP,omitempty"`

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
 // validConfig returns a minimal config that passes Validate once defaulted.
@@ -12,7 +14,7 @@ func validConfig() *Config {
 	c := &Config{
 		Version:   Version,
 		Auth:      Auth{Type: AuthStatic, Username: "user", Password: "pass"},
-		Listeners: []Listener{{Name: "udp", Protocol: ProtoTURNUDP, Address: "127.0.0.1", Port: 3478, Routes: []string{"local"}}},
+		Listeners: []Listener{{Name: "udp", Protocol: protocol.TURNUDP, Address: "127.0.0.1", Port: 3478, Routes: []string{"local"}}},
 		Clusters:  []Cluster{{Name: "local", Endpoints: []string{"127.0.0.1/32"}}},
 	}
 	c.SetDefaults()
@@ -56,7 +58,7 @@ func TestJSONNames(t *testing.T) {
 	c.Relay.PublicAddress = "192.0.2.1"
 	c.Limits = Limits{MaxLifetime: 1, NonceLifetime: 2, AllocationsPerUser: 3, AllocationsPerIP: 4, MaxAllocations: 5,
 		AuthFailureBurst: 6, AuthFailureRate: 7, StrictChannelNumbers: true, LegacyChannelNumbers: true,
-		ConnectionIdleTimeout: 8, ConnectionsPerIP: 9, MaxConnections: 10}
+		ConnectionIdleTimeout: 8, ConnectionsPerIP: 9, MaxConnections: 10, PartialFrameTimeout: 11}
 	b, err := json.Marshal(c)
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +71,7 @@ func TestJSONNames(t *testing.T) {
 		"clusters", "endpoints", "minPort", "maxPort",
 		"relay", "limits", "maxLifetime", "nonceLifetime", "allocationsPerUser", "allocationsPerIP", "maxAllocations",
 		"authFailureBurst", "authFailureRate", "strictChannelNumbers", "legacyChannelNumbers",
-		"connectionIdleTimeout", "connectionsPerIP", "maxConnections",
+		"connectionIdleTimeout", "connectionsPerIP", "maxConnections", "partialFrameTimeout",
 	} {
 		if !strings.Contains(got, `"`+name+`":`) {
 			t.Errorf("marshaled config lacks %q: %s", name, got)

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
 // Defaults applied by SetDefaults.
@@ -50,6 +52,10 @@ const (
 	// goroutine; 30 s of silence is long for a client that has not
 	// allocated yet, and short enough that idle connections do not pile up.
 	DefaultConnectionIdleTimeout = 30 // seconds
+	// A frame of up to 64 KiB takes well under a second on any link a
+	// TURN client uses; 5 s bounds how long a half-sent frame holds its
+	// read buffer (docs/security.md) with room for a congested client.
+	DefaultPartialFrameTimeout = 5 // seconds
 	// 500 connections from one address leaves room for an office behind
 	// one NAT (a WebRTC client opens one or two TURN-TCP/TLS connections)
 	// while twenty addresses are needed to fill a listener.
@@ -79,10 +85,10 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 // target all parse with it.
 //
 // In order, it decodes data as YAML or JSON (JSON is YAML), strictly: an
-// unknown or duplicate field is an error that names it. It replaces address
-// placeholders (PlaceholderPodIP, PlaceholderNodeIP) with the values getenv
-// returns for POD_IP and NODE_IP; getenv is os.Getenv in a pod, and nil
-// means no variable is set, so a placeholder is then an error. It applies
+// unknown or duplicate field is an error that names it. It replaces the
+// address placeholders of package placeholder with the values getenv
+// returns for POD_IP, NODE_IP and POD_IPS; getenv is os.Getenv in a pod,
+// and nil means no variable is set, so a placeholder is then an error. It applies
 // SetDefaults, after the placeholders so that a relay address defaulted from
 // a listener's gets the real IP, and then Validate.
 //
@@ -126,8 +132,9 @@ func (c *Config) Prepare(getenv func(string) string) error {
 
 // SetDefaults fills unset fields with their defaults and normalizes aliases:
 // auth types to AuthStatic/AuthEphemeral and listener protocols to the
-// Proto* constants. It never fails; values it cannot normalize are left for
-// Validate to report. Version is required and is not defaulted.
+// constants of package protocol. It never fails; values it cannot normalize
+// are left for Validate to report. Version is required and is not
+// defaulted.
 func (c *Config) SetDefaults() {
 	if c.Admin.LogLevel == "" {
 		c.Admin.LogLevel = DefaultLogLevel
@@ -146,7 +153,7 @@ func (c *Config) SetDefaults() {
 		if l.Address == "" {
 			l.Address = DefaultListenAddress
 		}
-		if p, ok := NormalizeProtocol(string(l.Protocol)); ok {
+		if p, ok := protocol.Normalize(string(l.Protocol)); ok {
 			l.Protocol = p
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
 const minimalYAML = `
@@ -34,7 +36,7 @@ func TestParseDefaults(t *testing.T) {
 		Admin:   Admin{LogLevel: "info"},
 		Auth:    Auth{Type: AuthStatic, Realm: "stunner.l7mp.io", Username: "user", Password: "pass"},
 		Listeners: []Listener{{
-			Name: "udp", Protocol: ProtoTURNUDP, Address: "0.0.0.0", Port: 3478,
+			Name: "udp", Protocol: protocol.TURNUDP, Address: "0.0.0.0", Port: 3478,
 		}},
 		Relay: Relay{Address: "127.0.0.1", MinPort: 20000, MaxPort: 29999},
 		// Quotas and the throttle are on by default; static auth's one
@@ -98,14 +100,14 @@ func TestSetDefaultsRelayAddress(t *testing.T) {
 }
 
 func TestProtocolAliases(t *testing.T) {
-	for in, want := range map[string]Protocol{
-		"TURN-UDP": ProtoTURNUDP, "turn-udp": ProtoTURNUDP, "udp": ProtoTURNUDP, "UDP": ProtoTURNUDP,
-		"turn-tcp": ProtoTURNTCP, "TCP": ProtoTURNTCP,
-		"Turn-Tls": ProtoTURNTLS, "tls": ProtoTURNTLS,
-		"turn-dtls": ProtoTURNDTLS, "DTLS": ProtoTURNDTLS,
+	for in, want := range map[string]protocol.Protocol{
+		"TURN-UDP": protocol.TURNUDP, "turn-udp": protocol.TURNUDP, "udp": protocol.TURNUDP, "UDP": protocol.TURNUDP,
+		"turn-tcp": protocol.TURNTCP, "TCP": protocol.TURNTCP,
+		"Turn-Tls": protocol.TURNTLS, "tls": protocol.TURNTLS,
+		"turn-dtls": protocol.TURNDTLS, "DTLS": protocol.TURNDTLS,
 		"sctp": "sctp", "": "",
 	} {
-		c := &Config{Listeners: []Listener{{Protocol: Protocol(in)}}}
+		c := &Config{Listeners: []Listener{{Protocol: protocol.Protocol(in)}}}
 		c.SetDefaults()
 		if got := c.Listeners[0].Protocol; got != want {
 			t.Errorf("protocol %q normalized to %q, want %q", in, got, want)
@@ -142,7 +144,7 @@ listeners:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Auth.Type != AuthEphemeral || c.Listeners[0].Protocol != ProtoTURNUDP || c.Listeners[1].Protocol != ProtoTURNTCP {
+	if c.Auth.Type != AuthEphemeral || c.Listeners[0].Protocol != protocol.TURNUDP || c.Listeners[1].Protocol != protocol.TURNTCP {
 		t.Errorf("aliases not normalized: auth %q, protocols %q %q", c.Auth.Type, c.Listeners[0].Protocol, c.Listeners[1].Protocol)
 	}
 }

@@ -1,12 +1,12 @@
 package config
 
 import (
-	"log/slog"
 	"net/netip"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
 func TestValidateOK(t *testing.T) {
@@ -17,7 +17,7 @@ func TestValidateOK(t *testing.T) {
 		{"minimal", func(*Config) {}},
 		{"ephemeral", func(c *Config) { c.Auth = Auth{Type: AuthEphemeral, Realm: "r", SharedSecret: "s"} }},
 		{"tls with cert", func(c *Config) {
-			c.Listeners[0].Protocol, c.Listeners[0].Cert, c.Listeners[0].Key = ProtoTURNTLS, "/c.pem", "/k.pem"
+			c.Listeners[0].Protocol, c.Listeners[0].Cert, c.Listeners[0].Key = protocol.TURNTLS, "/c.pem", "/k.pem"
 		}},
 		{"ipv6 everywhere", func(c *Config) {
 			c.Listeners[0].Address, c.Listeners[0].PublicAddress, c.Relay.Address = "::", "2001:db8::1", "::1"
@@ -98,14 +98,14 @@ func TestValidateRules(t *testing.T) {
 		{"address", func(c *Config) { c.Listeners[0].Address = "localhost" }, `listeners[0].address: must be an IP address, got "localhost"`},
 		{"port zero", func(c *Config) { c.Listeners[0].Port = 0 }, `listeners[0].port: must be 1-65535, got 0`},
 		{"port high", func(c *Config) {
-			c.Listeners = append(c.Listeners, Listener{Name: "b", Protocol: ProtoTURNTCP, Address: "::", Port: 70000})
+			c.Listeners = append(c.Listeners, Listener{Name: "b", Protocol: protocol.TURNTCP, Address: "::", Port: 70000})
 		}, `listeners[1].port: must be 1-65535, got 70000`},
 		{"public port", func(c *Config) { c.Listeners[0].PublicPort = -1 }, `listeners[0].publicPort: must be 0-65535, got -1`},
 		{"public port high", func(c *Config) { c.Listeners[0].PublicPort = 65536 }, `listeners[0].publicPort: must be 0-65535, got 65536`},
 		{"public address", func(c *Config) { c.Listeners[0].PublicAddress = "example.com" },
 			`listeners[0].publicAddress: must be an IP address, got "example.com"`},
-		{"tls cert", func(c *Config) { c.Listeners[0].Protocol, c.Listeners[0].Key = ProtoTURNTLS, "k" }, `listeners[0].cert: required for TURN-TLS`},
-		{"dtls key", func(c *Config) { c.Listeners[0].Protocol, c.Listeners[0].Cert = ProtoTURNDTLS, "c" }, `listeners[0].key: required for TURN-DTLS`},
+		{"tls cert", func(c *Config) { c.Listeners[0].Protocol, c.Listeners[0].Key = protocol.TURNTLS, "k" }, `listeners[0].cert: required for TURN-TLS`},
+		{"dtls key", func(c *Config) { c.Listeners[0].Protocol, c.Listeners[0].Cert = protocol.TURNDTLS, "c" }, `listeners[0].key: required for TURN-DTLS`},
 		{"route", func(c *Config) { c.Listeners[0].Routes = []string{"local", "nope"} }, `listeners[0].routes[1]: no cluster named "nope"`},
 
 		{"cluster name", func(c *Config) { c.Clusters[0].Name, c.Listeners[0].Routes = "", nil }, `clusters[0].name: must not be empty`},
@@ -155,6 +155,7 @@ func TestValidateRules(t *testing.T) {
 		{"authFailureBurst", func(c *Config) { c.Limits.AuthFailureBurst = -2 }, `limits.authFailureBurst: must be -1 (no limit), 0 (the default) or positive, got -2`},
 		{"authFailureRate", func(c *Config) { c.Limits.AuthFailureRate = -5 }, `limits.authFailureRate: must be -1 (no limit), 0 (the default) or positive, got -5`},
 		{"connectionIdleTimeout", func(c *Config) { c.Limits.ConnectionIdleTimeout = -1 }, `limits.connectionIdleTimeout: must not be negative, got -1`},
+		{"partialFrameTimeout", func(c *Config) { c.Limits.PartialFrameTimeout = -1 }, `limits.partialFrameTimeout: must not be negative, got -1`},
 		{"connectionsPerIP", func(c *Config) { c.Limits.ConnectionsPerIP = -1 }, `limits.connectionsPerIP: must not be negative, got -1`},
 		{"maxConnections", func(c *Config) { c.Limits.MaxConnections = -1 }, `limits.maxConnections: must not be negative, got -1`},
 	} {
@@ -214,43 +215,6 @@ func TestPrefixes(t *testing.T) {
 	for _, bad := range []string{"", "10.0.0.256", "10.0.0.0/33", "host", "fe80::1%eth0", "10.0.0.0/-1"} {
 		if _, err := (Cluster{Name: "c", Endpoints: []string{bad}}).Prefixes(); err == nil || !strings.Contains(err.Error(), `cluster "c"`) {
 			t.Errorf("endpoint %q: error %v, want one naming the cluster", bad, err)
-		}
-	}
-}
-
-func TestUnknownLogScopes(t *testing.T) {
-	got := UnknownLogScopes("all:INFO,turn:DEBUG,ice:TRACE,dtls:INFO,ice:DEBUG,Stunner:INFO")
-	if want := []string{"ice", "dtls"}; !slices.Equal(got, want) {
-		t.Errorf("UnknownLogScopes = %q, want %q", got, want)
-	}
-	if got := UnknownLogScopes("debug"); got != nil {
-		t.Errorf("UnknownLogScopes(debug) = %q, want none", got)
-	}
-}
-
-func TestParseLogLevel(t *testing.T) {
-	for in, want := range map[string]slog.Level{
-		"debug": slog.LevelDebug, "DEBUG": slog.LevelDebug, "info": slog.LevelInfo, "Info": slog.LevelInfo,
-		"warn": slog.LevelWarn, "warning": slog.LevelWarn, "WARNING": slog.LevelWarn, "error": slog.LevelError,
-		"all:INFO": slog.LevelInfo, "all:DEBUG": slog.LevelDebug, "all:ERROR": slog.LevelError,
-		"all:DEBUG,turn:INFO": slog.LevelDebug, "turn:INFO,all:WARN": slog.LevelInfo, "ice:INFO,all:WARN": slog.LevelWarn,
-		"all:debug, turn:info": slog.LevelDebug, "ALL:warn": slog.LevelWarn,
-		// A scope ternd has makes it more verbose, never less (one logger).
-		"turn:DEBUG": slog.LevelDebug, "all:INFO,turn:DEBUG": slog.LevelDebug, "all:DEBUG,turn:ERROR": slog.LevelDebug,
-		"all:INFO,stunner:TRACE": LevelTrace,
-		// Scopes ternd lacks are checked for syntax only.
-		"all:WARN,ice:DEBUG": slog.LevelWarn, "dtls:TRACE": slog.LevelInfo,
-		"trace": LevelTrace, "all:TRACE": LevelTrace, "all:DISABLE": LevelDisable, "off": LevelDisable,
-		"all:DISABLE,turn:ERROR": slog.LevelError,
-	} {
-		got, err := ParseLogLevel(in)
-		if err != nil || got != want {
-			t.Errorf("ParseLogLevel(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "verbose", "all", "all:", ":INFO", "all:INFO,", "all:INFO,turn", "all:LOUD", "all:INFO,turn:LOUD", "info:"} {
-		if got, err := ParseLogLevel(in); err == nil {
-			t.Errorf("ParseLogLevel(%q) = %v, want error", in, got)
 		}
 	}
 }

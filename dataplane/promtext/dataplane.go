@@ -18,6 +18,11 @@ type Engine interface {
 	// AllocationErrors returns how many Allocate requests were answered
 	// with error code (0: a code not in turn.AllocationErrorCodes).
 	AllocationErrors(code int) uint64
+	// StateBytes returns the bytes of allocations, permissions and channel
+	// bindings charged against the state budget.
+	StateBytes() int64
+	// StateBudget returns the state budget in force, bytes; 0 is none.
+	StateBudget() int64
 }
 
 // Snapshot is what one scrape reports: the dataplane's per-worker
@@ -66,6 +71,10 @@ type Conns struct {
 	// Shed counts connections closed to make room, Idle those closed for
 	// staying silent past the idle limit.
 	Shed, Idle uint64
+	// Frame counts TURN-TCP and TURN-TLS connections closed for a frame
+	// not completed within limits.partialFrameTimeout, or whose buffer
+	// the frame-buffer budget could not hold.
+	Frame uint64
 }
 
 // Cluster is one cluster's counters: packets and bytes from (Rx) and to
@@ -158,11 +167,12 @@ func Write(w io.Writer, s *Snapshot) {
 			p.sample("tern_listener_connections_refused_total", label("name", l.Name)+`,reason="total"`, l.Conns.RefusedTotal)
 		}
 	}
-	p.family("tern_listener_connections_closed_total", counter, "Connections closed by ternd for a limit: to make room at limits.maxConnections (shed) or silent past the idle limit (idle).")
+	p.family("tern_listener_connections_closed_total", counter, "Connections closed by ternd for a limit: to make room at limits.maxConnections (shed), silent past the idle limit (idle), or a TURN-TCP/TLS frame not completed within limits.partialFrameTimeout or over the frame-buffer budget (frame).")
 	for _, l := range s.Listeners {
 		if l.Connections {
 			p.sample("tern_listener_connections_closed_total", label("name", l.Name)+`,reason="shed"`, l.Conns.Shed)
 			p.sample("tern_listener_connections_closed_total", label("name", l.Name)+`,reason="idle"`, l.Conns.Idle)
+			p.sample("tern_listener_connections_closed_total", label("name", l.Name)+`,reason="frame"`, l.Conns.Frame)
 		}
 	}
 
@@ -181,6 +191,10 @@ func Write(w io.Writer, s *Snapshot) {
 	p.sample("tern_quota_refusals_total", label("quota", "user"), s.Engine.Refused(turn.RefusedQuotaUser))
 	p.sample("tern_quota_refusals_total", label("quota", "ip"), s.Engine.Refused(turn.RefusedQuotaIP))
 	p.sample("tern_quota_refusals_total", label("quota", "total"), s.Engine.Refused(turn.RefusedQuotaTotal))
+	p.family("tern_state_bytes", gauge, "Bytes of allocations, permissions and channel bindings charged against the state budget, at the costs docs/security.md lists.")
+	p.sample("tern_state_bytes", "", uint64(max(s.Engine.StateBytes(), 0)))
+	p.family("tern_state_budget_bytes", gauge, "The state budget in force (limits.stateBudgetMiB, or half the container's memory limit), bytes; 0 when off. Past it Allocate, CreatePermission and ChannelBind get 508 (tern_refused_requests_total, reason state_budget_*).")
+	p.sample("tern_state_budget_bytes", "", uint64(max(s.Engine.StateBudget(), 0)))
 	p.family("tern_allocation_errors_total", counter, "Allocate requests answered with an error, by code (other: a code not listed); the 401 that starts every allocation is not counted.")
 	for _, code := range turn.AllocationErrorCodes {
 		p.sample("tern_allocation_errors_total", label("code", strconv.Itoa(code)), s.Engine.AllocationErrors(code))

@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/placeholder"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 	"sigs.k8s.io/yaml"
 )
 
@@ -263,9 +265,9 @@ func (s *File) Convert(opts Options) (*config.Config, []string, error) {
 	// listeners
 	for i, l := range s.Listeners {
 		f := fmt.Sprintf("listeners[%d]", i)
-		tl := config.Listener{Name: l.Name, Protocol: config.Protocol(l.Protocol), Port: l.Port, PublicPort: l.PublicPort, Routes: l.Routes}
+		tl := config.Listener{Name: l.Name, Protocol: protocol.Protocol(l.Protocol), Port: l.Port, PublicPort: l.PublicPort, Routes: l.Routes}
 		if tl.Protocol == "" {
-			tl.Protocol = config.ProtoTURNUDP
+			tl.Protocol = protocol.TURNUDP
 		}
 		if tl.Port == 0 {
 			tl.Port = stunnerdDefaultPort
@@ -323,9 +325,9 @@ func stunnerdAddress(a string, getenv func(string) string) string {
 		if v := getenv(stunnerdAddrEnv); v != "" {
 			return v
 		}
-		return config.PlaceholderPodIP
+		return placeholder.PodIP
 	case stunnerdNodePlaceholder:
-		return config.PlaceholderNodeIP
+		return placeholder.NodeIP
 	}
 	return a
 }

@@ -11,6 +11,7 @@ import (
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/placeholder"
 	stnrv1 "github.com/tern-gw/tern/operator/api/v1"
 )
 
@@ -239,7 +240,7 @@ func (r *renderer) buildConfig(gw *gwapiv1.Gateway, gc *stnrv1.GatewayConfig, au
 	// pod IP (under hostNetwork, the node's), and nothing else in the
 	// pod's network namespace, nor another of the node's interfaces,
 	// needs them. ternd -f (Standalone) binds every interface.
-	adminHost := config.PlaceholderPodIP
+	adminHost := placeholder.PodIP
 	if r.opts.Standalone {
 		adminHost = "0.0.0.0"
 	}
@@ -299,10 +300,10 @@ func (r *renderer) buildConfig(gw *gwapiv1.Gateway, gc *stnrv1.GatewayConfig, au
 		// Bound to the pod's address, which is what peers reach and what
 		// XOR-RELAYED-ADDRESS must carry; under hostNetwork that is the
 		// node's address.
-		cfg.Relay.Address = config.PlaceholderPodIP
+		cfg.Relay.Address = placeholder.PodIP
 		if dp != nil && dp.Spec.HostNetwork {
 			// Clients are given the node's ExternalIP where it has one.
-			cfg.Relay.Address = config.PlaceholderNodeIP
+			cfg.Relay.Address = placeholder.NodeIP
 			cfg.Relay.NodePublicAddresses = r.nodePublicAddresses()
 		}
 	}

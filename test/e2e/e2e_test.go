@@ -149,9 +149,11 @@ type relay struct {
 
 type limits struct {
 	MaxLifetime           int `json:"maxLifetime,omitempty"`
+	StateBudgetMiB        int `json:"stateBudgetMiB,omitempty"`
 	ConnectionIdleTimeout int `json:"connectionIdleTimeout,omitempty"`
 	ConnectionsPerIP      int `json:"connectionsPerIP,omitempty"`
 	MaxConnections        int `json:"maxConnections,omitempty"`
+	PartialFrameTimeout   int `json:"partialFrameTimeout,omitempty"`
 }
 
 // server is a running TURN server under test.

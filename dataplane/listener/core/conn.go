@@ -39,7 +39,8 @@ type Base struct {
 	shut bool // no connection joins conns any more
 	wg   sync.WaitGroup
 
-	idleCount atomic.Uint64
+	idleCount  atomic.Uint64
+	frameCount atomic.Uint64
 }
 
 // Init sets up b for listener lc with transport proto and allowlist al.
@@ -76,7 +77,7 @@ func (b *Base) ConnStats() (ConnStats, bool) {
 	b.mu.Unlock()
 	a := b.admission.Counts()
 	return ConnStats{Active: n, Accepted: a.Accepted, RefusedPerIP: a.RefusedPerIP,
-		RefusedTotal: a.RefusedTotal, Shed: a.Shed, Idle: b.idleCount.Load()}, true
+		RefusedTotal: a.RefusedTotal, Shed: a.Shed, Idle: b.idleCount.Load(), Frame: b.frameCount.Load()}, true
 }
 
 func (b *Base) admissionLimits() admission.Limits {
@@ -304,6 +305,19 @@ func (c *Conn) IdleLimit() time.Duration {
 	}
 	return lim.IdleTimeout
 }
+
+// PartialFrameLimit is how long the connection may take to send the rest
+// of a frame it has begun.
+func (c *Conn) PartialFrameLimit() time.Duration {
+	if d := c.b.limits.Load().PartialFrameTimeout; d > 0 {
+		return d
+	}
+	return time.Duration(config.DefaultPartialFrameTimeout) * time.Second
+}
+
+// FrameClosed counts a connection closed for a frame it did not complete
+// in time (PartialFrameLimit), or whose buffer was over budget.
+func (c *Conn) FrameClosed() { c.b.frameCount.Add(1) }
 
 // Expired decides, at a read timeout, whether the connection has been
 // silent too long: it has, unless it holds an allocation (made, say, just

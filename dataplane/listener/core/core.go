@@ -82,6 +82,12 @@ type ConnLimits struct {
 	// allocation may stay silent; it should outlast the longest allocation
 	// lifetime, which the client refreshes before it runs out.
 	AllocatedIdleTimeout time.Duration
+	// PartialFrameTimeout is how long a TURN-TCP or TURN-TLS connection
+	// may take to send the rest of a frame (STUN message or ChannelData)
+	// once its first bytes have arrived; 0 takes
+	// config.DefaultPartialFrameTimeout. It bounds how long a half-sent
+	// frame holds its read buffer (issue 22, item 3).
+	PartialFrameTimeout time.Duration
 	// PerIP caps the connections from one client IPv4 address or IPv6 /64;
 	// 0 means no cap. A DTLS association counts once its handshake is done.
 	PerIP int
@@ -106,6 +112,10 @@ type ConnStats struct {
 	// Shed counts connections closed to make room for a new one; Idle
 	// those closed for staying silent too long.
 	Shed, Idle uint64
+	// Frame counts TURN-TCP and TURN-TLS connections closed for a frame
+	// not completed within PartialFrameTimeout, or whose read buffer the
+	// frame-buffer budget could not hold.
+	Frame uint64
 }
 
 // Limits of connection-oriented transports (TURN-TCP, TURN-TLS, TURN-DTLS).

@@ -23,6 +23,7 @@ import (
 
 	"github.com/tern-gw/tern/dataplane/allowlist"
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 	"github.com/tern-gw/tern/dataplane/listener/admission"
 	"github.com/tern-gw/tern/dataplane/listener/certs"
 	"github.com/tern-gw/tern/dataplane/listener/core"
@@ -47,7 +48,7 @@ func Start(env core.Env, lc config.Listener, al *allowlist.List) (*Listener, err
 	l := &Listener{}
 	proto := turn.ProtoTCP
 	var tlsConf *tls.Config
-	if lc.Protocol == config.ProtoTURNTLS {
+	if lc.Protocol == protocol.TURNTLS {
 		h, err := certs.New(lc, env.Log)
 		if err != nil {
 			return nil, err
@@ -143,6 +144,7 @@ func (l *Listener) serveConn(c *core.Conn) {
 	var res turn.Result
 	last, limit := time.Now(), core.HandshakeTimeout // the first message must come soon
 	for {
+		f.partialLimit = c.PartialFrameLimit()
 		msg, err := f.next(last.Add(limit))
 		if err != nil {
 			if core.IsTimeout(err) && (time.Since(last) < limit || !c.Expired(last)) {
@@ -152,8 +154,11 @@ func (l *Listener) serveConn(c *core.Conn) {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !core.IsTimeout(err) {
 				l.Env.Log.Debug("closing connection", "client", c.FT.String(), "error", err)
 			}
-			if errors.Is(err, errBadFrame) {
+			switch {
+			case errors.Is(err, errBadFrame):
 				c.Stats.Drops[turn.DropMalformed].Add(1)
+			case errors.Is(err, errStalledFrame), errors.Is(err, errFrameBudget):
+				c.FrameClosed()
 			}
 			return
 		}

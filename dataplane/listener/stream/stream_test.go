@@ -98,6 +98,7 @@ func TestFrameReader(t *testing.T) {
 				if f.buf != nil && len(*f.buf) > smallReadBuffer {
 					t.Errorf("chunks of %d: a large buffer is still held after its frame", chunk)
 				}
+				f.release()
 			})
 		}
 	}
@@ -141,6 +142,7 @@ func FuzzReadFrame(f *testing.F) {
 	f.Add([]byte{0x40, 0x01, 0, 5, 'h', 'e', 'l', 'l', 'o', 0, 0, 0})
 	f.Add([]byte{0x40, 0x01, 0xff, 0xff})
 	f.Add([]byte{0xC0, 0, 0, 0})
+	f.Add(concat([]byte{1}, stunMsg(9000)[1:5000])) // a frame that grows its buffer, cut short
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		chunk := 1 << 20
 		if len(stream) > 0 {
@@ -163,4 +165,123 @@ func FuzzReadFrame(f *testing.F) {
 			}
 		}
 	})
+}
+
+// growConn hands out a byte stream in reads of at most chunk bytes and
+// checks, at each Read, that the reader's buffer is no larger than the
+// bytes delivered so far call for: the small buffer, or twice them (plus
+// 20: the largest buffer holds the largest STUN message, 20 + 0xFFFF).
+type growConn struct {
+	chunkConn
+	t         *testing.T
+	delivered int
+}
+
+func (c *growConn) Read(b []byte) (int, error) {
+	// b is the free end of the reader's buffer, which holds the unread
+	// bytes of one frame: its whole length is len(b) + what is unread,
+	// at most what has been delivered.
+	if size := len(b) + c.delivered; size > max(smallReadBuffer, 2*c.delivered+20) && c.delivered > 0 {
+		c.t.Fatalf("after %d bytes the reader holds a buffer of up to %d", c.delivered, size)
+	}
+	n, err := c.chunkConn.Read(b)
+	c.delivered += n
+	return n, err
+}
+
+// TestFrameReaderGrowsWithBytes: a frame declaring 65,000 bytes does not
+// take a buffer of that size when its header arrives; the buffer grows,
+// at most doubling what has arrived, and the frame still reads whole
+// (issue 22, item 3).
+func TestFrameReaderGrowsWithBytes(t *testing.T) {
+	for _, chunk := range []int{1000, 4096, 5000} {
+		msg := stunMsg(64980)
+		c := &growConn{chunkConn: chunkConn{r: bytes.NewReader(msg), chunk: chunk}, t: t}
+		f := frameReader{conn: c}
+		b, err := f.next(time.Time{})
+		if err != nil || !bytes.Equal(b, msg) {
+			t.Fatalf("chunks of %d: %d bytes, %v; want the %d-byte frame", chunk, len(b), err, len(msg))
+		}
+		f.release()
+	}
+}
+
+// TestFrameReaderStalledFrame: a frame whose header and a few bytes came
+// but not the rest ends the read with errStalledFrame once partialLimit
+// has passed, long before the connection's idle deadline; one that keeps
+// coming in pieces within the limit reads whole.
+func TestFrameReaderStalledFrame(t *testing.T) {
+	t.Run("stalled", func(t *testing.T) {
+		srv, cl := net.Pipe()
+		defer srv.Close()
+		defer cl.Close()
+		f := frameReader{conn: srv, partialLimit: 300 * time.Millisecond}
+		defer f.release()
+		got := make(chan error, 1)
+		go func() {
+			_, err := f.next(time.Now().Add(30 * time.Second))
+			got <- err
+		}()
+		if _, err := cl.Write(stunMsg(64980)[:28]); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-got:
+			if !errors.Is(err, errStalledFrame) {
+				t.Fatalf("half-sent frame: %v, want errStalledFrame", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("half-sent frame still waited for 10 s, partial-frame limit 300 ms")
+		}
+	})
+	t.Run("slow but in time", func(t *testing.T) {
+		srv, cl := net.Pipe()
+		defer srv.Close()
+		defer cl.Close()
+		f := frameReader{conn: srv, partialLimit: 30 * time.Second}
+		defer f.release()
+		msg := stunMsg(64980)
+		go func() {
+			for p := msg; len(p) > 0; p = p[min(len(p), 5000):] {
+				if _, err := cl.Write(p[:min(len(p), 5000)]); err != nil {
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
+		b, err := f.next(time.Now().Add(60 * time.Second))
+		if err != nil || !bytes.Equal(b, msg) {
+			t.Fatalf("%d bytes, %v; want the %d-byte frame", len(b), err, len(msg))
+		}
+	})
+}
+
+// TestFrameReaderBudget: a frame whose buffer would take the grown buffers
+// of all connections past grownBudget ends its read with errFrameBudget,
+// while a frame that fits still reads; every byte counted in grown comes
+// back when the readers release their buffers.
+func TestFrameReaderBudget(t *testing.T) {
+	defer func(b int64) { grownBudget = b }(grownBudget)
+	start := grown.Load()
+	grownBudget = start + 48<<10 // one frame in a 32 KiB buffer, then the next one's 16 KiB but not its 32 KiB
+	msg := stunMsg(30000)
+	var held []*frameReader
+	for _, want := range []error{nil, errFrameBudget} {
+		stream := concat(msg, stunMsg(0xFFFC)[:100]) // another frame begun: its buffer is kept
+		f := &frameReader{conn: &chunkConn{r: bytes.NewReader(stream), chunk: 1 << 20}}
+		held = append(held, f)
+		b, err := f.next(time.Time{})
+		if !errors.Is(err, want) {
+			t.Fatalf("%d bytes, %v; want %v", len(b), err, want)
+		}
+	}
+	if got := grown.Load() - start; got != 48<<10 {
+		t.Errorf("grown buffers: %d bytes, want the 32 KiB and 16 KiB buffers held", got)
+	}
+	for _, f := range held {
+		f.release()
+	}
+	if got := grown.Load(); got != start {
+		t.Errorf("grown buffers after release: %d bytes, want %d", got, start)
+	}
 }

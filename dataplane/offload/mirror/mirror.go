@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 	"github.com/tern-gw/tern/dataplane/offload"
 	"github.com/tern-gw/tern/dataplane/stats"
 	"github.com/tern-gw/tern/turn"
@@ -104,7 +105,7 @@ func udpListenerAddrs(cfg *config.Config, relay config.Relay) map[netip.AddrPort
 	m := map[netip.AddrPort]string{}
 	for _, l := range cfg.Listeners {
 		ip, err := netip.ParseAddr(l.Address)
-		if l.Protocol != config.ProtoTURNUDP || err != nil {
+		if l.Protocol != protocol.TURNUDP || err != nil {
 			continue
 		}
 		at := []netip.AddrPort{netip.AddrPortFrom(ip.Unmap(), uint16(l.Port))}

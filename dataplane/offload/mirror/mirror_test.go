@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
 // TestMode: ternd's --offload-engine wins over the config, case-insensitively,
@@ -41,10 +42,10 @@ func TestListenerAddrs(t *testing.T) {
 	relay := config.Relay{Address: "10.0.0.5", PublicAddress: "203.0.113.5",
 		ExtraAddresses: []config.RelayAddress{{Address: "fd00::5", PublicAddress: "2001:db8::5"}}}
 	cfg := &config.Config{Listeners: []config.Listener{
-		{Name: "udp", Protocol: config.ProtoTURNUDP, Address: "0.0.0.0", Port: 3478},
-		{Name: "udp-lo", Protocol: config.ProtoTURNUDP, Address: "127.0.0.1", Port: 3479},
-		{Name: "tcp", Protocol: config.ProtoTURNTCP, Address: "127.0.0.1", Port: 3478},
-		{Name: "dtls", Protocol: config.ProtoTURNDTLS, Address: "127.0.0.1", Port: 3480},
+		{Name: "udp", Protocol: protocol.TURNUDP, Address: "0.0.0.0", Port: 3478},
+		{Name: "udp-lo", Protocol: protocol.TURNUDP, Address: "127.0.0.1", Port: 3479},
+		{Name: "tcp", Protocol: protocol.TURNTCP, Address: "127.0.0.1", Port: 3478},
+		{Name: "dtls", Protocol: protocol.TURNDTLS, Address: "127.0.0.1", Port: 3480},
 	}}
 	want := map[netip.AddrPort]string{
 		netip.MustParseAddrPort("10.0.0.5:3478"):  "udp",

@@ -14,6 +14,7 @@ import (
 	"github.com/pion/stun/v2"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 	"github.com/tern-gw/tern/dataplane/stats"
 	"github.com/tern-gw/tern/internal/testenv"
 	"github.com/tern-gw/tern/turn"
@@ -87,7 +88,7 @@ func newPathRig(t *testing.T) *pathRig {
 	r.client, r.listener, r.peer = udp4(t, "127.0.0.1"), udp4(t, "127.0.0.1"), udp4(t, "127.0.0.1")
 	laddr := r.listener.LocalAddr().(*net.UDPAddr).AddrPort()
 	cfg := &config.Config{
-		Listeners: []config.Listener{{Name: "udp", Protocol: config.ProtoTURNUDP, Address: "127.0.0.1", Port: int(laddr.Port())}},
+		Listeners: []config.Listener{{Name: "udp", Protocol: protocol.TURNUDP, Address: "127.0.0.1", Port: int(laddr.Port())}},
 		Relay:     config.Relay{Address: "127.0.99.1"},
 	}
 	m, err := Open(config.OffloadAuto, cfg, cfg.Relay, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -355,8 +356,8 @@ func TestOffloadReopen(t *testing.T) {
 	extra := udp4(t, "127.0.0.2")
 	cfg := &config.Config{
 		Listeners: []config.Listener{
-			{Name: "udp", Protocol: config.ProtoTURNUDP, Address: "127.0.0.1", Port: int(r.ft.Server.Port())},
-			{Name: "udp2", Protocol: config.ProtoTURNUDP, Address: "127.0.0.2", Port: extra.LocalAddr().(*net.UDPAddr).Port},
+			{Name: "udp", Protocol: protocol.TURNUDP, Address: "127.0.0.1", Port: int(r.ft.Server.Port())},
+			{Name: "udp2", Protocol: protocol.TURNUDP, Address: "127.0.0.2", Port: extra.LocalAddr().(*net.UDPAddr).Port},
 		},
 		Relay: config.Relay{Address: "127.0.99.1"},
 	}
