@@ -31,8 +31,9 @@ func (r *Result) Failures() []string {
 		out = append(out, fmt.Sprintf("%d legitimate clients lost 1%% or more (worst %.2f%%, %d received nothing)",
 			l.ClientsOver1Pct, 100*l.MaxClientLoss, l.Silent))
 	}
-	if peak := r.PeakRSS(); peak > MaxRSS {
-		out = append(out, fmt.Sprintf("server RSS peaked at %.1f MB, above %d MB", float64(peak)/1e6, MaxRSS>>20))
+	budget := r.Config.rssBudget()
+	if peak := r.PeakRSS(); peak > budget {
+		out = append(out, fmt.Sprintf("server RSS peaked at %.1f MB, above %d MiB", float64(peak)/1e6, budget>>20))
 	}
 	// With attacks, RSS follows the attack of the moment (one after another), so the growth
 	// check would compare one attack with another; the budget above still holds.
@@ -47,8 +48,8 @@ func (r *Result) Failures() []string {
 		for _, f := range a.Failures {
 			out = append(out, fmt.Sprintf("attack %s (item %d): %s", a.Name, a.Item, f))
 		}
-		if a.PeakRSS > MaxRSS {
-			out = append(out, fmt.Sprintf("attack %s (item %d): server RSS peaked at %.1f MB, above %d MB", a.Name, a.Item, float64(a.PeakRSS)/1e6, MaxRSS>>20))
+		if a.PeakRSS > budget {
+			out = append(out, fmt.Sprintf("attack %s (item %d): server RSS peaked at %.1f MB, above %d MiB", a.Name, a.Item, float64(a.PeakRSS)/1e6, budget>>20))
 		}
 	}
 	return out
@@ -151,7 +152,7 @@ func (r *Result) WriteSummary(w io.Writer) {
 		fmt.Fprintf(w, "\n| item | attack | from | s | figures | RSS MB before, peak | goroutines before, peak | descriptors peak | verdict |\n|---|---|---|---|---|---|---|---|---|\n")
 		for _, a := range r.Attacks {
 			verdict := "passed"
-			if len(a.Failures) > 0 || a.PeakRSS > MaxRSS {
+			if len(a.Failures) > 0 || a.PeakRSS > c.rssBudget() {
 				verdict = "FAILED"
 			}
 			fmt.Fprintf(w, "| %d | %s | %.0f s | %.1f | %s | %.1f, %.1f | %.0f, %.0f | %d | %s |\n", a.Item, a.Name, a.Start.Seconds(),
@@ -182,7 +183,7 @@ func (r *Result) WriteSummary(w io.Writer) {
 			fmt.Fprintf(w, "- %s\n", f)
 		}
 	} else {
-		fmt.Fprintf(w, "\nPASSED: every legitimate client below %.0f%% loss, RSS below %d MB", 100*MaxLoss, MaxRSS>>20)
+		fmt.Fprintf(w, "\nPASSED: every legitimate client below %.0f%% loss, RSS below %d MiB", 100*MaxLoss, c.rssBudget()>>20)
 		if len(r.Attacks) > 0 {
 			fmt.Fprintf(w, ", every attack's goals met.\n")
 		} else {

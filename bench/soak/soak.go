@@ -114,6 +114,10 @@ type Config struct {
 	// sends.
 	ReflectRequests int
 
+	// MemoryLimit is the server's memory limit, bytes, when it runs under one smaller than a
+	// Dataplane's default (ternd --memory-limit-mib); its RSS must stay below it. 0: MaxRSS.
+	MemoryLimit int64
+
 	// SampleEvery is the interval of the time series (RSS, CPU, counters).
 	SampleEvery time.Duration
 	// Progress, when set, gets one line per sample.
@@ -151,6 +155,15 @@ func (c *Config) defaults() {
 	if c.ReflectRequests <= 0 {
 		c.ReflectRequests = 200
 	}
+}
+
+// rssBudget is the RSS the server must stay below: MemoryLimit when set and smaller than
+// MaxRSS, else MaxRSS.
+func (c *Config) rssBudget() int64 {
+	if c.MemoryLimit > 0 && c.MemoryLimit < MaxRSS {
+		return c.MemoryLimit
+	}
+	return MaxRSS
 }
 
 // Result is what a run measured. Counts are totals over the run unless named otherwise.

@@ -70,6 +70,7 @@ cluster on + 6). Prints the figures of docs/security.md.
 		dtlsServer  = fs.String("dtls-server", "", "with -server: its TURN-DTLS address (dtls attack)")
 		wideServer  = fs.String("wide-server", "", "with -server: a TURN-UDP listener whose clusters are 0.0.0.0/0, ::/0 and 127.0.0.0/8 (metadata, self and budget attacks)")
 		healthAddr  = fs.String("health", "", "with -server: its health endpoint (admin attack)")
+		memLimit    = fs.Int("memory-limit-mib", 0, "the server's memory limit, MiB, when below a Dataplane's default 512: passed to the started ternd as --memory-limit-mib (its state budget is half of it), and its RSS must stay below it")
 		out         = fs.String("o", "", "write the result as JSON to this file")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -88,7 +89,7 @@ cluster on + 6). Prints the figures of docs/security.md.
 		QuotaRate: *quotaRate, FloodRate: *floodRate, IdleConns: *idle, ConnsPerIP: *connsPerIP,
 		KeepAlive: *keepAlive, SampleEvery: *sampleEvery, Progress: os.Stderr,
 		Creds:   turnclient.Credentials{Username: *user, Password: *pass},
-		Attacks: attackList, AttackTime: *attackTime,
+		Attacks: attackList, AttackTime: *attackTime, MemoryLimit: int64(*memLimit) << 20,
 		SpoofRate: *spoofRate, AdminConns: *adminConns, HalfFrames: *halfFrames, HalfFrameBody: *halfBody,
 		DTLSRate: *dtlsRate, BudgetAddrs: *budgetAddrs, BudgetChannels: *budgetChans,
 		RotateAddrs: *rotateAddrs, RotateGuesses: *rotateGuess, ReflectRequests: *reflectReqs,
@@ -154,7 +155,11 @@ cluster on + 6). Prints the figures of docs/security.md.
 			tc = soak.HardenedConfig(la, ra, p.Addr().Addr(), cert, key)
 			soak.Hardened(&cfg, la)
 		}
-		t, err := l.StartTernd("ternd", tc, la)
+		var flags []string
+		if *memLimit > 0 {
+			flags = append(flags, "--memory-limit-mib", fmt.Sprint(*memLimit))
+		}
+		t, err := l.StartTernd("ternd", tc, la, flags...)
 		if err != nil {
 			return err
 		}
