@@ -69,6 +69,9 @@ func (e *Engine) Redirects(reason RedirectReason) uint64 {
 	return e.redirects[reason].Load()
 }
 
+// Alternates returns the redirect targets in force (Settings.Alternates).
+func (e *Engine) Alternates() []netip.AddrPort { return e.settings.Load().Alternates }
+
 // atCapacity reports whether a new allocation would be refused for the
 // total allocation cap or the state budget, without reserving anything:
 // the redirect decision before authentication. An Allocate that passes it
