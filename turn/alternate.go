@@ -11,7 +11,8 @@ import (
 // mechanism, which RFC 8656 §7.2 lets a TURN server use.
 //
 // An engine that cannot take a new allocation — it is draining (SetDraining)
-// or at its capacity (Settings.MaxAllocations or Settings.StateBudget) —
+// or at its capacity (Settings.MaxAllocations, Settings.StateBudget, or no
+// free relay port) —
 // answers an Allocate with 300 Try Alternate and an ALTERNATE-SERVER of
 // Settings.Alternates, when it has one of the client's address family that
 // is not this server; otherwise it answers 508 Insufficient Capacity as
@@ -48,8 +49,10 @@ type RedirectReason int
 const (
 	// RedirectDraining: the engine is draining (SetDraining).
 	RedirectDraining RedirectReason = iota
-	// RedirectCapacity: the engine is at Settings.MaxAllocations or its
-	// state budget has no room for an allocation.
+	// RedirectCapacity: the engine is at Settings.MaxAllocations, its
+	// state budget has no room for an allocation, or the relay allocator
+	// has no free port (ErrNoCapacity; seen only once the request is
+	// authenticated, so only a signed Allocate is redirected for it).
 	RedirectCapacity
 	redirectReasons
 )

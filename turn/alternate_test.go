@@ -42,6 +42,7 @@ func TestRedirect(t *testing.T) {
 		name       string
 		alts       []netip.AddrPort
 		maxAllocs  int
+		noPorts    bool // the relay allocator has no free port
 		drain      bool
 		ft         FiveTuple
 		signed     bool // the Allocate that meets the redirect carries MESSAGE-INTEGRITY
@@ -78,6 +79,9 @@ func TestRedirect(t *testing.T) {
 				if m := filler.do(stun.MethodAllocate, transportUDP()); code(m) != 0 {
 					t.Fatalf("filling Allocate: %d", code(m))
 				}
+			}
+			if tc.noPorts {
+				f.relays.fail = ErrNoCapacity
 			}
 			c := f.client("user", "pass")
 			c.ft = tc.ft
@@ -235,5 +239,35 @@ func TestRedirectLeavesOthersAlone(t *testing.T) {
 	// Binding is answered as ever.
 	if m := f.send(other.ft, raw(t, stun.MethodBinding)); code(m) != 0 {
 		t.Fatalf("Binding while draining: %d", code(m))
+	}
+}
+
+// TestUnauthenticatedRedirectIsSmall: the 300 to an unsigned Allocate is
+// what a spoofed one draws, and is smaller than the 401 it replaces: the
+// header, ERROR-CODE without a reason phrase, one ALTERNATE-SERVER and
+// FINGERPRINT when the request had one (docs/security.md).
+func TestUnauthenticatedRedirectIsSmall(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ft   FiveTuple
+		fp   bool
+		want int
+	}{
+		{"IPv4, pion/turn's first Allocate (36 bytes)", clientTuple, true, 20 + 8 + 12 + 8},
+		{"IPv4, no FINGERPRINT", clientTuple, false, 20 + 8 + 12},
+		{"IPv6", clientV6, true, 20 + 8 + 24 + 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, func(c *Config) { c.Alternates = []netip.AddrPort{altV4, altV6} })
+			f.e.SetDraining(true)
+			attrs := []stun.Setter{transportUDP()}
+			if tc.fp {
+				attrs = append(attrs, stun.Fingerprint)
+			}
+			m := f.send(tc.ft, raw(t, stun.MethodAllocate, attrs...))
+			if code(m) != 300 || len(m.Raw) != tc.want {
+				t.Fatalf("code %d, %d bytes; want 300 in %d bytes", code(m), len(m.Raw), tc.want)
+			}
+		})
 	}
 }

@@ -132,7 +132,8 @@ type Settings struct {
 	StrictChannelNumbers bool
 	// Alternates are the servers an Allocate is redirected to with 300
 	// Try Alternate and ALTERNATE-SERVER (RFC 8489 §10) when the engine is
-	// draining or at its capacity (MaxAllocations, StateBudget); with none
+	// draining or at its capacity (MaxAllocations, StateBudget, no free
+	// relay port); with none
 	// of the client's address family, such an Allocate gets 508 as before.
 	// A port of 0 stands for the port of the listener the request arrived
 	// on. An alternate equal to that listener address is never offered

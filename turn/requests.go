@@ -449,7 +449,7 @@ func (q *req) allocate() []byte {
 		if e.logs(slog.LevelDebug) {
 			e.log.Debug("relay allocation failed", "client", q.ft.String(), "error", err)
 		}
-		return q.fail(stun.CodeInsufficientCapacity, nil)
+		return q.refuseCapacity(RedirectCapacity)
 	}
 	if slots == 2 {
 		if token != 0 {

@@ -61,7 +61,8 @@ type Config struct {
 	// Alternates are the servers ("host:port", the host an IP address or
 	// a DNS name) an Allocate is redirected to with 300 Try Alternate and
 	// ALTERNATE-SERVER (RFC 8489 §10) while this dataplane drains or is
-	// at its capacity (limits.maxAllocations, limits.stateBudgetMiB); with
+	// at its capacity (limits.maxAllocations, limits.stateBudgetMiB, no
+	// free relay port); with
 	// no alternate of the client's address family it answers 508. For a
 	// Gateway they are its other replicas' client-facing addresses. Port
 	// 0 stands for the port of the listener the Allocate arrived on. Names
