@@ -34,7 +34,9 @@ import (
 // meets the alternate with no key, gets its 401 and NONCE there, and
 // allocates. A signed Allocate (a client that kept a nonce, or one whose
 // 401 came before the drain began) is authenticated first and the 300
-// carries MESSAGE-INTEGRITY, as every authenticated response does.
+// carries MESSAGE-INTEGRITY, as every authenticated response does. No 300
+// carries REALM or NONCE: libwebrtc would present them to the alternate,
+// which did not issue the nonce.
 //
 // Loops (RFC 8489 §10): a client must not follow a redirect to a server it
 // tried within five minutes; the server side is that an engine never
