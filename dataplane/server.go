@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"runtime"
 	"sync"
@@ -230,11 +231,13 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 }
 
 // settingsFor is engineSettings(cfg) with what ternd's flags add or
-// override: strict channel numbers and the state budget.
+// override (strict channel numbers and the state budget) and the
+// alternates, resolved (resolveAlternates).
 func (s *Server) settingsFor(cfg *config.Config) (turn.Settings, error) {
 	st, err := engineSettings(cfg)
 	st.StrictChannelNumbers = st.StrictChannelNumbers || s.opts.StrictChannelNumbers
 	st.StateBudget = stateBudget(s.opts.StateBudgetMiB, cfg.Limits.StateBudgetMiB, max(s.opts.MemoryLimit, 0))
+	st.Alternates = resolveAlternates(cfg, net.DefaultResolver.LookupNetIP, s.log)
 	return st, err
 }
 
@@ -441,12 +444,14 @@ func (s *Server) Config() *config.Config {
 }
 
 // Drain starts a graceful shutdown: /ready turns false at once and new
-// allocations are refused (508), while existing ones keep relaying until
-// they expire or Close is called.
+// allocations are redirected to the config's alternates (300 Try
+// Alternate, RFC 8489 §10) or, with none, refused (508), while existing
+// ones keep relaying, refreshing and binding channels until they end or
+// Close is called.
 func (s *Server) Drain() {
 	s.draining.Store(true)
 	s.engine.SetDraining(true)
-	s.log.Info("draining: new allocations are refused", "allocations", s.engine.Allocations())
+	s.log.Info("draining: new allocations are redirected to an alternate or refused", "allocations", s.engine.Allocations())
 }
 
 // Close stops the listeners, deletes every allocation (closing relay

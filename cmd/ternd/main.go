@@ -308,15 +308,23 @@ func waitForSignal(srv *dataplane.Server, sig <-chan os.Signal, grace time.Durat
 	log.Info("shutting down", "signal", s.String())
 }
 
-// drain refuses new allocations and waits until the existing ones are gone,
-// the grace period ends, or a second signal arrives.
+// drainPoll is how often drain looks at the allocation count: an atomic
+// load, so often enough that ternd exits within a blink of its last
+// allocation ending.
+const drainPoll = 50 * time.Millisecond
+
+// drain stops taking new allocations (redirecting them to the config's
+// alternates, or refusing them with 508 when there are none) and waits
+// until the existing ones are gone, the grace period ends, or a second
+// signal arrives.
 func drain(srv *dataplane.Server, sig <-chan os.Signal, grace time.Duration, log *slog.Logger) {
 	srv.Drain()
 	deadline := time.NewTimer(grace)
 	defer deadline.Stop()
-	tick := time.NewTicker(time.Second)
+	tick := time.NewTicker(drainPoll)
 	defer tick.Stop()
-	log.Info("SIGTERM: draining; send another signal to exit at once", "allocations", srv.Engine().Allocations(), "grace_period", grace.String())
+	log.Info("SIGTERM: draining; send another signal to exit at once", "allocations", srv.Engine().Allocations(),
+		"alternates", len(srv.Engine().Alternates()), "grace_period", grace.String())
 	for srv.Engine().Allocations() > 0 {
 		select {
 		case s := <-sig:

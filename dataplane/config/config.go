@@ -58,6 +58,18 @@ type Config struct {
 	// Offload is the kernel fast path for TURN-UDP ChannelData
 	// (docs/offload.md). Omitted, it is off.
 	Offload Offload `json:"offload,omitzero"`
+	// Alternates are the servers ("host:port", the host an IP address or
+	// a DNS name) an Allocate is redirected to with 300 Try Alternate and
+	// ALTERNATE-SERVER (RFC 8489 §10) while this dataplane drains or is
+	// at its capacity (limits.maxAllocations, limits.stateBudgetMiB, no
+	// free relay port); with
+	// no alternate of the client's address family it answers 508. For a
+	// Gateway they are its other replicas' client-facing addresses. Port
+	// 0 stands for the port of the listener the Allocate arrived on. Names
+	// are resolved when the config is loaded. Entries that are this
+	// dataplane's own listener or public addresses are ignored, so one list
+	// may name every replica. Changes in place on a reload.
+	Alternates []string `json:"alternates,omitempty"`
 }
 
 // Offload engines of Offload.Engine: STUNner's Dataplane.spec.offloadEngine

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -265,7 +266,39 @@ func (c *Config) Validate() error {
 		}
 	}
 
+	checkAlternates(bad, c.Alternates)
+
 	return errors.Join(errs...)
+}
+
+// checkAlternates reports alternates that are not host:port with a host
+// name or IP address and a port 0-65535, and repeated ones.
+func checkAlternates(bad func(string, string, ...any), alts []string) {
+	seen := map[string]int{}
+	for i, a := range alts {
+		p := fmt.Sprintf("alternates[%d]", i)
+		host, port, err := net.SplitHostPort(a)
+		if err != nil || host == "" || !endpoint.ValidHostPort(a) {
+			bad(p, "must be host:port with a host name or IP address and a numeric port 0-65535, got %q", a)
+			continue
+		}
+		if ip, err := netip.ParseAddr(host); err == nil {
+			if ip.Zone() != "" || ip.IsUnspecified() || ip.IsMulticast() {
+				bad(p, "must name a unicast address without a zone, got %q", a)
+				continue
+			}
+			host = ip.Unmap().String()
+		} else if !endpoint.ValidHostname(host) {
+			bad(p, "must be host:port with a host name or IP address, got %q", a)
+			continue
+		}
+		key := strings.ToLower(net.JoinHostPort(host, port))
+		if j, dup := seen[key]; dup {
+			bad(p, "%q is already alternates[%d]", a, j)
+			continue
+		}
+		seen[key] = i
+	}
 }
 
 // checkSecret reports a credential given neither inline (auth.<name>) nor

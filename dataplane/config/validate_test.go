@@ -38,6 +38,9 @@ func TestValidateOK(t *testing.T) {
 		{"offload unset", func(c *Config) { c.Offload = Offload{} }},
 		{"stun mode without credentials", func(c *Config) { c.STUNMode, c.Auth = true, Auth{Type: AuthStatic, Realm: "r"} }},
 		{"stun mode ephemeral without secret", func(c *Config) { c.STUNMode, c.Auth = true, Auth{Type: AuthEphemeral, Realm: "r"} }},
+		{"alternates", func(c *Config) {
+			c.Alternates = []string{"10.0.0.2:3478", "[2001:db8::2]:3478", "turn-1.example.com:443", "10.0.0.3:0"}
+		}},
 		{"node public addresses", func(c *Config) {
 			c.Relay.NodePublicAddresses = map[string]string{"node-a": "203.0.113.1", "node-b": "2001:db8::1"}
 		}},
@@ -70,6 +73,15 @@ func TestValidateRules(t *testing.T) {
 		{"offload interface too long", func(c *Config) { c.Offload.Interfaces = []string{"abcdefghijklmnop"} }, `offload.interfaces[0]: must be an interface name`},
 		{"offload interface slash", func(c *Config) { c.Offload.Interfaces = []string{"eth0", "a/b"} }, `offload.interfaces[1]: must be an interface name`},
 		{"offload interface twice", func(c *Config) { c.Offload.Interfaces = []string{"eth0", "eth0"} }, `offload.interfaces[1]: "eth0" is already offload.interfaces[0]`},
+
+		{"alternate without port", func(c *Config) { c.Alternates = []string{"10.0.0.2"} }, `alternates[0]: must be host:port`},
+		{"alternate named port", func(c *Config) { c.Alternates = []string{"10.0.0.2:3478", "10.0.0.3:turn"} }, `alternates[1]: must be host:port`},
+		{"alternate port range", func(c *Config) { c.Alternates = []string{"10.0.0.2:65536"} }, `alternates[0]: must be host:port`},
+		{"alternate empty host", func(c *Config) { c.Alternates = []string{":3478"} }, `alternates[0]: must be host:port`},
+		{"alternate bad name", func(c *Config) { c.Alternates = []string{"bad name:3478"} }, `alternates[0]: must be host:port with a host name or IP address, got`},
+		{"alternate unspecified", func(c *Config) { c.Alternates = []string{"0.0.0.0:3478"} }, `alternates[0]: must name a unicast address`},
+		{"alternate zone", func(c *Config) { c.Alternates = []string{"[fe80::1%eth0]:3478"} }, `alternates[0]: must name a unicast address`},
+		{"alternate twice", func(c *Config) { c.Alternates = []string{"10.0.0.2:3478", "[::ffff:10.0.0.2]:3478"} }, `alternates[1]: "[::ffff:10.0.0.2]:3478" is already alternates[0]`},
 
 		{"log level", func(c *Config) { c.Admin.LogLevel = "verbose" }, `admin.logLevel: unknown log level "verbose"`},
 		{"log level stunner form", func(c *Config) { c.Admin.LogLevel = "all:LOUD" }, `admin.logLevel: invalid log level "all:LOUD"`},

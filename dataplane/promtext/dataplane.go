@@ -25,6 +25,9 @@ type Engine interface {
 	StateBytes() int64
 	// StateBudget returns the state budget in force, bytes; 0 is none.
 	StateBudget() int64
+	// Redirects returns how many Allocate requests were answered with 300
+	// Try Alternate for reason.
+	Redirects(reason turn.RedirectReason) uint64
 }
 
 // Snapshot is what one scrape reports: the dataplane's per-worker
@@ -204,6 +207,10 @@ func Write(w io.Writer, s *Snapshot) {
 		p.sample("tern_allocation_errors_total", label("code", strconv.Itoa(code)), s.Engine.AllocationErrors(code))
 	}
 	p.sample("tern_allocation_errors_total", label("code", "other"), s.Engine.AllocationErrors(0))
+	p.family("tern_redirects_total", counter, "Allocate requests redirected to an alternate server with 300 Try Alternate (RFC 8489 §10), by reason: draining (SIGTERM) or capacity (limits.maxAllocations, the state budget or no free relay port).")
+	for r, name := range turn.RedirectReasons {
+		p.sample("tern_redirects_total", label("reason", name), s.Engine.Redirects(turn.RedirectReason(r)))
+	}
 	writeOffload(p, &s.Offload)
 	p.flush()
 }
