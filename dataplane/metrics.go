@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
 	"github.com/tern-gw/tern/dataplane/listener"
 	"github.com/tern-gw/tern/dataplane/promtext"
 	"github.com/tern-gw/tern/dataplane/stats"
@@ -82,7 +82,7 @@ func (s *Server) writeMetrics(w io.Writer) {
 		}
 	}
 	s.listenersMu.Unlock()
-	snap := promtext.Snapshot{Engine: s.engine, Offload: promtext.Offload{Requested: config.OffloadNone, Attached: config.OffloadNone}}
+	snap := promtext.Snapshot{Engine: s.engine, Offload: promtext.Offload{Requested: offloadmode.None, Attached: offloadmode.None}}
 	if s.offload != nil {
 		// What the kernel relayed counts as if the sockets had.
 		kernel := map[string]*stats.Sum{}

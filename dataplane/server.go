@@ -21,6 +21,7 @@ import (
 	"github.com/tern-gw/tern/dataplane/allowlist"
 	"github.com/tern-gw/tern/dataplane/config"
 	"github.com/tern-gw/tern/dataplane/config/loglevel"
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
 	"github.com/tern-gw/tern/dataplane/listener"
 	"github.com/tern-gw/tern/dataplane/mountwatch"
 	"github.com/tern-gw/tern/dataplane/offload/mirror"
@@ -201,7 +202,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("relay workers: %w", err)
 	}
 	var paths turn.PathObserver
-	if mode != config.OffloadNone {
+	if mode != offloadmode.None {
 		// The mirror takes the relay addresses the sockets bind, as the
 		// pool does (bindAdvertised logged them already).
 		if s.offload, err = mirror.Open(mode, attach, cfg, bindAdvertised(cfg.Relay, slog.New(slog.DiscardHandler)), s.log); err != nil {

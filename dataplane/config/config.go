@@ -21,10 +21,9 @@
 package config
 
 import (
-	"fmt"
 	"slices"
-	"strings"
 
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
 	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
@@ -72,102 +71,9 @@ type Config struct {
 	Alternates []string `json:"alternates,omitempty"`
 }
 
-// Offload engines of Offload.Engine: STUNner's Dataplane.spec.offloadEngine
-// values (its TCMux is read as TC).
-const (
-	OffloadNone = "None"
-	OffloadAuto = "Auto"
-	OffloadXDP  = "XDP"
-	OffloadTC   = "TC"
-)
-
-// Offload selects the eBPF ChannelData fast path: the kernel relays
-// ChannelData of the channel bindings the TURN engine reports, between a
-// TURN-UDP listener's clients and their peers, without the packets reaching
-// a socket.
-type Offload struct {
-	// Engine is Auto (the default: XDP where the driver supports it, tc
-	// elsewhere, and the socket path with a log line where BPF is refused,
-	// the kernel is too old or forwarding is off), None (every packet
-	// through sockets), XDP or TC (that hook or ternd fails to start).
-	// Case-insensitive; TCMux is read as TC. SetDefaults normalizes the
-	// spelling and leaves "" alone: use EngineMode. tern-operator always
-	// renders it (None unless the Dataplane asks for offload, since
-	// offload needs a privileged container).
-	Engine string `json:"engine,omitempty"`
-	// Interfaces names the network interfaces to attach to; empty means
-	// those that carry a TURN-UDP listener's or a relay address.
-	Interfaces []string `json:"interfaces,omitempty"`
-	// Attach is how the tc program attaches: Auto (the default: tcx where
-	// the kernel has it, Linux 6.6 on, else a clsact qdisc with a
-	// direct-action bpf filter), TCX or Clsact (that way or ternd fails
-	// to start). Case-insensitive; SetDefaults normalizes the spelling
-	// and leaves "" alone: use AttachMode.
-	Attach string `json:"attach,omitempty"`
-}
-
-// Offload attach methods of Offload.Attach.
-const (
-	OffloadAttachAuto   = "Auto"
-	OffloadAttachTCX    = "TCX"
-	OffloadAttachClsact = "Clsact"
-)
-
-// AttachMode returns Attach normalized: OffloadAttachAuto when unset or
-// invalid (Validate reports that).
-func (o Offload) AttachMode() string {
-	a, err := NormalizeOffloadAttach(o.Attach)
-	if err != nil {
-		return OffloadAttachAuto
-	}
-	return a
-}
-
-// NormalizeOffloadAttach maps an attach method, case-insensitively, to
-// one of the OffloadAttach* constants ("" is OffloadAttachAuto); any other
-// string is an error naming the accepted values.
-func NormalizeOffloadAttach(s string) (string, error) {
-	switch strings.ToLower(s) {
-	case "", "auto":
-		return OffloadAttachAuto, nil
-	case "tcx":
-		return OffloadAttachTCX, nil
-	case "clsact":
-		return OffloadAttachClsact, nil
-	}
-	return "", fmt.Errorf("must be Auto, TCX or Clsact, got %q", s)
-}
-
-// EngineMode returns Engine normalized: OffloadAuto when unset (the
-// benchmark in BENCHMARKS.md, "Offload", showed that it pays), OffloadNone
-// when invalid (Validate reports that).
-func (o Offload) EngineMode() string {
-	if o.Engine == "" {
-		return OffloadAuto
-	}
-	e, err := NormalizeOffloadEngine(o.Engine)
-	if err != nil {
-		return OffloadNone
-	}
-	return e
-}
-
-// NormalizeOffloadEngine maps an engine name, case-insensitively, to one of
-// the Offload* constants ("" is OffloadNone, "TCMux" OffloadTC); any other
-// string is an error naming the accepted values.
-func NormalizeOffloadEngine(s string) (string, error) {
-	switch strings.ToLower(s) {
-	case "", "none":
-		return OffloadNone, nil
-	case "auto":
-		return OffloadAuto, nil
-	case "xdp":
-		return OffloadXDP, nil
-	case "tc", "tcmux":
-		return OffloadTC, nil
-	}
-	return "", fmt.Errorf("must be None, Auto, XDP or TC, got %q", s)
-}
+// Offload selects the eBPF ChannelData fast path (docs/offload.md); its
+// engines and attach methods live in package offloadmode.
+type Offload = offloadmode.Settings
 
 // Admin holds process-level settings.
 type Admin struct {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tern-gw/tern/dataplane/config/endpoint"
 	"github.com/tern-gw/tern/dataplane/config/loglevel"
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
 	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
@@ -244,12 +245,12 @@ func (c *Config) Validate() error {
 	}
 
 	// offload
-	if e, err := NormalizeOffloadEngine(c.Offload.Engine); err != nil {
+	if e, err := offloadmode.NormalizeEngine(c.Offload.Engine); err != nil {
 		bad("offload.engine", "%v", err)
 	} else if e != c.Offload.Engine && c.Offload.Engine != "" {
 		bad("offload.engine", "must be spelled %q (SetDefaults normalizes it), got %q", e, c.Offload.Engine)
 	}
-	if a, err := NormalizeOffloadAttach(c.Offload.Attach); err != nil {
+	if a, err := offloadmode.NormalizeAttach(c.Offload.Attach); err != nil {
 		bad("offload.attach", "%v", err)
 	} else if a != c.Offload.Attach && c.Offload.Attach != "" {
 		bad("offload.attach", "must be spelled %q (SetDefaults normalizes it), got %q", a, c.Offload.Attach)

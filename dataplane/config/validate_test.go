@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
 	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
@@ -33,8 +34,8 @@ func TestValidateOK(t *testing.T) {
 		{"relay single port", func(c *Config) { c.Relay.MinPort, c.Relay.MaxPort = 1, 1 }},
 		{"password file", func(c *Config) { c.Auth.Password, c.Auth.PasswordFile = "", "/etc/tern/auth/password" }},
 		{"shared secret file", func(c *Config) { c.Auth = Auth{Type: AuthEphemeral, Realm: "r", SharedSecretFile: "/s"} }},
-		{"offload auto", func(c *Config) { c.Offload = Offload{Engine: OffloadAuto, Interfaces: []string{"eth0", "lo"}} }},
-		{"offload clsact", func(c *Config) { c.Offload = Offload{Engine: OffloadTC, Attach: OffloadAttachClsact} }},
+		{"offload auto", func(c *Config) { c.Offload = Offload{Engine: offloadmode.Auto, Interfaces: []string{"eth0", "lo"}} }},
+		{"offload clsact", func(c *Config) { c.Offload = Offload{Engine: offloadmode.TC, Attach: offloadmode.AttachClsact} }},
 		{"offload unset", func(c *Config) { c.Offload = Offload{} }},
 		{"stun mode without credentials", func(c *Config) { c.STUNMode, c.Auth = true, Auth{Type: AuthStatic, Realm: "r"} }},
 		{"stun mode ephemeral without secret", func(c *Config) { c.STUNMode, c.Auth = true, Auth{Type: AuthEphemeral, Realm: "r"} }},
