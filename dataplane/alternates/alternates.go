@@ -1,4 +1,9 @@
-package dataplane
+// Package alternates turns a dataplane config's alternates ("host:port"
+// entries, validated by dataplane/config) into the TURN engine's redirect
+// targets (turn.Settings.Alternates: the addresses a 300 Try Alternate's
+// ALTERNATE-SERVER names, RFC 8489 §10 and §14.15), resolving names when
+// the config is loaded and leaving out this dataplane's own addresses.
+package alternates
 
 import (
 	"context"
@@ -11,13 +16,14 @@ import (
 	"github.com/tern-gw/tern/dataplane/config"
 )
 
-// alternateLookupTimeout bounds the resolution of one alternate's name.
-const alternateLookupTimeout = 2 * time.Second
+// LookupTimeout bounds the resolution of one alternate's name.
+const LookupTimeout = 2 * time.Second
 
-// lookupNetIP resolves a host name to its addresses (net.Resolver.LookupNetIP).
-type lookupNetIP func(ctx context.Context, network, host string) ([]netip.Addr, error)
+// LookupNetIP resolves a host name to its addresses
+// (net.Resolver.LookupNetIP).
+type LookupNetIP func(ctx context.Context, network, host string) ([]netip.Addr, error)
 
-// resolveAlternates turns the config's alternates ("host:port", validated)
+// Resolve turns the config's alternates ("host:port", validated)
 // into the engine's redirect targets: an IP entry as it is, a name as each
 // address it resolves to now (when the config is loaded or reloaded; a
 // name that does not resolve is logged and left out, since a redirect
@@ -34,7 +40,7 @@ type lookupNetIP func(ctx context.Context, network, host string) ([]netip.Addr, 
 // own IPs (relay and public addresses) with the listener's port, and a
 // port-0 entry on any of those IPs.
 // So one list may name every replica of a Gateway, this one included.
-func resolveAlternates(cfg *config.Config, lookup lookupNetIP, log *slog.Logger) []netip.AddrPort {
+func Resolve(cfg *config.Config, lookup LookupNetIP, log *slog.Logger) []netip.AddrPort {
 	if len(cfg.Alternates) == 0 {
 		return nil
 	}
@@ -54,7 +60,7 @@ func resolveAlternates(cfg *config.Config, lookup lookupNetIP, log *slog.Logger)
 		if ip, err := netip.ParseAddr(host); err == nil {
 			ips = append(ips, ip)
 		} else {
-			ctx, cancel := context.WithTimeout(context.Background(), alternateLookupTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), LookupTimeout)
 			ips, err = lookup(ctx, "ip", host)
 			cancel()
 			if err != nil || len(ips) == 0 {

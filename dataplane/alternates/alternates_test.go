@@ -1,4 +1,4 @@
-package dataplane
+package alternates
 
 import (
 	"context"
@@ -11,10 +11,10 @@ import (
 	"github.com/tern-gw/tern/dataplane/config"
 )
 
-// TestResolveAlternates: what the engine is given of the config's
+// TestResolve: what the engine is given of the config's
 // alternates, and that the dataplane's own addresses are never among them
 // (RFC 8489 §10's loop rule on the server's side).
-func TestResolveAlternates(t *testing.T) {
+func TestResolve(t *testing.T) {
 	base := func() *config.Config {
 		return &config.Config{
 			Listeners: []config.Listener{
@@ -45,7 +45,7 @@ func TestResolveAlternates(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := base()
 			cfg.Alternates = tc.alts
-			got := resolveAlternates(cfg, localResolver.LookupNetIP, slog.New(slog.DiscardHandler))
+			got := Resolve(cfg, localResolver.LookupNetIP, slog.New(slog.DiscardHandler))
 			if !slices.Equal(got, tc.want) {
 				t.Fatalf("got %v, want %v", got, tc.want)
 			}
