@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tern-gw/tern/dataplane/offload/iface"
+	"github.com/tern-gw/tern/dataplane/offload/kernel"
 	"github.com/tern-gw/tern/dataplane/offload/tcattach"
 )
 
@@ -186,26 +187,13 @@ func loadObjects(objs *ternObjects) error {
 	if err != nil {
 		return err
 	}
-	if kernelAtLeast(6, 16) {
+	if kernel.AtLeast(6, 16) {
 		const bpfFIPv6 = 1 << 7
 		if err := spec.Variables["l4_csum_ipv6_flag"].Set(uint64(bpfFIPv6)); err != nil {
 			return err
 		}
 	}
 	return spec.LoadAndAssign(objs, nil)
-}
-
-// kernelAtLeast reports whether uname's release is major.minor or later.
-func kernelAtLeast(major, minor int) bool {
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		return false
-	}
-	var ma, mi int
-	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi); err != nil {
-		return false
-	}
-	return ma > major || ma == major && mi >= minor
 }
 
 // unsupported wraps err in ErrUnsupported where it says the kernel refused
@@ -217,14 +205,12 @@ func unsupported(what string, err error) error {
 		// programs as an unprivileged user's and refuses their pointer
 		// arithmetic: a missing privilege, which Auto falls back on. With
 		// it, a rejection is a bug in the programs.
-		if !hasCapability(unix.CAP_PERFMON) && !hasCapability(unix.CAP_SYS_ADMIN) {
+		if !kernel.HasCapability(unix.CAP_PERFMON) && !kernel.HasCapability(unix.CAP_SYS_ADMIN) {
 			return fmt.Errorf("%w: %s: the verifier refuses the programs without CAP_PERFMON: %v", ErrUnsupported, what, err)
 		}
 		return fmt.Errorf("offload: %s: %w", what, err)
 	}
-	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) ||
-		errors.Is(err, ebpf.ErrNotSupported) || errors.Is(err, unix.EINVAL) ||
-		errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EOPNOTSUPP) {
+	if kernel.Refused(err) {
 		return fmt.Errorf("%w: %s: %v", ErrUnsupported, what, err)
 	}
 	return fmt.Errorf("offload: %s: %w", what, err)
@@ -500,17 +486,6 @@ func addr16(a netip.Addr) [16]uint8 {
 		out = a.As16()
 	}
 	return out
-}
-
-// hasCapability reports whether the calling thread has capability c in its
-// effective set; false when capget fails.
-func hasCapability(c int) bool {
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		return false
-	}
-	return data[c/32].Effective&(1<<(uint(c)%32)) != 0
 }
 
 // families reports which IP families the listeners use (IPv4 when there
