@@ -7,8 +7,10 @@
 // its Expires instant. Anything the maps do not name passes to the socket
 // path untouched.
 //
-// This package imports nothing from Tern; the dataplane converts the
-// engine's channel events into Paths.
+// This package imports nothing from Tern but its own sub-packages (iface:
+// which interfaces and how packets leave them; tcattach: tcx and clsact;
+// kernel: version, capabilities, refusals); the dataplane converts the
+// engine's channel events into Paths (dataplane/offload/mirror).
 package offload
 
 import (
