@@ -166,6 +166,38 @@ type Listener struct {
 	Key  string `json:"key,omitempty"`
 	// Routes names the clusters whose peers clients of this listener may reach.
 	Routes []string `json:"routes,omitempty"`
+	// Upstream (TURN-TLS only) shares the listener's port with an HTTPS
+	// server: connections whose TLS ClientHello is not TURN's are spliced
+	// byte for byte to it (see TLSUpstream). Nil: every connection is
+	// TURN-TLS, as without it. Changes apply to new connections without a
+	// restart of the listener.
+	Upstream *TLSUpstream `json:"upstream,omitempty"`
+}
+
+// DefaultClientHelloTimeout is TLSUpstream.ClientHelloTimeout's default,
+// seconds.
+const DefaultClientHelloTimeout = 5
+
+// TLSUpstream is where a TURN-TLS listener sends the connections that are
+// not TURN (port 443 beside the site's HTTPS). ternd reads each
+// connection's ClientHello without terminating TLS and serves it as
+// TURN-TLS when its ALPN offers "stun.turn" (RFC 7443), when its SNI is
+// one of TURNServerNames, or when it carries neither ALPN nor SNI (what
+// libwebrtc sends to a turns: URL with an IP address); every other
+// connection is spliced to Address, so the upstream's own certificates
+// and HTTP/2 stay untouched.
+type TLSUpstream struct {
+	// Address is the upstream's host:port (an IP address or a DNS name,
+	// resolved per connection), e.g. "ingress-nginx.ingress.svc:443".
+	Address string `json:"address"`
+	// TURNServerNames are SNI host names served as TURN-TLS whatever the
+	// ALPN: the host names of the listener's turns: URLs, which browsers
+	// send without ALPN. Compared case-insensitively.
+	TURNServerNames []string `json:"turnServerNames,omitempty"`
+	// ClientHelloTimeout is how long a connection may take to send its
+	// whole ClientHello before it is closed, seconds. 0 (or unset) takes
+	// DefaultClientHelloTimeout.
+	ClientHelloTimeout int `json:"clientHelloTimeout,omitempty"`
 }
 
 // Cluster is a set of peers that a route allows (a UDPRoute backend).
