@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -176,4 +177,121 @@ func clientHelloOf(t *testing.T) []byte {
 		t.Fatalf("not a ClientHello: % x", buf.Bytes())
 	}
 	return buf.Bytes()
+}
+
+// TestTLSUpstreamLimitsAndReload: a TURN-TLS listener without an upstream
+// terminates every TLS connection itself, as before upstreams existed; an
+// upstream added by a reconfiguration applies to the next connection, which
+// reaches the upstream byte for byte; a spliced connection holds its
+// client address's slot of limits.connectionsPerIP; an upstream that
+// refuses connections closes the client's.
+func TestTLSUpstreamLimitsAndReload(t *testing.T) {
+	// The upstream: a TCP server that records what each connection sends
+	// until EOF, then closes it.
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	got := make(chan []byte, 4)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				b, _ := io.ReadAll(c)
+				got <- b
+			}()
+		}
+	}()
+
+	cfg := testConfig(t, 27520, 27529)
+	cert, key := writeTestCert(t, t.TempDir(), "turn.example.com")
+	lc := config.Listener{Name: "tls", Protocol: config.ProtoTURNTLS, Address: "127.0.0.1", Port: freePort(t, "tcp"),
+		Routes: []string{"local"}, Cert: cert, Key: key}
+	cfg.Listeners = append(cfg.Listeners, lc)
+	cfg.Limits.ConnectionsPerIP = 1
+	srv := startWith(t, cfg)
+	addr := addrOf(lc)
+	dialErr := func(src string) (net.Conn, error) {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+		c, err := d.Dial("tcp4", addr)
+		if err == nil {
+			t.Cleanup(func() { c.Close() })
+		}
+		return c, err
+	}
+	dial := func(src string) net.Conn {
+		c, err := dialErr(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	// closed reports whether ternd closed c (within a generous bound).
+	closed := func(c net.Conn) bool {
+		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		n, err := c.Read(make([]byte, 1))
+		var ne net.Error
+		return n == 0 && err != nil && !(errors.As(err, &ne) && ne.Timeout())
+	}
+
+	// No upstream: an HTTPS client gets ternd's own TLS.
+	hc := tls.Client(dial("127.0.0.61"), &tls.Config{ServerName: "www.example.com", NextProtos: []string{"h2"}, InsecureSkipVerify: true}) //nolint:gosec // test certificate
+	if err := hc.Handshake(); err != nil {
+		t.Fatalf("TLS without an upstream: %v", err)
+	}
+	if cn := hc.ConnectionState().PeerCertificates[0].Subject.CommonName; cn != "turn.example.com" {
+		t.Fatalf("certificate of %q without an upstream, want ternd's", cn)
+	}
+
+	next := cloneConfig(cfg)
+	next.Listeners[1].Upstream = &config.TLSUpstream{Address: ln.Addr().String()}
+	if err := srv.Reconfigure(next); err != nil {
+		t.Fatal(err)
+	}
+	hello := clientHelloOf(t)
+	c := dial("127.0.0.62")
+	if _, err := c.Write(append(slices.Clone(hello), "and then some"...)); err != nil {
+		t.Fatal(err)
+	}
+	// The spliced connection holds 127.0.0.62's one slot.
+	// (The reset may come before the dial returns.)
+	if c2, err := dialErr("127.0.0.62"); err == nil && !closed(c2) {
+		t.Fatal("a second connection from the address of a spliced one was not closed")
+	}
+	_ = c.(*net.TCPConn).CloseWrite()
+	select {
+	case b := <-got:
+		if !bytes.Equal(b, append(slices.Clone(hello), "and then some"...)) {
+			t.Fatalf("the upstream got %d bytes, not the client's %d", len(b), len(hello)+13)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("nothing reached the upstream in 30 s\n%s", scrape(t, cfg))
+	}
+	if !closed(c) {
+		t.Fatal("the spliced connection stayed open after the upstream closed it")
+	}
+	if got := metric(t, cfg, `tern_listener_connections_refused_total{name="tls",reason="per_ip"}`); got != "1" {
+		t.Errorf("per-IP refusals %s, want 1", got)
+	}
+
+	// An upstream that refuses: the client's connection is closed.
+	ln.Close()
+	c = dial("127.0.0.63")
+	if _, err := c.Write(hello); err != nil {
+		t.Fatal(err)
+	}
+	if !closed(c) {
+		t.Fatal("connection for an unreachable upstream not closed")
+	}
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if got := metric(t, cfg, `tern_listener_tls_routed_total{name="tls",route="upstream_unreachable"}`); got != "1" {
+			return fmt.Errorf("upstream_unreachable %s, want 1", got)
+		}
+		return nil
+	})
 }

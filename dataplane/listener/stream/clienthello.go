@@ -37,7 +37,8 @@ type clientHello struct {
 // parseClientHello parses the first TLS records of a connection, raw, as
 // far as the ClientHello's SNI and ALPN. It returns complete false and no
 // error while raw holds only a prefix of a valid ClientHello (the message
-// may span several records, each read in several parts). Errors:
+// may span several records, each read in several parts); what follows a
+// whole ClientHello (TLS 1.3 early data, say) is not looked at. Errors:
 // errNotHandshake, errBadHello, errHelloTooLarge.
 func parseClientHello(raw []byte) (h clientHello, complete bool, err error) {
 	var msg []byte // the handshake bytes of the records so far
@@ -55,31 +56,28 @@ func parseClientHello(raw []byte) (h clientHello, complete bool, err error) {
 		if n == 0 || n > 1<<14 {
 			return h, false, errBadHello
 		}
-		if len(rest) < 5+n {
-			msg = append(msg, rest[5:]...)
-			break
+		frag := rest[5:min(len(rest), 5+n)]
+		msg = append(msg, frag...)
+		rest = rest[5+len(frag):]
+		if len(msg) > 0 && msg[0] != 1 { // HandshakeType client_hello
+			return h, false, errNotHandshake
 		}
-		msg = append(msg, rest[5:5+n]...)
-		rest = rest[5+n:]
+		if len(msg) < 4 {
+			continue
+		}
+		size := int(msg[1])<<16 | int(msg[2])<<8 | int(msg[3])
+		if size > maxClientHello {
+			return h, false, errHelloTooLarge
+		}
+		if len(msg) >= 4+size {
+			h, ok := parseHelloBody(msg[4 : 4+size])
+			if !ok {
+				return clientHello{}, false, errBadHello
+			}
+			return h, true, nil
+		}
 	}
-	if len(msg) >= 1 && msg[0] != 1 { // HandshakeType client_hello
-		return h, false, errNotHandshake
-	}
-	if len(msg) < 4 {
-		return h, false, checkSize(raw)
-	}
-	n := int(msg[1])<<16 | int(msg[2])<<8 | int(msg[3])
-	if n > maxClientHello {
-		return h, false, errHelloTooLarge
-	}
-	if len(msg) < 4+n {
-		return h, false, checkSize(raw)
-	}
-	h, ok := parseHelloBody(msg[4 : 4+n])
-	if !ok {
-		return clientHello{}, false, errBadHello
-	}
-	return h, true, nil
+	return h, false, checkSize(raw)
 }
 
 // checkSize is the error of an incomplete ClientHello of len(raw) bytes.

@@ -55,6 +55,9 @@ func TestParseClientHello(t *testing.T) {
 	h2 := helloBytes(t, &tls.Config{ServerName: "www.example.com", NextProtos: []string{"h2", "http/1.1"}})
 	bare := helloBytes(t, &tls.Config{InsecureSkipVerify: true}) // an IP address: no SNI, no ALPN
 	names := []string{"TURN.example.com."}
+	noExtensions := []byte{22, 3, 1, 0, 45, 1, 0, 0, 41, 3, 3}
+	noExtensions = append(noExtensions, make([]byte, 32)...)    // random
+	noExtensions = append(noExtensions, 0, 0, 2, 0, 0x2f, 1, 0) // no session ID, one suite, null compression
 	for _, tc := range []struct {
 		name     string
 		raw      []byte
@@ -70,6 +73,8 @@ func TestParseClientHello(t *testing.T) {
 		{"alpn other, no sni", helloBytes(t, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}), "", []string{"h2"}, false},
 		{"split in records of 7 bytes", refragment(h2, 7), "www.example.com", []string{"h2", "http/1.1"}, false},
 		{"split in records of 1 byte", refragment(turnALPN, 1), "turn.example.com", []string{"stun.turn"}, true},
+		{"early data after the hello", append(slices.Clone(h2), 23, 3, 3, 0, 5, 1, 2, 3, 4, 5), "www.example.com", []string{"h2", "http/1.1"}, false},
+		{"no extensions", noExtensions, "", nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, complete, err := parseClientHello(tc.raw)
@@ -82,8 +87,9 @@ func TestParseClientHello(t *testing.T) {
 			if got := h.isTURN(names); got != tc.wantTURN {
 				t.Errorf("isTURN = %v, want %v", got, tc.wantTURN)
 			}
-			// Every prefix is incomplete, never an error.
-			for i := range len(tc.raw) {
+			// Every prefix of the hello is incomplete, never an error.
+			whole := 5 + 4 + int(tc.raw[6])<<16 | int(tc.raw[7])<<8 | int(tc.raw[8])
+			for i := range min(len(tc.raw), whole) {
 				if _, complete, err := parseClientHello(tc.raw[:i]); complete || err != nil {
 					t.Fatalf("prefix of %d bytes: complete %v, error %v", i, complete, err)
 				}
@@ -91,7 +97,7 @@ func TestParseClientHello(t *testing.T) {
 			// Read one byte at a time, with what follows the hello left unread.
 			r := iotest.OneByteReader(bytes.NewReader(append(slices.Clip(tc.raw), "GET /"...)))
 			h2, raw, err := readClientHello(r)
-			if err != nil || !bytes.Equal(raw, tc.raw) || h2.serverName != tc.wantSNI {
+			if err != nil || !bytes.HasPrefix(tc.raw, raw) || h2.serverName != tc.wantSNI {
 				t.Fatalf("readClientHello: %q, %d bytes read (want %d), %v", h2.serverName, len(raw), len(tc.raw), err)
 			}
 		})
