@@ -15,6 +15,7 @@ import (
 	"github.com/pion/dtls/v2"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 	"github.com/tern-gw/tern/internal/selfsigned"
 	"github.com/tern-gw/tern/internal/testenv"
 )
@@ -135,9 +136,9 @@ func TestCertificateReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := testConfig(t, 29700, 29719)
-	tlsL := config.Listener{Name: "tls", Protocol: config.ProtoTURNTLS, Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}, Cert: certPath, Key: keyPath}
-	dtlsL := config.Listener{Name: "dtls", Protocol: config.ProtoTURNDTLS, Address: "127.0.0.1", Port: freePort(t, "udp"), Routes: []string{"local"}, Cert: certPath, Key: keyPath}
-	plainL := config.Listener{Name: "tls-plain", Protocol: config.ProtoTURNTLS, Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}, Cert: plainCert, Key: plainKey}
+	tlsL := config.Listener{Name: "tls", Protocol: protocol.TURNTLS, Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}, Cert: certPath, Key: keyPath}
+	dtlsL := config.Listener{Name: "dtls", Protocol: protocol.TURNDTLS, Address: "127.0.0.1", Port: freePort(t, "udp"), Routes: []string{"local"}, Cert: certPath, Key: keyPath}
+	plainL := config.Listener{Name: "tls-plain", Protocol: protocol.TURNTLS, Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}, Cert: plainCert, Key: plainKey}
 	cfg.Listeners = append(cfg.Listeners, tlsL, dtlsL, plainL)
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)

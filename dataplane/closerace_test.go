@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 	"github.com/tern-gw/tern/internal/testenv"
 )
 
@@ -26,12 +27,12 @@ import (
 func TestCloseWhileRelaying(t *testing.T) {
 	const clients, iterations = 6, 2
 	cert, key := writeTestCert(t, t.TempDir(), "tern-test")
-	for _, proto := range []config.Protocol{config.ProtoTURNUDP, config.ProtoTURNTCP, config.ProtoTURNTLS} {
+	for _, proto := range []protocol.Protocol{protocol.TURNUDP, protocol.TURNTCP, protocol.TURNTLS} {
 		t.Run(string(proto), func(t *testing.T) {
 			for it := 0; it < iterations; it++ {
 				cfg := testConfig(t, 28800, 28899)
 				lc := cfg.Listeners[0]
-				if proto != config.ProtoTURNUDP {
+				if proto != protocol.TURNUDP {
 					lc = config.Listener{Name: "stream", Protocol: proto, Address: "127.0.0.1", Port: freePort(t, "tcp"),
 						Routes: []string{"local"}, Cert: cert, Key: key}
 					cfg.Listeners = append(cfg.Listeners, lc)
@@ -62,7 +63,7 @@ func TestCloseWhileRelaying(t *testing.T) {
 						}
 					}()
 				}
-				if proto != config.ProtoTURNUDP {
+				if proto != protocol.TURNUDP {
 					// Connections that never send push in at the cap, so
 					// that admission sheds.
 					wg.Add(1)
@@ -88,7 +89,7 @@ func TestCloseWhileRelaying(t *testing.T) {
 					}()
 				}
 				time.Sleep(300 * time.Millisecond)
-				if proto != config.ProtoTURNUDP {
+				if proto != protocol.TURNUDP {
 					testenv.Eventually(t, 5*time.Second, func() error {
 						srv.listenersMu.Lock()
 						l := srv.listeners["stream"]

@@ -18,6 +18,7 @@ import (
 	"github.com/pion/stun/v2"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
 // connConfig is testConfig plus a TURN-TCP, a TURN-TLS and a TURN-DTLS
@@ -29,9 +30,9 @@ func connConfig(t *testing.T, min, max int, lim func(*config.Limits)) *config.Co
 	cert, key := writeTestCert(t, t.TempDir(), "localhost")
 	tlsPort := freePort(t, "tcp")
 	cfg.Listeners = append(cfg.Listeners,
-		config.Listener{Name: "tcp", Protocol: config.ProtoTURNTCP, Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}},
-		config.Listener{Name: "tls", Protocol: config.ProtoTURNTLS, Address: "127.0.0.1", Port: tlsPort, Routes: []string{"local"}, Cert: cert, Key: key},
-		config.Listener{Name: "dtls", Protocol: config.ProtoTURNDTLS, Address: "127.0.0.1", Port: tlsPort, Routes: []string{"local"}, Cert: cert, Key: key},
+		config.Listener{Name: "tcp", Protocol: protocol.TURNTCP, Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}},
+		config.Listener{Name: "tls", Protocol: protocol.TURNTLS, Address: "127.0.0.1", Port: tlsPort, Routes: []string{"local"}, Cert: cert, Key: key},
+		config.Listener{Name: "dtls", Protocol: protocol.TURNDTLS, Address: "127.0.0.1", Port: tlsPort, Routes: []string{"local"}, Cert: cert, Key: key},
 	)
 	if lim != nil {
 		lim(&cfg.Limits)
@@ -51,14 +52,14 @@ func dialFrom(t *testing.T, lc config.Listener, src string) (c *rawClient, ok bo
 	dst := netip.MustParseAddrPort(addrOf(lc))
 	var conn net.Conn
 	switch lc.Protocol {
-	case config.ProtoTURNTCP, config.ProtoTURNTLS:
+	case protocol.TURNTCP, protocol.TURNTLS:
 		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 3 * time.Second}
 		tc, err := d.Dial("tcp4", dst.String())
 		if err != nil { // a refused connection may be reset before connect returns
 			return nil, false
 		}
 		conn = tc
-		if lc.Protocol == config.ProtoTURNTLS {
+		if lc.Protocol == protocol.TURNTLS {
 			tl := tls.Client(tc, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // the test's self-signed certificate
 			_ = tl.SetDeadline(time.Now().Add(3 * time.Second))
 			if err := tl.Handshake(); err != nil {
@@ -68,7 +69,7 @@ func dialFrom(t *testing.T, lc config.Listener, src string) (c *rawClient, ok bo
 			_ = tl.SetDeadline(time.Time{})
 			conn = tl
 		}
-	case config.ProtoTURNDTLS:
+	case protocol.TURNDTLS:
 		uc, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.ParseIP(src)})
 		if err != nil {
 			t.Fatal(err)
@@ -86,7 +87,7 @@ func dialFrom(t *testing.T, lc config.Listener, src string) (c *rawClient, ok bo
 		t.Fatalf("no client for %s", lc.Protocol)
 	}
 	t.Cleanup(func() { conn.Close() })
-	stream := lc.Protocol != config.ProtoTURNDTLS
+	stream := lc.Protocol != protocol.TURNDTLS
 	return &rawClient{t: t, conn: conn, stream: stream, r: bufio.NewReader(conn), buf: make([]byte, 0x10000),
 		user: "user", pass: "pass"}, true
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/tern-gw/tern/dataplane/mountwatch"
+	"github.com/tern-gw/tern/dataplane/secretfile"
 )
 
 // secretPollInterval is how often credential files are re-read even when
@@ -38,10 +39,10 @@ func (s *Server) watchSecrets(files []string) *mountwatch.Dirs {
 func (s *Server) reloadSecrets() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed || len(s.cfg.Auth.SecretFiles()) == 0 {
+	if s.closed || len(secretfile.Files(s.cfg.Auth)) == 0 {
 		return
 	}
-	settings, err := engineSettings(s.cfg)
+	settings, err := s.settingsFor(s.cfg)
 	if err != nil {
 		s.log.Error("credential file unreadable; the credentials in use stay", "error", err)
 		return
@@ -49,12 +50,11 @@ func (s *Server) reloadSecrets() {
 	if settings.Auth == s.auth {
 		return
 	}
-	settings.StrictChannelNumbers = settings.StrictChannelNumbers || s.opts.StrictChannelNumbers
 	if err := s.engine.Reconfigure(settings); err != nil {
 		s.log.Error("applying new credentials", "error", err)
 		return
 	}
 	s.auth = settings.Auth
 	// The credentials themselves are never logged.
-	s.log.Info("credentials reloaded from their files", "files", s.cfg.Auth.SecretFiles())
+	s.log.Info("credentials reloaded from their files", "files", secretfile.Files(s.cfg.Auth))
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 	"github.com/tern-gw/tern/dataplane/stats"
 	"github.com/tern-gw/tern/internal/testenv"
 	"github.com/tern-gw/tern/turn"
@@ -37,9 +38,9 @@ func TestDeliveryCountsPerTransport(t *testing.T) {
 	cfg := testConfig(t, 28700, 28799)
 	cert, key := writeTestCert(t, t.TempDir(), "tern-test")
 	cfg.Listeners = append(cfg.Listeners,
-		config.Listener{Name: "tcp", Protocol: config.ProtoTURNTCP, Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}},
-		config.Listener{Name: "tls", Protocol: config.ProtoTURNTLS, Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}, Cert: cert, Key: key},
-		config.Listener{Name: "dtls", Protocol: config.ProtoTURNDTLS, Address: "127.0.0.1", Port: freePort(t, "udp"), Routes: []string{"local"}, Cert: cert, Key: key},
+		config.Listener{Name: "tcp", Protocol: protocol.TURNTCP, Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}},
+		config.Listener{Name: "tls", Protocol: protocol.TURNTLS, Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}, Cert: cert, Key: key},
+		config.Listener{Name: "dtls", Protocol: protocol.TURNDTLS, Address: "127.0.0.1", Port: freePort(t, "udp"), Routes: []string{"local"}, Cert: cert, Key: key},
 	)
 	srv := startWith(t, cfg)
 	peer := startEchoPeer(t, "127.0.0.1")

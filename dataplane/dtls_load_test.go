@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 	"github.com/tern-gw/tern/dataplane/udpio"
 )
 
@@ -29,7 +30,7 @@ func TestDTLSManyAssociationsNoLoss(t *testing.T) {
 	)
 	cfg := testConfig(t, 28400, 28499)
 	cert, key := writeTestCert(t, t.TempDir(), "tern-test")
-	lc := config.Listener{Name: "dtls", Protocol: config.ProtoTURNDTLS, Address: "127.0.0.1", Port: freePort(t, "udp"),
+	lc := config.Listener{Name: "dtls", Protocol: protocol.TURNDTLS, Address: "127.0.0.1", Port: freePort(t, "udp"),
 		Routes: []string{"local"}, Cert: cert, Key: key}
 	cfg.Listeners = append(cfg.Listeners, lc)
 	startWith(t, cfg)
@@ -113,7 +114,7 @@ func TestDTLSCloseWhileRefreshing(t *testing.T) {
 	cert, key := writeTestCert(t, t.TempDir(), "tern-test")
 	for it := 0; it < iterations; it++ {
 		cfg := testConfig(t, 28500, 28599)
-		lc := config.Listener{Name: "dtls", Protocol: config.ProtoTURNDTLS, Address: "127.0.0.1", Port: freePort(t, "udp"),
+		lc := config.Listener{Name: "dtls", Protocol: protocol.TURNDTLS, Address: "127.0.0.1", Port: freePort(t, "udp"),
 			Routes: []string{"local"}, Cert: cert, Key: key}
 		cfg.Listeners = append(cfg.Listeners, lc)
 		srv := startWith(t, cfg)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tern-gw/tern/bench/turnclient"
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
 // dualConfig is a dataplane with one TURN-UDP listener on listenAddr and
@@ -221,7 +222,7 @@ func TestDualStackStreamListeners(t *testing.T) {
 		if p == "TURN-DTLS" {
 			network = "udp"
 		}
-		l := config.Listener{Name: p, Protocol: config.Protocol(p), Address: "0.0.0.0", Port: freePort(t, network), Routes: []string{"local"}}
+		l := config.Listener{Name: p, Protocol: protocol.Protocol(p), Address: "0.0.0.0", Port: freePort(t, network), Routes: []string{"local"}}
 		if p != "TURN-TCP" {
 			l.Cert, l.Key = cert, key
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/pion/stun/v2"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
 // rawClient speaks TURN over one client connection with no library on the
@@ -39,11 +40,11 @@ func dialRaw(t *testing.T, lc config.Listener, user, pass string) *rawClient {
 		err error
 	)
 	switch lc.Protocol {
-	case config.ProtoTURNUDP:
+	case protocol.TURNUDP:
 		c, err = net.Dial("udp4", addr)
-	case config.ProtoTURNTCP:
+	case protocol.TURNTCP:
 		c, err = net.Dial("tcp4", addr)
-	case config.ProtoTURNTLS:
+	case protocol.TURNTLS:
 		c, err = tls.Dial("tcp4", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // the test's self-signed certificate
 	default:
 		t.Fatalf("no raw client for %s", lc.Protocol)
@@ -52,7 +53,7 @@ func dialRaw(t *testing.T, lc config.Listener, user, pass string) *rawClient {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	rc := &rawClient{t: t, conn: c, stream: lc.Protocol != config.ProtoTURNUDP, buf: make([]byte, 0x10000), user: user, pass: pass}
+	rc := &rawClient{t: t, conn: c, stream: lc.Protocol != protocol.TURNUDP, buf: make([]byte, 0x10000), user: user, pass: pass}
 	rc.r = bufio.NewReader(c)
 	return rc
 }
@@ -173,12 +174,12 @@ func channelData(ch uint16, payload []byte, stream bool) []byte {
 // under load it falls below one per packet. Under -race (raceEnabled) only the TLS count is
 // left out: UDP and TCP allocate nothing there too.
 func TestRelayAllocatesNothing(t *testing.T) {
-	budget := map[config.Protocol]float64{config.ProtoTURNUDP: 0, config.ProtoTURNTCP: 0, config.ProtoTURNTLS: 2}
+	budget := map[protocol.Protocol]float64{protocol.TURNUDP: 0, protocol.TURNTCP: 0, protocol.TURNTLS: 2}
 	certPath, keyPath := writeTestCert(t, t.TempDir(), "localhost")
 	cfg := testConfig(t, 29800, 29829)
 	cfg.Listeners = append(cfg.Listeners,
-		config.Listener{Name: "tcp", Protocol: config.ProtoTURNTCP, Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}},
-		config.Listener{Name: "tls", Protocol: config.ProtoTURNTLS, Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}, Cert: certPath, Key: keyPath},
+		config.Listener{Name: "tcp", Protocol: protocol.TURNTCP, Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}},
+		config.Listener{Name: "tls", Protocol: protocol.TURNTLS, Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}, Cert: certPath, Key: keyPath},
 	)
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -217,7 +218,7 @@ func TestRelayAllocatesNothing(t *testing.T) {
 			for range 50 { // warm pools, buffers and the TLS record layer
 				roundTrip()
 			}
-			if raceEnabled && lc.Protocol == config.ProtoTURNTLS {
+			if raceEnabled && lc.Protocol == protocol.TURNTLS {
 				for range 500 { // still relayed both ways, only not counted
 					roundTrip()
 				}

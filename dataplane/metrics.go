@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
 	"github.com/tern-gw/tern/dataplane/listener"
 	"github.com/tern-gw/tern/dataplane/promtext"
 	"github.com/tern-gw/tern/dataplane/stats"
@@ -86,7 +86,7 @@ func (s *Server) writeMetrics(w io.Writer) {
 		}
 	}
 	s.listenersMu.Unlock()
-	snap := promtext.Snapshot{Engine: s.engine, Offload: promtext.Offload{Requested: config.OffloadNone, Attached: config.OffloadNone}}
+	snap := promtext.Snapshot{Engine: s.engine, Offload: promtext.Offload{Requested: offloadmode.None, Attached: offloadmode.None}}
 	if s.offload != nil {
 		// What the kernel relayed counts as if the sockets had.
 		kernel := map[string]*stats.Sum{}
@@ -103,6 +103,7 @@ func (s *Server) writeMetrics(w io.Writer) {
 		st := s.offload.Status()
 		snap.Offload.Requested, snap.Offload.Attached = st.Requested, st.Attached
 		snap.Offload.Paths, snap.Offload.PutErrors, snap.Offload.Kernel = st.Paths, st.PutErrors, st.Kernel
+		snap.Offload.Interfaces = st.Interfaces
 	}
 	slices.SortFunc(running, func(a, b named) int { return strings.Compare(a.name, b.name) })
 	for _, l := range running {

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 	"github.com/tern-gw/tern/internal/testenv"
 )
 
@@ -234,7 +235,7 @@ func TestCountersSurviveReload(t *testing.T) {
 	// Add a TCP listener, remove the UDP one, then bring it back.
 	next = cloneConfig(cfg)
 	udp := next.Listeners[0]
-	tcp := config.Listener{Name: "tcp", Protocol: config.ProtoTURNTCP, Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}}
+	tcp := config.Listener{Name: "tcp", Protocol: protocol.TURNTCP, Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}}
 	next.Listeners = []config.Listener{tcp}
 	apply("replace udp by tcp", next)
 	if _, ok := last[`stunner_listener_packets_total{direction=rx,name=udp}`]; ok {

@@ -10,6 +10,7 @@ import (
 	"github.com/tern-gw/tern/dataplane/config"
 	"github.com/tern-gw/tern/dataplane/listener"
 	"github.com/tern-gw/tern/dataplane/relay"
+	"github.com/tern-gw/tern/dataplane/secretfile"
 )
 
 // Reconfigure applies a new config to the running server by the reconcile
@@ -39,8 +40,7 @@ func (s *Server) Reconfigure(next *config.Config) error {
 	if err := next.Validate(); err != nil {
 		return fmt.Errorf("config rejected, running config kept: %w", err)
 	}
-	settings, err := engineSettings(next)
-	settings.StrictChannelNumbers = settings.StrictChannelNumbers || s.opts.StrictChannelNumbers
+	settings, err := s.settingsFor(next)
 	warnDeprecated(next, s.log)
 	if err != nil {
 		return fmt.Errorf("config rejected, running config kept: %w", err)
@@ -57,7 +57,8 @@ func (s *Server) Reconfigure(next *config.Config) error {
 	if closed {
 		return errors.New("server closed")
 	}
-	if prevMode, nextMode := prev.Offload.EngineMode(), next.Offload.EngineMode(); prevMode != nextMode || !slices.Equal(prev.Offload.Interfaces, next.Offload.Interfaces) {
+	if prevMode, nextMode := prev.Offload.EngineMode(), next.Offload.EngineMode(); prevMode != nextMode || !slices.Equal(prev.Offload.Interfaces, next.Offload.Interfaces) ||
+		prev.Offload.AttachMode() != next.Offload.AttachMode() {
 		s.log.Warn("offload settings changed: they take effect when ternd restarts", "running", prevMode, "configured", nextMode)
 	}
 
@@ -97,7 +98,7 @@ func (s *Server) Reconfigure(next *config.Config) error {
 	s.auth = settings.Auth
 	s.cfg = next
 	if s.secrets != nil {
-		s.secrets.SetFiles(next.Auth.SecretFiles())
+		s.secrets.SetFiles(secretfile.Files(next.Auth))
 	}
 	s.setClusters(next)
 	s.setLogLevel(next)

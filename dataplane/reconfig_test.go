@@ -14,6 +14,7 @@ import (
 	"github.com/pion/turn/v4"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 	"github.com/tern-gw/tern/internal/testenv"
 )
 
@@ -123,7 +124,7 @@ func TestReconfigureKeepsOtherListenersRelaying(t *testing.T) {
 
 	// Add listener B.
 	next := cloneConfig(cfg)
-	b := config.Listener{Name: "b", Protocol: config.ProtoTURNTCP, Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}}
+	b := config.Listener{Name: "b", Protocol: protocol.TURNTCP, Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}}
 	next.Listeners = append(next.Listeners, b)
 	apply("add B", next)
 	if _, err := dialClient(t, b, cfg.Auth.Realm, "user", "pass").Allocate(); err != nil {
@@ -245,7 +246,7 @@ func TestDrain(t *testing.T) {
 // config serves an allocation.
 func TestReconfigureUnderLoad(t *testing.T) {
 	cfg := testConfig(t, 27000, 27049)
-	cfg.Listeners = append(cfg.Listeners, config.Listener{Name: "tcp", Protocol: config.ProtoTURNTCP,
+	cfg.Listeners = append(cfg.Listeners, config.Listener{Name: "tcp", Protocol: protocol.TURNTCP,
 		Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}})
 	srv := startWith(t, cfg)
 	var locked, calls atomic.Int32
@@ -265,7 +266,7 @@ func TestReconfigureUnderLoad(t *testing.T) {
 	var wg sync.WaitGroup
 	var current atomic.Pointer[config.Config]
 	current.Store(cfg)
-	allocate := func(proto config.Protocol) {
+	allocate := func(proto protocol.Protocol) {
 		defer wg.Done()
 		for {
 			select {
@@ -282,8 +283,8 @@ func TestReconfigureUnderLoad(t *testing.T) {
 		}
 	}
 	wg.Add(3)
-	go allocate(config.ProtoTURNUDP)
-	go allocate(config.ProtoTURNTCP)
+	go allocate(protocol.TURNUDP)
+	go allocate(protocol.TURNTCP)
 	go func() {
 		defer wg.Done()
 		hc := &http.Client{Timeout: 2 * time.Second}
@@ -311,7 +312,7 @@ func TestReconfigureUnderLoad(t *testing.T) {
 		{"realm", func(c *config.Config) { c.Auth.Realm = "other.example" }},
 		{"tcp port", func(c *config.Config) { c.Listeners[1].Port = freePort(t, "tcp") }},
 		{"add udp2", func(c *config.Config) {
-			c.Listeners = append(c.Listeners, config.Listener{Name: "udp2", Protocol: config.ProtoTURNUDP,
+			c.Listeners = append(c.Listeners, config.Listener{Name: "udp2", Protocol: protocol.TURNUDP,
 				Address: "127.0.0.1", Port: freePort(t, "udp"), Routes: []string{"local"}})
 		}},
 		{"remove udp2", func(c *config.Config) { c.Listeners = c.Listeners[:2] }},
@@ -349,13 +350,13 @@ func tryAllocate(lc config.Listener, realm string) error {
 	addr := addrOf(lc)
 	var pc net.PacketConn
 	switch lc.Protocol {
-	case config.ProtoTURNUDP:
+	case protocol.TURNUDP:
 		c, err := net.ListenPacket("udp4", "127.0.0.1:0")
 		if err != nil {
 			return err
 		}
 		pc = c
-	case config.ProtoTURNTCP:
+	case protocol.TURNTCP:
 		c, err := net.DialTimeout("tcp4", addr, 2*time.Second)
 		if err != nil {
 			return err

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"runtime"
 	"sync"
@@ -19,10 +20,13 @@ import (
 	"github.com/tern-gw/tern/dataplane/admin"
 	"github.com/tern-gw/tern/dataplane/allowlist"
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/loglevel"
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
 	"github.com/tern-gw/tern/dataplane/listener"
 	"github.com/tern-gw/tern/dataplane/mountwatch"
 	"github.com/tern-gw/tern/dataplane/offload/mirror"
 	"github.com/tern-gw/tern/dataplane/relay"
+	"github.com/tern-gw/tern/dataplane/secretfile"
 	"github.com/tern-gw/tern/dataplane/udpio"
 	"github.com/tern-gw/tern/turn"
 )
@@ -52,6 +56,14 @@ type Options struct {
 	// 5766's 0x4000-0x7FFF are accepted): ternd --strict-channel-numbers,
 	// which a Dataplane's args can carry where its rendered config cannot.
 	StrictChannelNumbers bool
+	// StateBudgetMiB, when not 0, overrides the config's
+	// limits.stateBudgetMiB (ternd --state-budget-mib): MiB, or negative
+	// for no state budget.
+	StateBudgetMiB int
+	// MemoryLimit is the container's memory limit in bytes, from which
+	// the default state budget is derived (half of it); 0 reads it from
+	// the cgroup (MemoryLimit), negative means none.
+	MemoryLimit int64
 	// SocketBuffer is SO_RCVBUF/SO_SNDBUF of listener sockets in bytes;
 	// default 4 MiB (as coturn).
 	SocketBuffer int
@@ -73,6 +85,9 @@ type Options struct {
 	// OffloadEngine, when set, overrides the config's offload.engine
 	// (ternd --offload-engine): None, Auto, XDP or TC, case-insensitive.
 	OffloadEngine string
+	// OffloadAttach, when set, overrides the config's offload.attach
+	// (ternd --offload-attach): Auto, TCX or Clsact, case-insensitive.
+	OffloadAttach string
 	// Linger is how long UDP listener and relay workers (threads mode)
 	// sleep between polls while datagrams reach them closer together than
 	// that, instead of waking for each (internal/sysblock.Linger); 0, the
@@ -165,9 +180,11 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, log: opts.Logger, clock: newCoarseClock(), cfg: cfg,
 		listeners: map[string]listener.Listener{}, retired: map[string]*listenerCounts{}, stop: make(chan struct{})}
+	if s.opts.MemoryLimit == 0 {
+		s.opts.MemoryLimit, _ = MemoryLimit()
+	}
 	s.setClusters(cfg)
-	settings, err := engineSettings(cfg)
-	settings.StrictChannelNumbers = settings.StrictChannelNumbers || opts.StrictChannelNumbers
+	settings, err := s.settingsFor(cfg)
 	warnDeprecated(cfg, opts.Logger)
 	if err != nil {
 		return nil, err
@@ -176,15 +193,19 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	attach, err := mirror.Attach(cfg, opts.OffloadAttach)
+	if err != nil {
+		return nil, err
+	}
 	s.relays, err = relay.NewPool(bindAdvertised(cfg.Relay, opts.Logger), relay.Options{Workers: opts.RelayThreads, Mode: udpio.Mode(opts.IOMode), GSO: opts.GSO, NoCounters: opts.NoCounters, Linger: opts.Linger})
 	if err != nil {
 		return nil, fmt.Errorf("relay workers: %w", err)
 	}
 	var paths turn.PathObserver
-	if mode != config.OffloadNone {
+	if mode != offloadmode.None {
 		// The mirror takes the relay addresses the sockets bind, as the
 		// pool does (bindAdvertised logged them already).
-		if s.offload, err = mirror.Open(mode, cfg, bindAdvertised(cfg.Relay, slog.New(slog.DiscardHandler)), s.log); err != nil {
+		if s.offload, err = mirror.Open(mode, attach, cfg, bindAdvertised(cfg.Relay, slog.New(slog.DiscardHandler)), s.log); err != nil {
 			s.relays.Close()
 			return nil, err
 		}
@@ -193,7 +214,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 			paths = s.offload
 		}
 	}
-	s.engine, err = turn.New(turn.Config{Settings: settings, Relays: s.relays, Clock: s.clock, Logger: s.log, Software: "tern", PathObserver: paths})
+	s.engine, err = turn.New(turn.Config{Settings: settings, Relays: s.relays, RelayCost: s.relays.RelayCost(), Clock: s.clock, Logger: s.log, Software: "tern", PathObserver: paths})
 	if err != nil {
 		s.relays.Close()
 		if s.offload != nil {
@@ -202,10 +223,23 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.relays.Start(s.engine)
+	s.log.Info("state budget for allocations, permissions and channel bindings", "bytes", settings.StateBudget,
+		"memoryLimit", max(s.opts.MemoryLimit, 0))
 	s.auth = settings.Auth
 	s.setLogLevel(cfg)
 	s.dns = allowlist.NewResolver(opts.DNS, opts.DNSInterval, s.log, s.refreshAllowlists)
 	return s, nil
+}
+
+// settingsFor is engineSettings(cfg) with what ternd's flags add or
+// override (strict channel numbers and the state budget) and the
+// alternates, resolved (resolveAlternates).
+func (s *Server) settingsFor(cfg *config.Config) (turn.Settings, error) {
+	st, err := engineSettings(cfg)
+	st.StrictChannelNumbers = st.StrictChannelNumbers || s.opts.StrictChannelNumbers
+	st.StateBudget = stateBudget(s.opts.StateBudgetMiB, cfg.Limits.StateBudgetMiB, max(s.opts.MemoryLimit, 0))
+	st.Alternates = resolveAlternates(cfg, net.DefaultResolver.LookupNetIP, s.log)
+	return st, err
 }
 
 // engineSettings maps the config's stunMode, auth and limits to the engine's. The
@@ -237,7 +271,7 @@ func engineSettings(cfg *config.Config) (turn.Settings, error) {
 	}
 	// Credentials in files (a mounted Secret) are read here, so that a
 	// file that cannot be read rejects the config like any invalid field.
-	auth, err := cfg.Auth.ReadSecretFiles(os.ReadFile)
+	auth, err := secretfile.Read(cfg.Auth, os.ReadFile)
 	if err != nil {
 		return st, err
 	}
@@ -268,7 +302,7 @@ func (s *Server) setLogLevel(cfg *config.Config) {
 	if s.opts.LogLevel == nil {
 		return
 	}
-	if lvl, err := config.ParseLogLevel(cfg.Admin.LogLevel); err == nil {
+	if lvl, err := loglevel.Parse(cfg.Admin.LogLevel); err == nil {
 		s.opts.LogLevel.Set(lvl)
 	}
 }
@@ -292,7 +326,7 @@ func (s *Server) Start() error {
 	s.mu.Unlock()
 	s.bg.Add(1)
 	go s.background()
-	s.secrets = s.watchSecrets(cfg.Auth.SecretFiles())
+	s.secrets = s.watchSecrets(secretfile.Files(cfg.Auth))
 	var err error
 	if s.http, err = s.startAdmin(cfg.Admin); err != nil {
 		return err
@@ -411,12 +445,14 @@ func (s *Server) Config() *config.Config {
 }
 
 // Drain starts a graceful shutdown: /ready turns false at once and new
-// allocations are refused (508), while existing ones keep relaying until
-// they expire or Close is called.
+// allocations are redirected to the config's alternates (300 Try
+// Alternate, RFC 8489 §10) or, with none, refused (508), while existing
+// ones keep relaying, refreshing and binding channels until they end or
+// Close is called.
 func (s *Server) Drain() {
 	s.draining.Store(true)
 	s.engine.SetDraining(true)
-	s.log.Info("draining: new allocations are refused", "allocations", s.engine.Allocations())
+	s.log.Info("draining: new allocations are redirected to an alternate or refused", "allocations", s.engine.Allocations())
 }
 
 // Close stops the listeners, deletes every allocation (closing relay

@@ -19,6 +19,7 @@ import (
 	"github.com/pion/turn/v4"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 	"github.com/tern-gw/tern/internal/testenv"
 )
 
@@ -48,7 +49,7 @@ func TestTURNTLSBesideHTTPS(t *testing.T) {
 
 	cfg := testConfig(t, 27500, 27519)
 	cert, key := writeTestCert(t, t.TempDir(), "turn.example.com")
-	lc := config.Listener{Name: "tls", Protocol: config.ProtoTURNTLS, Address: "127.0.0.1", Port: freePort(t, "tcp"),
+	lc := config.Listener{Name: "tls", Protocol: protocol.TURNTLS, Address: "127.0.0.1", Port: freePort(t, "tcp"),
 		Routes: []string{"local"}, Cert: cert, Key: key,
 		Upstream: &config.TLSUpstream{Address: web.Listener.Addr().String(), TURNServerNames: []string{"turn.example.com"}, ClientHelloTimeout: 1}}
 	cfg.Listeners = append(cfg.Listeners, lc)
@@ -210,7 +211,7 @@ func TestTLSUpstreamLimitsAndReload(t *testing.T) {
 
 	cfg := testConfig(t, 27520, 27529)
 	cert, key := writeTestCert(t, t.TempDir(), "turn.example.com")
-	lc := config.Listener{Name: "tls", Protocol: config.ProtoTURNTLS, Address: "127.0.0.1", Port: freePort(t, "tcp"),
+	lc := config.Listener{Name: "tls", Protocol: protocol.TURNTLS, Address: "127.0.0.1", Port: freePort(t, "tcp"),
 		Routes: []string{"local"}, Cert: cert, Key: key}
 	cfg.Listeners = append(cfg.Listeners, lc)
 	cfg.Limits.ConnectionsPerIP = 1

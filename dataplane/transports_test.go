@@ -12,6 +12,7 @@ import (
 	"github.com/pion/turn/v4"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 	"github.com/tern-gw/tern/internal/testenv"
 )
 
@@ -31,25 +32,25 @@ func dialClient(t *testing.T, lc config.Listener, realm, user, pass string) *tur
 	addr := addrOf(lc)
 	var pc net.PacketConn
 	switch lc.Protocol {
-	case config.ProtoTURNUDP:
+	case protocol.TURNUDP:
 		c, err := net.ListenPacket("udp4", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
 		pc = c
-	case config.ProtoTURNTCP:
+	case protocol.TURNTCP:
 		c, err := net.Dial("tcp4", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		pc = turn.NewSTUNConn(c)
-	case config.ProtoTURNTLS:
+	case protocol.TURNTLS:
 		c, err := tls.Dial("tcp4", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // test certificate
 		if err != nil {
 			t.Fatal(err)
 		}
 		pc = turn.NewSTUNConn(c)
-	case config.ProtoTURNDTLS:
+	case protocol.TURNDTLS:
 		raddr, _ := net.ResolveUDPAddr("udp4", addr)
 		c, err := dtls.Dial("udp4", raddr, &dtls.Config{InsecureSkipVerify: true, ExtendedMasterSecret: dtls.RequireExtendedMasterSecret}) //nolint:gosec
 		if err != nil {
@@ -74,10 +75,10 @@ func TestStreamAndDTLSListeners(t *testing.T) {
 	cert, key := writeTestCert(t, t.TempDir(), "tern-test")
 	tlsPort := freePort(t, "tcp")
 	cfg.Listeners = append(cfg.Listeners,
-		config.Listener{Name: "tcp", Protocol: config.ProtoTURNTCP, Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}},
-		config.Listener{Name: "tls", Protocol: config.ProtoTURNTLS, Address: "127.0.0.1", Port: tlsPort, Routes: []string{"local"}, Cert: cert, Key: key},
+		config.Listener{Name: "tcp", Protocol: protocol.TURNTCP, Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}},
+		config.Listener{Name: "tls", Protocol: protocol.TURNTLS, Address: "127.0.0.1", Port: tlsPort, Routes: []string{"local"}, Cert: cert, Key: key},
 		// TLS and DTLS share a port number, as on 5349 (TCP and UDP).
-		config.Listener{Name: "dtls", Protocol: config.ProtoTURNDTLS, Address: "127.0.0.1", Port: tlsPort, Routes: []string{"local"}, Cert: cert, Key: key},
+		config.Listener{Name: "dtls", Protocol: protocol.TURNDTLS, Address: "127.0.0.1", Port: tlsPort, Routes: []string{"local"}, Cert: cert, Key: key},
 	)
 	srv := startWith(t, cfg)
 	peer := startEchoPeer(t, "127.0.0.1")
@@ -110,7 +111,7 @@ func TestStreamAndDTLSListeners(t *testing.T) {
 func TestBadCertificateFailsOnlyItsListener(t *testing.T) {
 	cfg := testConfig(t, 28100, 28199)
 	cfg.Listeners = append(cfg.Listeners,
-		config.Listener{Name: "tls", Protocol: config.ProtoTURNTLS, Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"},
+		config.Listener{Name: "tls", Protocol: protocol.TURNTLS, Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"},
 			Cert: "/nonexistent/tls.crt", Key: "/nonexistent/tls.key"})
 	srv, err := New(cfg, Options{UDPThreads: 1, RelayThreads: 1})
 	if err != nil {
@@ -134,7 +135,7 @@ func TestBadCertificateFailsOnlyItsListener(t *testing.T) {
 // half a message and stops, and shows other clients are served meanwhile.
 func TestStalledTCPClientDoesNotBlockOthers(t *testing.T) {
 	cfg := testConfig(t, 28200, 28299)
-	tcp := config.Listener{Name: "tcp", Protocol: config.ProtoTURNTCP, Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}}
+	tcp := config.Listener{Name: "tcp", Protocol: protocol.TURNTCP, Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}}
 	cfg.Listeners = append(cfg.Listeners, tcp)
 	startWith(t, cfg)
 	stalled, err := net.Dial("tcp4", addrOf(tcp))

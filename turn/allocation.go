@@ -154,6 +154,11 @@ type Allocation struct {
 	// extraErr is the ADDRESS-ERROR-CODE of a dual allocation whose IPv6
 	// relay could not be opened (RFC 8656 §7.2), 0 otherwise.
 	extraErr stun.ErrorCode
+	// state is the engine's budget, charged for the allocation and each
+	// permission, channel and channel number page it holds; charged is
+	// what it holds now, given back when it is deleted. Under mu.
+	state   *stateBudget
+	charged int64
 }
 
 // Relay returns the allocation's first relay socket: the one of the
@@ -258,7 +263,13 @@ func (a *Allocation) channelByPeer(peer netip.AddrPort, now int64) *channel {
 // MaxPermissions, counting only those not installed yet. The caller holds
 // a.mu.
 func (a *Allocation) permissionRoom(peers ...netip.Addr) bool {
-	n := a.perms.n
+	return a.perms.n+a.newPermissions(peers...) <= MaxPermissions
+}
+
+// newPermissions counts the distinct peers (IPs) that have no permission
+// installed yet. The caller holds a.mu.
+func (a *Allocation) newPermissions(peers ...netip.Addr) int {
+	n := 0
 	for i, p := range peers {
 		if a.perms.get(keyOfAddr(p, 0)) != nil {
 			continue
@@ -271,7 +282,7 @@ func (a *Allocation) permissionRoom(peers ...netip.Addr) bool {
 			n++
 		}
 	}
-	return n <= MaxPermissions
+	return n
 }
 
 // addPermission installs or refreshes the permission for peer until
@@ -306,9 +317,10 @@ func (a *Allocation) permissionFor(peer netip.Addr, expires int64, cluster uint3
 type bindResult uint8
 
 const (
-	bound    bindResult = iota
-	conflict            // 400: the number or the peer is bound otherwise
-	full                // 508: MaxChannels or MaxPermissions reached
+	bound      bindResult = iota
+	conflict              // 400: the number or the peer is bound otherwise
+	full                  // 508: MaxChannels or MaxPermissions reached
+	overBudget            // 508: Settings.StateBudget reached
 )
 
 // bindChannel binds number to peer and installs the peer's permission, or
@@ -318,19 +330,22 @@ const (
 // counted under cluster. The caller holds a.mu.
 func (a *Allocation) bindChannel(number uint16, peer netip.AddrPort, now, expires, permExpires int64, cluster uint32) bindResult {
 	nums := a.nums.Load()
-	if nums == nil {
-		nums = new(chanNumbers)
-		a.nums.Store(nums)
-	}
 	k := keyOfAddr(peer.Addr(), peer.Port())
-	byNum := nums.slot(number, false)
+	var byNum *atomic.Pointer[channel]
+	if nums != nil {
+		byNum = nums.slot(number, false)
+	}
 	var old *channel
 	if byNum != nil {
 		old = byNum.Load()
 	}
+	newPerm := int64(a.newPermissions(peer.Addr()))
 	if old != nil && old.key == k {
 		if !a.permissionRoom(peer.Addr()) {
 			return full
+		}
+		if !a.charge(newPerm * PermissionCost) {
+			return overBudget
 		}
 		old.expires.Store(expires)
 		old.cluster.Store(cluster)
@@ -346,6 +361,28 @@ func (a *Allocation) bindChannel(number uint16, peer netip.AddrPort, now, expire
 	}
 	if a.byPeer.n-btoi(old != nil)-btoi(other != nil) >= MaxChannels || !a.permissionRoom(peer.Addr()) {
 		return full
+	}
+	// The binding, its peer's permission if new, and the parts of the
+	// number table it needs are charged before anything is made.
+	cost := ChannelCost + newPerm*PermissionCost
+	switch {
+	case nums == nil:
+		cost += chanDirCost + chanPageCost
+		if number > maxStrictChannelNumber {
+			cost += chanHighCost
+		}
+	case byNum == nil:
+		cost += chanPageCost
+		if number > maxStrictChannelNumber && nums.high.Load() == nil {
+			cost += chanHighCost
+		}
+	}
+	if !a.charge(cost) {
+		return overBudget
+	}
+	if nums == nil {
+		nums = new(chanNumbers)
+		a.nums.Store(nums)
 	}
 	// Expired bindings of this number or peer give way to the new one.
 	for _, o := range []*channel{old, other} {
@@ -377,7 +414,7 @@ func (a *Allocation) unbind(nums *chanNumbers, c *channel) {
 	if a.obs != nil {
 		a.pathDown(c)
 	}
-	a.byPeer.removeIf(func(o *channel) bool { return o == c })
+	a.refund(ChannelCost * int64(a.byPeer.removeIf(func(o *channel) bool { return o == c })))
 	nums.slot(c.number, true).CompareAndSwap(c, nil)
 }
 
@@ -389,7 +426,7 @@ func (a *Allocation) dropChannels(drop func(*channel) bool) {
 	if nums == nil {
 		return
 	}
-	a.byPeer.removeIf(func(c *channel) bool {
+	gone := a.byPeer.removeIf(func(c *channel) bool {
 		if !drop(c) {
 			return false
 		}
@@ -399,11 +436,13 @@ func (a *Allocation) dropChannels(drop func(*channel) bool) {
 		nums.slot(c.number, true).CompareAndSwap(c, nil)
 		return true
 	})
+	a.refund(ChannelCost * int64(gone))
 }
 
 // prune drops expired permissions and channels. The caller holds a.mu.
 func (a *Allocation) prune(now int64) {
 	gone := a.perms.removeIf(func(p *permission) bool { return p.expires.Load() <= now })
+	a.refund(PermissionCost * int64(gone))
 	a.dropChannels(func(c *channel) bool { return c.expires.Load() <= now })
 	// (A removed permission had expired, which is what channel.perm's
 	// readers check.) Channels that outlive their peer's permission are no
@@ -430,12 +469,12 @@ func (a *Allocation) revoke(allowed func(netip.AddrPort) (uint32, bool), now int
 		return !ok
 	})
 	// A permission is per IP; port 0 asks "any port of this IP".
-	a.perms.removeIf(func(p *permission) bool {
+	a.refund(PermissionCost * int64(a.perms.removeIf(func(p *permission) bool {
 		if cluster, ok := allowed(netip.AddrPortFrom(p.peer, 0)); ok {
 			p.cluster.Store(cluster)
 			return false
 		}
 		p.expires.Store(0) // for channel.perm's readers
 		return true
-	})
+	})))
 }

@@ -98,6 +98,15 @@ type Settings struct {
 	// MaxAllocations caps all live allocations and reservations (508
 	// Insufficient Capacity); 0 is no cap.
 	MaxAllocations int
+	// StateBudget caps the memory that allocations, permissions and
+	// channel bindings hold, in bytes, charged at AllocationCost,
+	// PermissionCost and ChannelCost (and the channel number pages) each
+	// (statebudget.go). An Allocate, CreatePermission or ChannelBind that
+	// would pass it gets 508 Insufficient Capacity and installs nothing;
+	// refreshes of what exists cost nothing. 0 is no budget. Lowering it
+	// below what is in use deletes nothing: new state is refused until
+	// enough expires.
+	StateBudget int64
 	// AuthFailureBurst and AuthFailureRate throttle failed authentication
 	// per client address (IP; /64 for IPv6): a token bucket of
 	// AuthFailureBurst tokens refilled at AuthFailureRate per second, one
@@ -121,6 +130,15 @@ type Settings struct {
 	// coturn's turnutils_uclient uses, then get 400 Bad Request. Off (the
 	// default), 0x4000-0x7FFF are accepted, as coturn and pion/turn do.
 	StrictChannelNumbers bool
+	// Alternates are the servers an Allocate is redirected to with 300
+	// Try Alternate and ALTERNATE-SERVER (RFC 8489 §10) when the engine is
+	// draining or at its capacity (MaxAllocations, StateBudget, no free
+	// relay port); with none
+	// of the client's address family, such an Allocate gets 508 as before.
+	// A port of 0 stands for the port of the listener the request arrived
+	// on. An alternate equal to that listener address is never offered
+	// (alternate.go).
+	Alternates []netip.AddrPort
 	// STUNOnly makes the engine a STUN server (STUNner's stunMode):
 	// Binding requests are answered and every TURN request gets 403
 	// Forbidden unauthenticated (see refuseTURN), so no allocation is made.
@@ -139,6 +157,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Software, when set, is sent in SOFTWARE on responses.
 	Software string
+	// RelayCost is the bytes of memory one relay socket holds in
+	// Relays (user space), charged against Settings.StateBudget with each
+	// allocation's relay sockets. 0 charges nothing for them.
+	RelayCost int64
 	// PathObserver, when set, hears the channel bindings of plain
 	// TURN-UDP allocations come and go (see PathObserver). Nil costs
 	// nothing.
@@ -148,17 +170,18 @@ type Config struct {
 // Engine is the TURN server state machine. It is safe for concurrent use by
 // any number of listener and relay workers.
 type Engine struct {
-	relays   RelayAllocator
-	clock    Clock
-	log      *slog.Logger
-	software string
-	paths    PathObserver
-	nonces   *nonceMaker
-	settings atomic.Pointer[Settings]
-	allocs   table
-	draining atomic.Bool
-	refusals refusalLog
-	throttle throttle // failure budgets per client address (quotaAddr)
+	relays    RelayAllocator
+	clock     Clock
+	log       *slog.Logger
+	software  string
+	paths     PathObserver
+	relayCost int64
+	nonces    *nonceMaker
+	settings  atomic.Pointer[Settings]
+	allocs    table
+	draining  atomic.Bool
+	refusals  refusalLog
+	throttle  throttle // failure budgets per client address (quotaAddr)
 	// userFailures and totalFailures are the failure budgets per
 	// USERNAME and for the engine; trustedSrc exempts from them the
 	// addresses that recently authenticated as the username (budgets.go).
@@ -167,6 +190,11 @@ type Engine struct {
 	trustedSrc    trusted
 	// allocErrors counts Allocate error responses by code.
 	allocErrors allocErrors
+	// redirects counts 300 Try Alternate responses by reason.
+	redirects redirectCounts
+	// state counts the bytes of allocations, permissions and channel
+	// bindings against Settings.StateBudget.
+	state stateBudget
 
 	// Quota slots: live allocations, allocations being made, and ports
 	// reserved by EVEN-PORT, per user, per client address (quotaAddr) and
@@ -184,14 +212,15 @@ func New(cfg Config) (*Engine, error) {
 		return nil, errors.New("turn: Config.Relays is required")
 	}
 	e := &Engine{
-		relays:   cfg.Relays,
-		clock:    cfg.Clock,
-		log:      cfg.Logger,
-		software: cfg.Software,
-		paths:    cfg.PathObserver,
-		nonces:   newNonceMaker(),
-		perUser:  map[string]int{},
-		perIP:    map[netip.Addr]int{},
+		relays:    cfg.Relays,
+		clock:     cfg.Clock,
+		log:       cfg.Logger,
+		software:  cfg.Software,
+		paths:     cfg.PathObserver,
+		relayCost: max(cfg.RelayCost, 0),
+		nonces:    newNonceMaker(),
+		perUser:   map[string]int{},
+		perIP:     map[netip.Addr]int{},
 
 		reservations: map[uint64]reservation{},
 	}
@@ -224,12 +253,15 @@ func (e *Engine) Reconfigure(s Settings) error {
 		s.NonceLifetime = 600 * time.Second
 	}
 	e.settings.Store(&s)
+	e.state.limit.Store(max(s.StateBudget, 0))
 	return nil
 }
 
-// SetDraining makes the engine refuse new allocations (508) while existing
-// ones keep relaying, refreshing and binding channels, for a graceful
-// shutdown; false lifts it.
+// SetDraining makes the engine refuse new allocations while existing ones
+// keep relaying, refreshing and binding channels, for a graceful shutdown:
+// an Allocate is redirected to one of Settings.Alternates (300 Try
+// Alternate, RFC 8489 §10) or, with none, refused with 508 Insufficient
+// Capacity. false lifts it.
 func (e *Engine) SetDraining(v bool) { e.draining.Store(v) }
 
 // Allocations returns the number of live allocations.

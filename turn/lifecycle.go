@@ -117,16 +117,16 @@ func (e *Engine) deleteAllocation(a *Allocation, reason string) {
 	if !e.allocs.remove(a) {
 		return
 	}
+	// Under mu, so that a ChannelBind or CreatePermission racing with the
+	// delete either reports its path and charges its state before the
+	// PathDown and refund below, or sees deleted.
+	a.mu.Lock()
+	a.deleted.Store(true)
 	if a.obs != nil {
-		// Under mu, so that a ChannelBind racing with the delete either
-		// reports its path before the PathDown below or sees deleted.
-		a.mu.Lock()
-		a.deleted.Store(true)
 		a.byPeer.each(a.pathDown)
-		a.mu.Unlock()
-	} else {
-		a.deleted.Store(true)
 	}
+	a.refund(a.charged)
+	a.mu.Unlock()
 	for _, r := range a.Relays() {
 		if err := r.Close(); err != nil {
 			e.log.Warn("closing relay socket", "client", a.FiveTuple.String(), "error", err)

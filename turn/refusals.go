@@ -35,6 +35,12 @@ const (
 	// because its source address, its USERNAME or the engine had used up
 	// its authentication failure budget (Settings.AuthFailureBurst).
 	RefusedThrottled
+	// RefusedStateAllocate, RefusedStatePermission and RefusedStateChannel:
+	// an Allocate, CreatePermission or ChannelBind that would have passed
+	// Settings.StateBudget (508).
+	RefusedStateAllocate
+	RefusedStatePermission
+	RefusedStateChannel
 	numRefusals
 )
 
@@ -60,6 +66,12 @@ func (r Refusal) String() string {
 		return "auth_failure"
 	case RefusedThrottled:
 		return "auth_throttled"
+	case RefusedStateAllocate:
+		return "state_budget_allocate"
+	case RefusedStatePermission:
+		return "state_budget_permission"
+	case RefusedStateChannel:
+		return "state_budget_channel"
 	}
 	return "unknown"
 }
@@ -83,13 +95,25 @@ func (r Refusal) describe() string {
 		return "request failing authentication (401/438)"
 	case RefusedThrottled:
 		return "request over an authentication failure budget of its address, username or the engine (dropped)"
+	case RefusedStateAllocate:
+		return "Allocate over the state memory budget (508)"
+	case RefusedStatePermission:
+		return "CreatePermission over the state memory budget (508)"
+	case RefusedStateChannel:
+		return "ChannelBind over the state memory budget (508)"
 	}
 	return "unknown"
 }
 
 // capacity reports whether the kind means the server, not one client, has
 // run out: those aggregate at WARN, the others at INFO.
-func (r Refusal) capacity() bool { return r == RefusedQuotaTotal || r == RefusedRelay }
+func (r Refusal) capacity() bool {
+	switch r {
+	case RefusedQuotaTotal, RefusedRelay, RefusedStateAllocate, RefusedStatePermission, RefusedStateChannel:
+		return true
+	}
+	return false
+}
 
 func (q quotaResult) refusal() Refusal {
 	switch q {

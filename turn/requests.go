@@ -303,6 +303,9 @@ func (q *req) unknownAttrs() []stun.AttrType {
 
 // turn authenticates and dispatches the TURN methods.
 func (q *req) turn() []byte {
+	if resp, ok := q.redirectUnsigned(); ok {
+		return resp
+	}
 	if resp := q.authenticate(); resp != nil {
 		return resp
 	}
@@ -362,7 +365,7 @@ func (q *req) allocate() []byte {
 		return q.fail(stun.CodeAllocMismatch, nil)
 	}
 	if e.draining.Load() {
-		return q.fail(stun.CodeInsufficientCapacity, nil)
+		return q.refuseCapacity(RedirectDraining)
 	}
 	tv, err := q.m.Get(stun.AttrRequestedTransport)
 	if err != nil || len(tv) < 1 {
@@ -392,6 +395,22 @@ func (q *req) allocate() []byte {
 	if resp != nil {
 		return resp
 	}
+	// The state budget is charged first, and given back on every way out
+	// that makes no allocation.
+	cost := AllocationCost + e.relayCost
+	if additional {
+		cost += e.relayCost
+	}
+	if !e.state.take(cost) {
+		e.refused(RefusedStateAllocate, q.ft)
+		return q.refuseCapacity(RedirectCapacity)
+	}
+	charged := true
+	defer func() {
+		if charged {
+			e.state.give(cost)
+		}
+	}()
 	clientIP := quotaAddr(q.ft.Client.Addr())
 	slots := 1 // quota slots this request holds: 2 while it reserves a pair
 	if rr.Token != 0 {
@@ -407,12 +426,13 @@ func (q *req) allocate() []byte {
 		if res := e.reserveQuota(q.s, q.usr, clientIP, slots); res != quotaOK {
 			e.refused(res.refusal(), q.ft)
 			if res == quotaTotal {
-				return q.fail(stun.CodeInsufficientCapacity, nil)
+				return q.refuseCapacity(RedirectCapacity)
 			}
 			return q.fail(stun.CodeAllocQuotaReached, nil)
 		}
 	}
-	a := &Allocation{FiveTuple: q.ft, Transport: q.tr, Username: q.usr, lastTxID: q.m.TransactionID}
+	a := &Allocation{FiveTuple: q.ft, Transport: q.tr, Username: q.usr, lastTxID: q.m.TransactionID,
+		state: &e.state}
 	if q.ft.Proto == ProtoUDP {
 		a.obs = e.paths
 	}
@@ -429,7 +449,7 @@ func (q *req) allocate() []byte {
 		if e.logs(slog.LevelDebug) {
 			e.log.Debug("relay allocation failed", "client", q.ft.String(), "error", err)
 		}
-		return q.fail(stun.CodeInsufficientCapacity, nil)
+		return q.refuseCapacity(RedirectCapacity)
 	}
 	if slots == 2 {
 		if token != 0 {
@@ -456,9 +476,14 @@ func (q *req) allocate() []byte {
 			return q.fail(stun.CodeAddrFamilyNotSupported, nil)
 		case err != nil:
 			extraErr = stun.CodeInsufficientCapacity
+			e.state.give(e.relayCost) // no second relay socket to hold
+			cost -= e.relayCost
 		}
 	}
 	a.setRelays(relay, extra)
+	// Set before the allocation is visible, so that a delete racing with
+	// the insert below gives back exactly this.
+	a.charged = cost
 	a.token = token
 	a.extraErr = extraErr
 	lt := q.lifetime()
@@ -474,6 +499,7 @@ func (q *req) allocate() []byte {
 		}
 		return q.fail(stun.CodeAllocMismatch, nil)
 	}
+	charged = false // the allocation holds it now: deleteAllocation gives it back
 	if e.logs(slog.LevelInfo) {
 		relays := relay.Addr().String()
 		if extra != nil {
@@ -585,8 +611,10 @@ func (q *req) createPermission(a *Allocation) []byte {
 	}
 	exp := q.now.Add(PermissionLifetime).UnixNano()
 	a.mu.Lock()
-	room := a.permissionRoom(ips...)
-	if room {
+	fresh := a.newPermissions(ips...)
+	room := a.perms.n+fresh <= MaxPermissions
+	budget := room && a.charge(int64(fresh)*PermissionCost)
+	if budget {
 		for i, ip := range ips {
 			a.addPermission(ip, exp, clusters[i])
 		}
@@ -595,7 +623,10 @@ func (q *req) createPermission(a *Allocation) []byte {
 		}
 	}
 	a.mu.Unlock()
-	if !room {
+	if !budget {
+		if room {
+			q.e.refused(RefusedStatePermission, q.ft)
+		}
 		return q.fail(stun.CodeInsufficientCapacity, nil)
 	}
 	return q.success()
@@ -637,6 +668,9 @@ func (q *req) channelBind(a *Allocation) []byte {
 		q.e.log.Debug("channel bind: number or peer already bound", "client", q.ft.String(), "channel", num, "peer", peer.String())
 		return q.fail(stun.CodeBadRequest, nil)
 	case full:
+		return q.fail(stun.CodeInsufficientCapacity, nil)
+	case overBudget:
+		q.e.refused(RefusedStateChannel, q.ft)
 		return q.fail(stun.CodeInsufficientCapacity, nil)
 	}
 	return q.success()

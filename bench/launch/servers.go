@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
 // terndConfig is a dataplane config equivalent to the coturn and pion
@@ -24,7 +25,7 @@ func (l *Launcher) terndConfig(listen netip.AddrPort, relay netip.Addr, metrics 
 			HealthAddress: netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), listen.Port()+2).String()},
 		Auth: config.Auth{Type: config.AuthStatic, Realm: Realm, Username: User, Password: Pass},
 		Listeners: []config.Listener{
-			l.listener("udp", config.ProtoTURNUDP, listen.Addr(), listen.Port()),
+			l.listener("udp", protocol.TURNUDP, listen.Addr(), listen.Port()),
 		},
 		Clusters: []config.Cluster{{Name: "loopback", Endpoints: l.peerEndpoints()}},
 		Relay:    config.Relay{Address: relay.String(), MinPort: l.MinPort, MaxPort: l.MaxPort},
@@ -37,16 +38,16 @@ func (l *Launcher) terndConfig(listen netip.AddrPort, relay netip.Addr, metrics 
 		// TURN-TCP on the TURN-UDP port; TURN-TLS and TURN-DTLS on the TLS port.
 		tls := listen.Port() + TLSPortOffset
 		c.Listeners = append(c.Listeners,
-			l.listener("tcp", config.ProtoTURNTCP, listen.Addr(), listen.Port()),
-			l.listener("tls", config.ProtoTURNTLS, listen.Addr(), tls),
-			l.listener("dtls", config.ProtoTURNDTLS, listen.Addr(), tls))
+			l.listener("tcp", protocol.TURNTCP, listen.Addr(), listen.Port()),
+			l.listener("tls", protocol.TURNTLS, listen.Addr(), tls),
+			l.listener("dtls", protocol.TURNDTLS, listen.Addr(), tls))
 	}
 	return c
 }
 
 // listener is a ternd listener routed to the loopback cluster, with the
 // launcher's certificate when proto is secure.
-func (l *Launcher) listener(name string, proto config.Protocol, addr netip.Addr, port uint16) config.Listener {
+func (l *Launcher) listener(name string, proto protocol.Protocol, addr netip.Addr, port uint16) config.Listener {
 	ls := config.Listener{Name: name, Protocol: proto, Address: addr.String(), Port: int(port), Routes: []string{"loopback"}}
 	if proto.Secure() {
 		ls.Cert, ls.Key = l.cert, l.key

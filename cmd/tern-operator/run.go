@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/loglevel"
 	"github.com/tern-gw/tern/internal/kubeclient"
 	"github.com/tern-gw/tern/operator/authservice"
 	"github.com/tern-gw/tern/operator/controller"
@@ -121,7 +121,7 @@ func parseRun(args []string, stderr io.Writer) (managerFlags, *slog.Logger, int)
 	if stunner.zapLogLevel != "" && !set["log-level"] {
 		*logLevel, _ = stunner.level() // resolve checked it
 	}
-	level, err := config.ParseLogLevel(*logLevel)
+	level, err := loglevel.Parse(*logLevel)
 	if err != nil {
 		fmt.Fprintf(stderr, "tern-operator: --log-level: %v\n", err)
 		return managerFlags{}, nil, 2

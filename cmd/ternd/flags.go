@@ -12,6 +12,8 @@ import (
 
 	"github.com/tern-gw/tern/dataplane"
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/loglevel"
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
 )
 
 // flags are ternd's command line. They take stunnerd's GNU-style spellings
@@ -26,10 +28,12 @@ type flags struct {
 	cfgPath, gwPath, gwName, cmRef, cmKey, kubecfg string
 	level, logFormat, id, pprofAt, ioMode          string
 	offloadEngine                                  string
+	offloadAttach                                  string
 	watch, verbose, showVer, gso, legacyChannels   bool
 	cfgFromEnv                                     bool // cfgPath is $STUNNER_CONFIG_ORIGIN
 	packetCounters, strictChannels                 bool
 	threads, relays, bufs                          int
+	stateBudgetMiB, memoryLimitMiB                 int
 	grace, linger                                  time.Duration
 
 	// ignored are stunnerd's flags that mean nothing to ternd, with why;
@@ -87,10 +91,13 @@ func newFlags() *flags {
 	fs.IntVar(&f.relays, "relay-thread-num", 0, "epoll workers serving relay sockets; 0 means the number of CPUs")
 	fs.IntVar(&f.bufs, "socket-buffer", 4<<20, "SO_RCVBUF/SO_SNDBUF of listener sockets, bytes")
 	fs.BoolVar(&f.strictChannels, "strict-channel-numbers", false, "accept only RFC 8656's channel numbers 0x4000-0x4FFF in ChannelBind (as limits.strictChannelNumbers); by default RFC 5766's 0x4000-0x7FFF are accepted, which coturn's turnutils_uclient uses")
+	fs.IntVar(&f.stateBudgetMiB, "state-budget-mib", 0, "memory budget for allocations, permissions and channel bindings, MiB (as limits.stateBudgetMiB, which it overrides): past it Allocate, CreatePermission and ChannelBind get 508; -1 turns it off; 0 takes the config's, or half the container's memory limit, or 256 MiB")
+	fs.IntVar(&f.memoryLimitMiB, "memory-limit-mib", 0, "the memory limit ternd runs under, MiB, where the container's cannot be read (cgroup v2 memory.max, v1 memory.limit_in_bytes): the default state budget is half of it, and Go's memory limit 90% of it unless GOMEMLIMIT is set; 0 reads the container's")
 	fs.BoolVar(&f.legacyChannels, "legacy-channel-numbers", false, "deprecated, no effect: channel numbers 0x4000-0x7FFF are accepted by default (see --strict-channel-numbers)")
 	fs.BoolVar(&f.packetCounters, "packet-counters", true, "count packets and bytes per listener, cluster and peer direction for /metrics (per-worker counters); false leaves those series at 0, to measure what counting costs")
 	fs.BoolVar(&f.gso, "gso", true, "send runs of same-size datagrams to one destination as one UDP GSO message (Linux 4.18+; off where unsupported)")
 	fs.StringVar(&f.offloadEngine, "offload-engine", "", "eBPF ChannelData fast path for TURN-UDP listeners: None, Auto (falls back to sockets where BPF is refused), XDP or TC; overrides the config's offload.engine (docs/offload-control.md)")
+	fs.StringVar(&f.offloadAttach, "offload-attach", "", "how the offload's tc program attaches: Auto (tcx where the kernel has it, Linux 6.6 on, else a clsact qdisc with a direct-action bpf filter), TCX or Clsact; overrides the config's offload.attach (docs/offload.md)")
 	fs.DurationVar(&f.linger, "linger", 0, "with --io threads: while datagrams reach a UDP listener or relay worker closer together than this, the worker sleeps this long between polls instead of waking for each (fewer wake-ups under many interleaved flows, at most this much added delay); 0 wakes for each datagram")
 	fs.StringVar(&f.ioMode, "io", dataplane.IOThreads, "how workers wait for packets: threads (blocking system calls, one thread per worker) or poller (Go netpoller)")
 	fs.DurationVar(&f.grace, "grace-period", time.Hour, "on SIGTERM, how long existing allocations may keep relaying before ternd exits (a second signal exits at once)")
@@ -144,12 +151,20 @@ func (f *flags) parse(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if f.offloadEngine != "" {
-		m, err := config.NormalizeOffloadEngine(f.offloadEngine)
+		m, err := offloadmode.NormalizeEngine(f.offloadEngine)
 		if err != nil {
 			fmt.Fprintf(stderr, "ternd: --offload-engine: %v\n", err)
 			return 2
 		}
 		f.offloadEngine = m
+	}
+	if f.offloadAttach != "" {
+		a, err := offloadmode.NormalizeAttach(f.offloadAttach)
+		if err != nil {
+			fmt.Fprintf(stderr, "ternd: --offload-attach: %v\n", err)
+			return 2
+		}
+		f.offloadAttach = a
 	}
 	if f.cfgPath == "" && f.gwPath == "" && f.fs.NArg() == 0 {
 		// stunnerd's config origin when the command line names none. Tern's
@@ -221,7 +236,7 @@ func (f *flags) logLevel(cfg *config.Config) (level string, fromFlags bool) {
 func newLogger(format string, w io.Writer, lvl slog.Leveler) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: lvl, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
 		if a.Key == slog.LevelKey {
-			if l, ok := a.Value.Any().(slog.Level); ok && l <= config.LevelTrace {
+			if l, ok := a.Value.Any().(slog.Level); ok && l <= loglevel.Trace {
 				a.Value = slog.StringValue("TRACE")
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/loglevel"
 )
 
 // TestStunnerdArgs parses the arguments STUNner's operator, Helm charts and
@@ -37,6 +38,9 @@ func TestStunnerdArgs(t *testing.T) {
 		{[]string{"-c", "/t.yaml", "-udp-thread-num=2", "-relay-thread-num", "3", "-gso=false", "--w", "-grace-period=5s", "-f", ""}, func(f *flags) bool {
 			return f.cfgPath == "/t.yaml" && f.threads == 2 && f.relays == 3 && !f.gso && f.watch && f.grace.Seconds() == 5
 		}},
+		{[]string{"-c", "/t.yaml", "--state-budget-mib", "64"}, func(f *flags) bool { return f.stateBudgetMiB == 64 }},
+		{[]string{"-c", "/t.yaml", "--state-budget-mib=-1"}, func(f *flags) bool { return f.stateBudgetMiB == -1 }},
+		{[]string{"-c", "/t.yaml", "--memory-limit-mib", "512"}, func(f *flags) bool { return f.memoryLimitMiB == 512 }},
 	} {
 		f := newFlags()
 		var out, errw bytes.Buffer
@@ -108,8 +112,8 @@ func TestLogLevelAndFormat(t *testing.T) {
 	}
 	var buf bytes.Buffer
 	lvl := new(slog.LevelVar)
-	lvl.Set(config.LevelTrace)
-	newLogger("json", &buf, lvl).Log(t.Context(), config.LevelTrace, "hello")
+	lvl.Set(loglevel.Trace)
+	newLogger("json", &buf, lvl).Log(t.Context(), loglevel.Trace, "hello")
 	if !strings.Contains(buf.String(), `"level":"TRACE"`) || !strings.HasPrefix(buf.String(), "{") {
 		t.Errorf("json trace line %q", buf.String())
 	}

@@ -10,6 +10,7 @@ import (
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 	"github.com/tern-gw/tern/operator/render"
 )
 
@@ -110,7 +111,7 @@ func (f *gatewayFile) close() {
 // whose certificate files must then be written somewhere.
 func needsTLS(gw *gwapiv1.Gateway) bool {
 	for _, l := range gw.Spec.Listeners {
-		if p, _ := config.NormalizeProtocol(string(l.Protocol)); p.Secure() {
+		if p, _ := protocol.Normalize(string(l.Protocol)); p.Secure() {
 			return true
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 	"github.com/tern-gw/tern/operator/render"
 )
 
@@ -42,7 +42,7 @@ func TestGatewayFileStunnerManifests(t *testing.T) {
 					t.Fatalf("%d listeners, want the Gateway's %d", len(cfg.Listeners), len(gw.Spec.Listeners))
 				}
 				for i, l := range cfg.Listeners {
-					want, ok := config.NormalizeProtocol(string(gw.Spec.Listeners[i].Protocol))
+					want, ok := protocol.Normalize(string(gw.Spec.Listeners[i].Protocol))
 					if !ok || l.Protocol != want {
 						t.Errorf("listener %s: protocol %q, want %q (from %q)", l.Name, l.Protocol, want, gw.Spec.Listeners[i].Protocol)
 					}

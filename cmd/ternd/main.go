@@ -20,6 +20,7 @@ import (
 	"github.com/tern-gw/tern/dataplane"
 	"github.com/tern-gw/tern/dataplane/admin"
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/loglevel"
 	"github.com/tern-gw/tern/dataplane/k8sconfig"
 	"github.com/tern-gw/tern/dataplane/stunnerdconf"
 	"github.com/tern-gw/tern/internal/version"
@@ -177,7 +178,7 @@ func selectSource(f *flags, cf *configFile) (source, error) {
 func setupLogging(f *flags, cfg *config.Config) (log *slog.Logger, lvl *slog.LevelVar, fromFlags bool, err error) {
 	lvl = new(slog.LevelVar)
 	lvlName, fromFlags := f.logLevel(cfg)
-	l, err := config.ParseLogLevel(lvlName)
+	l, err := loglevel.Parse(lvlName)
 	if err != nil {
 		return nil, nil, false, fail(2, "-l: %v", err)
 	}
@@ -191,7 +192,7 @@ func setupLogging(f *flags, cfg *config.Config) (log *slog.Logger, lvl *slog.Lev
 	if f.legacyChannels {
 		log.Warn("--legacy-channel-numbers is deprecated and has no effect: channel numbers 0x4000-0x7FFF are accepted by default; --strict-channel-numbers narrows them to RFC 8656's 0x4000-0x4FFF")
 	}
-	if unknown := config.UnknownLogScopes(lvlName); len(unknown) > 0 {
+	if unknown := loglevel.UnknownScopes(lvlName); len(unknown) > 0 {
 		log.Info("log level: ternd has no loggers for these scopes; their levels are ignored", "scopes", unknown, "level", lvlName)
 	}
 	return log, lvl, fromFlags, nil
@@ -202,10 +203,12 @@ func setupLogging(f *flags, cfg *config.Config) (log *slog.Logger, lvl *slog.Lev
 // listeners failed it logs that and serves the others.
 func startServer(f *flags, cfg *config.Config, lvl *slog.LevelVar, fromFlags bool, source string, log *slog.Logger) (*dataplane.Server, error) {
 	opts := dataplane.Options{UDPThreads: f.threads, RelayThreads: f.relays, SocketBuffer: f.bufs, IOMode: f.ioMode, GSO: f.gso, NoCounters: !f.packetCounters, Linger: f.linger,
-		StrictChannelNumbers: f.strictChannels, OffloadEngine: f.offloadEngine, Logger: log}
+		StrictChannelNumbers: f.strictChannels, OffloadEngine: f.offloadEngine, Logger: log,
+		StateBudgetMiB: f.stateBudgetMiB, MemoryLimit: memoryLimit(f.memoryLimitMiB, log)}
 	if !fromFlags {
 		opts.LogLevel = lvl // the config's admin.logLevel stays in charge
 	}
+	opts.OffloadAttach = f.offloadAttach
 	srv, err := dataplane.New(cfg, opts)
 	if err != nil {
 		log.Error("cannot start the dataplane", "file", source, "error", err)
@@ -220,6 +223,27 @@ func startServer(f *flags, cfg *config.Config, lvl *slog.LevelVar, fromFlags boo
 		log.Error("some listeners failed to start; serving the others", "error", err)
 	}
 	return srv, nil
+}
+
+// memoryLimit returns the memory limit ternd runs under: flagMiB
+// (--memory-limit-mib) when positive, else the container's
+// (dataplane.MemoryLimit); -1 when there is none. It derives the default
+// state budget. With a limit, and unless GOMEMLIMIT is set, it also sets
+// Go's soft memory limit to 90% of it, so that the collector works harder
+// as the heap nears the limit instead of letting it grow to twice the live
+// heap (GOGC) and the container be killed.
+func memoryLimit(flagMiB int, log *slog.Logger) int64 {
+	limit, ok := int64(flagMiB)<<20, flagMiB > 0
+	if !ok {
+		if limit, ok = dataplane.MemoryLimit(); !ok {
+			return -1
+		}
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(limit - limit/10)
+		log.Info("Go memory limit set to 90% of ternd's", "bytes", limit-limit/10, "limit", limit)
+	}
+	return limit
 }
 
 // startWatches starts the config watches the flags ask for, until ctx
@@ -284,15 +308,23 @@ func waitForSignal(srv *dataplane.Server, sig <-chan os.Signal, grace time.Durat
 	log.Info("shutting down", "signal", s.String())
 }
 
-// drain refuses new allocations and waits until the existing ones are gone,
-// the grace period ends, or a second signal arrives.
+// drainPoll is how often drain looks at the allocation count: an atomic
+// load, so often enough that ternd exits within a blink of its last
+// allocation ending.
+const drainPoll = 50 * time.Millisecond
+
+// drain stops taking new allocations (redirecting them to the config's
+// alternates, or refusing them with 508 when there are none) and waits
+// until the existing ones are gone, the grace period ends, or a second
+// signal arrives.
 func drain(srv *dataplane.Server, sig <-chan os.Signal, grace time.Duration, log *slog.Logger) {
 	srv.Drain()
 	deadline := time.NewTimer(grace)
 	defer deadline.Stop()
-	tick := time.NewTicker(time.Second)
+	tick := time.NewTicker(drainPoll)
 	defer tick.Stop()
-	log.Info("SIGTERM: draining; send another signal to exit at once", "allocations", srv.Engine().Allocations(), "grace_period", grace.String())
+	log.Info("SIGTERM: draining; send another signal to exit at once", "allocations", srv.Engine().Allocations(),
+		"alternates", len(srv.Engine().Alternates()), "grace_period", grace.String())
 	for srv.Engine().Allocations() > 0 {
 		select {
 		case s := <-sig:

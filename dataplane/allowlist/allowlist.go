@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
 // rule is one allowed peer prefix with an optional port range.
@@ -89,7 +90,7 @@ func SelfOf(listeners []config.Listener, relay []netip.Addr) Self {
 				}
 			}
 		}
-		if l.Protocol.Transport() == config.TransportUDP {
+		if l.Protocol.Transport() == protocol.TransportUDP {
 			for _, p := range []int{l.Port, l.PublicPort} {
 				if p > 0 && p <= 0xFFFF && !slices.Contains(s.Ports, uint16(p)) {
 					s.Ports = append(s.Ports, uint16(p))

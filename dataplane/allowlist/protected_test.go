@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
 // TestProtectedForms: with clusters of 0.0.0.0/0 and ::/0, every cloud
@@ -184,10 +185,10 @@ func TestSelfPorts(t *testing.T) {
 // host's interface addresses (loopback among them).
 func TestSelfOf(t *testing.T) {
 	ls := []config.Listener{
-		{Name: "udp", Protocol: config.ProtoTURNUDP, Address: "0.0.0.0", Port: 3478, PublicAddress: "203.0.113.5", PublicPort: 30478},
-		{Name: "tcp", Protocol: config.ProtoTURNTCP, Address: "127.0.0.1", Port: 3479},
-		{Name: "dtls", Protocol: config.ProtoTURNDTLS, Address: "10.0.0.1", Port: 5349},
-		{Name: "dtls2", Protocol: config.ProtoTURNDTLS, Address: "10.0.0.1", Port: 5349},
+		{Name: "udp", Protocol: protocol.TURNUDP, Address: "0.0.0.0", Port: 3478, PublicAddress: "203.0.113.5", PublicPort: 30478},
+		{Name: "tcp", Protocol: protocol.TURNTCP, Address: "127.0.0.1", Port: 3479},
+		{Name: "dtls", Protocol: protocol.TURNDTLS, Address: "10.0.0.1", Port: 5349},
+		{Name: "dtls2", Protocol: protocol.TURNDTLS, Address: "10.0.0.1", Port: 5349},
 	}
 	s := SelfOf(ls, []netip.Addr{netip.MustParseAddr("10.0.0.2")})
 	if want := []uint16{3478, 30478, 5349}; !slices.Equal(s.Ports, want) {

@@ -20,27 +20,3 @@ func (cl Cluster) IsStrictDNS() bool { return strings.EqualFold(cl.Type, Cluster
 func validClusterType(t string) bool {
 	return t == "" || strings.EqualFold(t, ClusterStatic) || strings.EqualFold(t, ClusterStrictDNS)
 }
-
-// ValidHostname reports whether s is a DNS host name (RFC 1123 labels of
-// letters, digits and hyphens, 1-63 bytes each, at most 253 bytes in all,
-// with an optional final dot). Underscores are accepted too: they occur in
-// real names (SRV-style labels), and the resolver, not the syntax, is the
-// judge of what exists.
-func ValidHostname(s string) bool {
-	s = strings.TrimSuffix(s, ".")
-	if s == "" || len(s) > 253 {
-		return false
-	}
-	for _, label := range strings.Split(s, ".") {
-		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
-			return false
-		}
-		for i := 0; i < len(label); i++ {
-			c := label[i]
-			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-				return false
-			}
-		}
-	}
-	return true
-}

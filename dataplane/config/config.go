@@ -12,12 +12,19 @@
 // documents for Parse; this package imports nothing of the operator or of
 // the Kubernetes API (internal/importrules checks), so both sides link it
 // without the other's dependencies.
+//
+// Its vocabularies that the two sides also use on their own are leaf
+// packages below it: protocol (the listener protocol table), placeholder
+// (the address placeholders), loglevel (admin.logLevel's syntax) and
+// endpoint (cluster endpoints and host:port). Reading the credential files
+// a config names is ternd's (dataplane/secretfile).
 package config
 
 import (
-	"fmt"
 	"slices"
-	"strings"
+
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
 // Version is the only config schema version this package understands.
@@ -50,73 +57,30 @@ type Config struct {
 	// Offload is the kernel fast path for TURN-UDP ChannelData
 	// (docs/offload.md). Omitted, it is off.
 	Offload Offload `json:"offload,omitzero"`
+	// Alternates are the servers ("host:port", the host an IP address or
+	// a DNS name) an Allocate is redirected to with 300 Try Alternate and
+	// ALTERNATE-SERVER (RFC 8489 §10) while this dataplane drains or is
+	// at its capacity (limits.maxAllocations, limits.stateBudgetMiB, no
+	// free relay port); with
+	// no alternate of the client's address family it answers 508. For a
+	// Gateway they are its other replicas' client-facing addresses. Port
+	// 0 stands for the port of the listener the Allocate arrived on. Names
+	// are resolved when the config is loaded. Entries that are this
+	// dataplane's own listener or public addresses are ignored, so one list
+	// may name every replica. Changes in place on a reload.
+	Alternates []string `json:"alternates,omitempty"`
 }
 
-// Offload engines of Offload.Engine: STUNner's Dataplane.spec.offloadEngine
-// values (its TCMux is read as TC).
-const (
-	OffloadNone = "None"
-	OffloadAuto = "Auto"
-	OffloadXDP  = "XDP"
-	OffloadTC   = "TC"
-)
-
-// Offload selects the eBPF ChannelData fast path: the kernel relays
-// ChannelData of the channel bindings the TURN engine reports, between a
-// TURN-UDP listener's clients and their peers, without the packets reaching
-// a socket.
-type Offload struct {
-	// Engine is Auto (the default: XDP where the driver supports it, tc
-	// elsewhere, and the socket path with a log line where BPF is refused,
-	// the kernel is too old or forwarding is off), None (every packet
-	// through sockets), XDP or TC (that hook or ternd fails to start).
-	// Case-insensitive; TCMux is read as TC. SetDefaults normalizes the
-	// spelling and leaves "" alone: use EngineMode. tern-operator always
-	// renders it (None unless the Dataplane asks for offload, since
-	// offload needs a privileged container).
-	Engine string `json:"engine,omitempty"`
-	// Interfaces names the network interfaces to attach to; empty means
-	// those that carry a TURN-UDP listener's or a relay address.
-	Interfaces []string `json:"interfaces,omitempty"`
-}
-
-// EngineMode returns Engine normalized: OffloadAuto when unset (the
-// benchmark in BENCHMARKS.md, "Offload", showed that it pays), OffloadNone
-// when invalid (Validate reports that).
-func (o Offload) EngineMode() string {
-	if o.Engine == "" {
-		return OffloadAuto
-	}
-	e, err := NormalizeOffloadEngine(o.Engine)
-	if err != nil {
-		return OffloadNone
-	}
-	return e
-}
-
-// NormalizeOffloadEngine maps an engine name, case-insensitively, to one of
-// the Offload* constants ("" is OffloadNone, "TCMux" OffloadTC); any other
-// string is an error naming the accepted values.
-func NormalizeOffloadEngine(s string) (string, error) {
-	switch strings.ToLower(s) {
-	case "", "none":
-		return OffloadNone, nil
-	case "auto":
-		return OffloadAuto, nil
-	case "xdp":
-		return OffloadXDP, nil
-	case "tc", "tcmux":
-		return OffloadTC, nil
-	}
-	return "", fmt.Errorf("must be None, Auto, XDP or TC, got %q", s)
-}
+// Offload selects the eBPF ChannelData fast path (docs/offload.md); its
+// engines and attach methods live in package offloadmode.
+type Offload = offloadmode.Settings
 
 // Admin holds process-level settings.
 type Admin struct {
 	// Name identifies the dataplane in logs and metrics, e.g. "stunner/udp-gateway".
 	Name string `json:"name,omitempty"`
 	// LogLevel is one of trace, debug, info, warn, error, disable, or
-	// STUNner's "all:INFO,turn:DEBUG" form (see ParseLogLevel). Default "info".
+	// STUNner's "all:INFO,turn:DEBUG" form (see loglevel.Parse). Default "info".
 	LogLevel string `json:"logLevel,omitempty"`
 	// MetricsAddress is host:port of the Prometheus /metrics endpoint; empty disables it.
 	MetricsAddress string `json:"metricsAddress,omitempty"`
@@ -140,8 +104,8 @@ type Auth struct {
 	// PasswordFile and SharedSecretFile name files that hold the password
 	// or the shared secret, in place of Password and SharedSecret: a
 	// Kubernetes Secret mounted in the dataplane pod, so that no credential
-	// is stored in the ConfigMap. The dataplane reads them (see
-	// ReadSecretFiles) and re-reads them when they change.
+	// is stored in the ConfigMap. The dataplane reads them (package
+	// dataplane/secretfile) and re-reads them when they change.
 	PasswordFile     string `json:"passwordFile,omitempty"`
 	SharedSecretFile string `json:"sharedSecretFile,omitempty"`
 }
@@ -150,9 +114,9 @@ type Auth struct {
 type Listener struct {
 	// Name is unique within the config.
 	Name string `json:"name"`
-	// Protocol is TURN-UDP, TURN-TCP, TURN-TLS or TURN-DTLS (see
-	// Protocol; SetDefaults normalizes the aliases UDP, TCP, TLS, DTLS).
-	Protocol Protocol `json:"protocol"`
+	// Protocol is TURN-UDP, TURN-TCP, TURN-TLS or TURN-DTLS (see package
+	// protocol; SetDefaults normalizes the aliases UDP, TCP, TLS, DTLS).
+	Protocol protocol.Protocol `json:"protocol"`
 	// Address is the IP to bind, e.g. "127.0.0.1" or "0.0.0.0".
 	Address string `json:"address"`
 	// Port is the port to bind, 1-65535.
@@ -166,37 +130,28 @@ type Listener struct {
 	Key  string `json:"key,omitempty"`
 	// Routes names the clusters whose peers clients of this listener may reach.
 	Routes []string `json:"routes,omitempty"`
-	// Upstream (TURN-TLS only) shares the listener's port with an HTTPS
-	// server: connections whose TLS ClientHello is not TURN's are spliced
-	// byte for byte to it (see TLSUpstream). Nil: every connection is
-	// TURN-TLS, as without it. Changes apply to new connections without a
-	// restart of the listener.
+	// Upstream (TURN-TLS only) shares the port with an HTTPS server (see
+	// TLSUpstream); nil: every connection is TURN-TLS. Changes apply to new
+	// connections without a restart.
 	Upstream *TLSUpstream `json:"upstream,omitempty"`
 }
 
-// DefaultClientHelloTimeout is TLSUpstream.ClientHelloTimeout's default,
-// seconds.
+// DefaultClientHelloTimeout is TLSUpstream.ClientHelloTimeout's default, s.
 const DefaultClientHelloTimeout = 5
 
-// TLSUpstream is where a TURN-TLS listener sends the connections that are
-// not TURN (port 443 beside the site's HTTPS). ternd reads each
-// connection's ClientHello without terminating TLS and serves it as
-// TURN-TLS when its ALPN offers "stun.turn" (RFC 7443), when its SNI is
-// one of TURNServerNames, or when it carries neither ALPN nor SNI (what
-// libwebrtc sends to a turns: URL with an IP address); every other
-// connection is spliced to Address, so the upstream's own certificates
-// and HTTP/2 stay untouched.
+// TLSUpstream is where a TURN-TLS listener splices, unterminated, the
+// connections whose ClientHello is not TURN's: TURN offers ALPN
+// "stun.turn" (RFC 7443), names one of TURNServerNames in SNI, or sends
+// neither ALPN nor SNI (libwebrtc to a turns: URL with an IP address).
 type TLSUpstream struct {
-	// Address is the upstream's host:port (an IP address or a DNS name,
-	// resolved per connection), e.g. "ingress-nginx.ingress.svc:443".
+	// Address is the upstream's host:port (IP or DNS name, resolved per
+	// connection), e.g. "ingress-nginx.ingress.svc:443".
 	Address string `json:"address"`
 	// TURNServerNames are SNI host names served as TURN-TLS whatever the
-	// ALPN: the host names of the listener's turns: URLs, which browsers
-	// send without ALPN. Compared case-insensitively.
+	// ALPN, compared case-insensitively.
 	TURNServerNames []string `json:"turnServerNames,omitempty"`
-	// ClientHelloTimeout is how long a connection may take to send its
-	// whole ClientHello before it is closed, seconds. 0 (or unset) takes
-	// DefaultClientHelloTimeout.
+	// ClientHelloTimeout bounds the wait for a whole ClientHello, seconds;
+	// 0 takes DefaultClientHelloTimeout.
 	ClientHelloTimeout int `json:"clientHelloTimeout,omitempty"`
 }
 
@@ -276,6 +231,12 @@ type Limits struct {
 	// (maxPort-minPort+1) per relay address, which a reconfiguration of
 	// relay.extraAddresses moves with it.
 	MaxAllocations int `json:"maxAllocations,omitempty"`
+	// StateBudgetMiB caps the memory of allocations, permissions and
+	// channel bindings together, MiB: past it Allocate, CreatePermission
+	// and ChannelBind get 508 (docs/security.md). 0 (the default): half the
+	// container's memory limit (cgroup), or 256 MiB where none is set;
+	// NoLimit: no budget. ternd --state-budget-mib overrides it.
+	StateBudgetMiB int `json:"stateBudgetMiB,omitempty"`
 	// AuthFailureBurst and AuthFailureRate throttle failed authentication
 	// per client address: a token bucket of AuthFailureBurst failures,
 	// refilled at AuthFailureRate per second. Defaults

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
 // validConfig returns a minimal config that passes Validate once defaulted.
@@ -12,7 +14,7 @@ func validConfig() *Config {
 	c := &Config{
 		Version:   Version,
 		Auth:      Auth{Type: AuthStatic, Username: "user", Password: "pass"},
-		Listeners: []Listener{{Name: "udp", Protocol: ProtoTURNUDP, Address: "127.0.0.1", Port: 3478, Routes: []string{"local"}}},
+		Listeners: []Listener{{Name: "udp", Protocol: protocol.TURNUDP, Address: "127.0.0.1", Port: 3478, Routes: []string{"local"}}},
 		Clusters:  []Cluster{{Name: "local", Endpoints: []string{"127.0.0.1/32"}}},
 	}
 	c.SetDefaults()

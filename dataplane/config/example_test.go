@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
 // TestLocalExample keeps deploy/examples/local.yaml loadable and saying
@@ -18,7 +20,7 @@ func TestLocalExample(t *testing.T) {
 		Admin:   Admin{Name: "tern-local", LogLevel: "info", MetricsAddress: "127.0.0.1:8080", HealthAddress: "127.0.0.1:8086"},
 		Auth:    Auth{Type: AuthStatic, Realm: "stunner.l7mp.io", Username: "user", Password: "pass"},
 		Listeners: []Listener{{
-			Name: "udp", Protocol: ProtoTURNUDP, Address: "127.0.0.1", Port: 3478, Routes: []string{"local"},
+			Name: "udp", Protocol: protocol.TURNUDP, Address: "127.0.0.1", Port: 3478, Routes: []string{"local"},
 		}},
 		Clusters: []Cluster{{Name: "local", Endpoints: []string{"127.0.0.1/32"}}},
 		Relay:    Relay{Address: "127.0.0.1", MinPort: 20000, MaxPort: 29999},

@@ -3,8 +3,6 @@ package config
 import (
 	"bytes"
 	"encoding/json"
-	"log/slog"
-	"strings"
 	"testing"
 )
 
@@ -44,42 +42,6 @@ func FuzzParse(f *testing.F) {
 		}
 		if !bytes.Equal(b1, b2) {
 			t.Fatalf("round trip changed the config:\n%s\n%s", b1, b2)
-		}
-	})
-}
-
-// FuzzParseLogLevel checks STUNner's log-level syntax ("all:INFO,turn:DEBUG", or a bare
-// level): ParseLogLevel never panics, returns one of the six levels it knows, ignores the case
-// of ASCII letters, and agrees with UnknownLogScopes, whose answer is the scopes of s that are
-// not LogScopes, once each. Seeds: testdata/fuzz/FuzzParseLogLevel.
-func FuzzParseLogLevel(f *testing.F) {
-	f.Add("all:INFO,turn:DEBUG")
-	f.Fuzz(func(t *testing.T, s string) {
-		unknown := UnknownLogScopes(s)
-		seen := map[string]bool{}
-		for _, sc := range unknown {
-			if sc == "" || seen[sc] || knownScope(sc) || !strings.Contains(s, sc+":") {
-				t.Fatalf("UnknownLogScopes(%q) = %q: %q is empty, repeated, known or not a scope of s", s, unknown, sc)
-			}
-			seen[sc] = true
-		}
-		l, err := ParseLogLevel(s)
-		if err != nil {
-			return
-		}
-		switch l {
-		case LevelTrace, slog.LevelDebug, slog.LevelInfo, slog.LevelWarn, slog.LevelError, LevelDisable:
-		default:
-			t.Fatalf("ParseLogLevel(%q) = %v, not a level it names", s, l)
-		}
-		up := strings.Map(func(r rune) rune {
-			if 'a' <= r && r <= 'z' {
-				return r - 'a' + 'A'
-			}
-			return r
-		}, s)
-		if l2, err := ParseLogLevel(up); err != nil || l2 != l {
-			t.Fatalf("ParseLogLevel(%q) = %v, %v; but %q gave %v", up, l2, err, s, l)
 		}
 	})
 }

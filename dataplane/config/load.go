@@ -9,6 +9,9 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
 // Defaults applied by SetDefaults.
@@ -83,10 +86,10 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 // target all parse with it.
 //
 // In order, it decodes data as YAML or JSON (JSON is YAML), strictly: an
-// unknown or duplicate field is an error that names it. It replaces address
-// placeholders (PlaceholderPodIP, PlaceholderNodeIP) with the values getenv
-// returns for POD_IP and NODE_IP; getenv is os.Getenv in a pod, and nil
-// means no variable is set, so a placeholder is then an error. It applies
+// unknown or duplicate field is an error that names it. It replaces the
+// address placeholders of package placeholder with the values getenv
+// returns for POD_IP, NODE_IP and POD_IPS; getenv is os.Getenv in a pod,
+// and nil means no variable is set, so a placeholder is then an error. It applies
 // SetDefaults, after the placeholders so that a relay address defaulted from
 // a listener's gets the real IP, and then Validate.
 //
@@ -130,8 +133,9 @@ func (c *Config) Prepare(getenv func(string) string) error {
 
 // SetDefaults fills unset fields with their defaults and normalizes aliases:
 // auth types to AuthStatic/AuthEphemeral and listener protocols to the
-// Proto* constants. It never fails; values it cannot normalize are left for
-// Validate to report. Version is required and is not defaulted.
+// constants of package protocol. It never fails; values it cannot normalize
+// are left for Validate to report. Version is required and is not
+// defaulted.
 func (c *Config) SetDefaults() {
 	if c.Admin.LogLevel == "" {
 		c.Admin.LogLevel = DefaultLogLevel
@@ -150,7 +154,7 @@ func (c *Config) SetDefaults() {
 		if l.Address == "" {
 			l.Address = DefaultListenAddress
 		}
-		if p, ok := NormalizeProtocol(string(l.Protocol)); ok {
+		if p, ok := protocol.Normalize(string(l.Protocol)); ok {
 			l.Protocol = p
 		}
 	}
@@ -182,8 +186,11 @@ func (c *Config) SetDefaults() {
 	c.Limits.MaxConnections = cmp.Or(c.Limits.MaxConnections, DefaultMaxConnections)
 	// An unset engine stays unset (it means None), so that configs without
 	// offload render and compare as before.
-	if e, err := NormalizeOffloadEngine(c.Offload.Engine); err == nil && c.Offload.Engine != "" {
+	if e, err := offloadmode.NormalizeEngine(c.Offload.Engine); err == nil && c.Offload.Engine != "" {
 		c.Offload.Engine = e
+	}
+	if a, err := offloadmode.NormalizeAttach(c.Offload.Attach); err == nil && c.Offload.Attach != "" {
+		c.Offload.Attach = a
 	}
 }
 

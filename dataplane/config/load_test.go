@@ -9,6 +9,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
 const minimalYAML = `
@@ -34,7 +37,7 @@ func TestParseDefaults(t *testing.T) {
 		Admin:   Admin{LogLevel: "info"},
 		Auth:    Auth{Type: AuthStatic, Realm: "stunner.l7mp.io", Username: "user", Password: "pass"},
 		Listeners: []Listener{{
-			Name: "udp", Protocol: ProtoTURNUDP, Address: "0.0.0.0", Port: 3478,
+			Name: "udp", Protocol: protocol.TURNUDP, Address: "0.0.0.0", Port: 3478,
 		}},
 		Relay: Relay{Address: "127.0.0.1", MinPort: 20000, MaxPort: 29999},
 		// Quotas and the throttle are on by default; static auth's one
@@ -98,14 +101,14 @@ func TestSetDefaultsRelayAddress(t *testing.T) {
 }
 
 func TestProtocolAliases(t *testing.T) {
-	for in, want := range map[string]Protocol{
-		"TURN-UDP": ProtoTURNUDP, "turn-udp": ProtoTURNUDP, "udp": ProtoTURNUDP, "UDP": ProtoTURNUDP,
-		"turn-tcp": ProtoTURNTCP, "TCP": ProtoTURNTCP,
-		"Turn-Tls": ProtoTURNTLS, "tls": ProtoTURNTLS,
-		"turn-dtls": ProtoTURNDTLS, "DTLS": ProtoTURNDTLS,
+	for in, want := range map[string]protocol.Protocol{
+		"TURN-UDP": protocol.TURNUDP, "turn-udp": protocol.TURNUDP, "udp": protocol.TURNUDP, "UDP": protocol.TURNUDP,
+		"turn-tcp": protocol.TURNTCP, "TCP": protocol.TURNTCP,
+		"Turn-Tls": protocol.TURNTLS, "tls": protocol.TURNTLS,
+		"turn-dtls": protocol.TURNDTLS, "DTLS": protocol.TURNDTLS,
 		"sctp": "sctp", "": "",
 	} {
-		c := &Config{Listeners: []Listener{{Protocol: Protocol(in)}}}
+		c := &Config{Listeners: []Listener{{Protocol: protocol.Protocol(in)}}}
 		c.SetDefaults()
 		if got := c.Listeners[0].Protocol; got != want {
 			t.Errorf("protocol %q normalized to %q, want %q", in, got, want)
@@ -142,7 +145,7 @@ listeners:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Auth.Type != AuthEphemeral || c.Listeners[0].Protocol != ProtoTURNUDP || c.Listeners[1].Protocol != ProtoTURNTCP {
+	if c.Auth.Type != AuthEphemeral || c.Listeners[0].Protocol != protocol.TURNUDP || c.Listeners[1].Protocol != protocol.TURNTCP {
 		t.Errorf("aliases not normalized: auth %q, protocols %q %q", c.Auth.Type, c.Listeners[0].Protocol, c.Listeners[1].Protocol)
 	}
 }
@@ -255,11 +258,11 @@ func TestQuotaDefaults(t *testing.T) {
 func TestParseOffload(t *testing.T) {
 	for _, tc := range []struct{ in, want, err string }{
 		{"", "", ""},
-		{"offload: {engine: none}", OffloadNone, ""},
-		{"offload: {engine: auto, interfaces: [eth0]}", OffloadAuto, ""},
-		{"offload: {engine: Xdp}", OffloadXDP, ""},
-		{"offload: {engine: TCMux}", OffloadTC, ""},
-		{"offload: {engine: tc}", OffloadTC, ""},
+		{"offload: {engine: none}", offloadmode.None, ""},
+		{"offload: {engine: auto, interfaces: [eth0]}", offloadmode.Auto, ""},
+		{"offload: {engine: Xdp}", offloadmode.XDP, ""},
+		{"offload: {engine: TCMux}", offloadmode.TC, ""},
+		{"offload: {engine: tc}", offloadmode.TC, ""},
 		{"offload: {engine: bpf}", "", `offload.engine: must be None, Auto, XDP or TC, got "bpf"`},
 		{"offload: {engin: Auto}", "", `unknown field "engin"`},
 	} {
@@ -277,8 +280,37 @@ func TestParseOffload(t *testing.T) {
 			if c.Offload.Engine != tc.want {
 				t.Errorf("engine %q, want %q", c.Offload.Engine, tc.want)
 			}
-			if want := cmpOr(tc.want, OffloadAuto); c.Offload.EngineMode() != want {
+			if want := cmpOr(tc.want, offloadmode.Auto); c.Offload.EngineMode() != want {
 				t.Errorf("EngineMode %q, want %q", c.Offload.EngineMode(), want)
+			}
+		})
+	}
+}
+
+// TestParseOffloadAttach: offload.attach takes Auto, TCX or Clsact in any
+// case, is Auto when omitted, and anything else is an error naming the
+// field.
+func TestParseOffloadAttach(t *testing.T) {
+	for _, tc := range []struct{ in, want, err string }{
+		{"", offloadmode.AttachAuto, ""},
+		{"offload: {attach: auto}", offloadmode.AttachAuto, ""},
+		{"offload: {attach: tcx}", offloadmode.AttachTCX, ""},
+		{"offload: {engine: TC, attach: CLSACT}", offloadmode.AttachClsact, ""},
+		{"offload: {attach: tc}", "", `offload.attach: must be Auto, TCX or Clsact, got "tc"`},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			c, err := Parse([]byte(minimalYAML+tc.in+"\n"), nil)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Offload.AttachMode() != tc.want {
+				t.Errorf("AttachMode %q, want %q", c.Offload.AttachMode(), tc.want)
 			}
 		})
 	}

@@ -3,6 +3,8 @@ package config
 import (
 	"strings"
 	"testing"
+
+	"github.com/tern-gw/tern/dataplane/config/placeholder"
 )
 
 // testEnv is the environment of a dataplane pod, for getenv arguments.
@@ -20,54 +22,54 @@ func TestExpandPlaceholders(t *testing.T) {
 	}{
 		{
 			name:   "relay address from the pod, public from the node",
-			cfg:    Config{Relay: Relay{Address: PlaceholderPodIP, PublicAddress: PlaceholderNodeIP}},
+			cfg:    Config{Relay: Relay{Address: placeholder.PodIP, PublicAddress: placeholder.NodeIP}},
 			getenv: testEnv,
 			want:   Config{Relay: Relay{Address: "10.244.0.7", PublicAddress: "192.168.1.10"}},
 		},
 		{
 			name: "listener fields, and only whole values of address fields",
 			cfg: Config{
-				Listeners: []Listener{{Address: PlaceholderNodeIP, PublicAddress: "x" + PlaceholderPodIP}},
-				Auth:      Auth{Password: PlaceholderPodIP},
+				Listeners: []Listener{{Address: placeholder.NodeIP, PublicAddress: "x" + placeholder.PodIP}},
+				Auth:      Auth{Password: placeholder.PodIP},
 			},
 			getenv: testEnv,
 			want: Config{
-				Listeners: []Listener{{Address: "192.168.1.10", PublicAddress: "x" + PlaceholderPodIP}},
-				Auth:      Auth{Password: PlaceholderPodIP},
+				Listeners: []Listener{{Address: "192.168.1.10", PublicAddress: "x" + placeholder.PodIP}},
+				Auth:      Auth{Password: placeholder.PodIP},
 			},
 		},
 		{
 			name:   "admin addresses: the host, an IPv6 one bracketed",
-			cfg:    Config{Admin: Admin{HealthAddress: PlaceholderPodIP + ":8086", MetricsAddress: PlaceholderNodeIP + ":8080"}},
+			cfg:    Config{Admin: Admin{HealthAddress: placeholder.PodIP + ":8086", MetricsAddress: placeholder.NodeIP + ":8080"}},
 			getenv: func(k string) string { return map[string]string{"POD_IP": "10.244.0.7", "NODE_IP": "fd00::7"}[k] },
 			want:   Config{Admin: Admin{HealthAddress: "10.244.0.7:8086", MetricsAddress: "[fd00::7]:8080"}},
 		},
 		{
 			name:   "admin addresses without a placeholder stay",
-			cfg:    Config{Admin: Admin{HealthAddress: "0.0.0.0:8086", MetricsAddress: "x" + PlaceholderPodIP + ":8080"}},
+			cfg:    Config{Admin: Admin{HealthAddress: "0.0.0.0:8086", MetricsAddress: "x" + placeholder.PodIP + ":8080"}},
 			getenv: testEnv,
-			want:   Config{Admin: Admin{HealthAddress: "0.0.0.0:8086", MetricsAddress: "x" + PlaceholderPodIP + ":8080"}},
+			want:   Config{Admin: Admin{HealthAddress: "0.0.0.0:8086", MetricsAddress: "x" + placeholder.PodIP + ":8080"}},
 		},
 		{
 			name:    "admin address: a missing variable names the field",
-			cfg:     Config{Admin: Admin{MetricsAddress: PlaceholderPodIP + ":8080"}},
+			cfg:     Config{Admin: Admin{MetricsAddress: placeholder.PodIP + ":8080"}},
 			getenv:  func(string) string { return "" },
 			wantErr: "admin.metricsAddress: $(POD_IP) needs the environment variable POD_IP",
 		},
 		{
 			name:    "missing variable names the field",
-			cfg:     Config{Listeners: []Listener{{}, {Address: PlaceholderPodIP}}},
+			cfg:     Config{Listeners: []Listener{{}, {Address: placeholder.PodIP}}},
 			getenv:  func(string) string { return "" },
 			wantErr: "listeners[1].address: $(POD_IP) needs the environment variable POD_IP",
 		},
 		{
 			name:    "nil getenv sets no variable",
-			cfg:     Config{Relay: Relay{PublicAddress: PlaceholderNodeIP}},
+			cfg:     Config{Relay: Relay{PublicAddress: placeholder.NodeIP}},
 			wantErr: "relay.publicAddress: $(NODE_IP) needs the environment variable NODE_IP",
 		},
 		{
 			name: "pod IPs of both families",
-			cfg:  Config{Relay: Relay{Address: PlaceholderPodIPs, ExtraAddresses: []RelayAddress{{Address: "10.0.0.9"}}}},
+			cfg:  Config{Relay: Relay{Address: placeholder.PodIPs, ExtraAddresses: []RelayAddress{{Address: "10.0.0.9"}}}},
 			getenv: func(k string) string {
 				return map[string]string{"POD_IPS": "10.244.0.7, fd00::7,10.244.0.7,", "POD_IP": "10.244.0.7"}[k]
 			},
@@ -75,13 +77,13 @@ func TestExpandPlaceholders(t *testing.T) {
 		},
 		{
 			name:   "pod IPs fall back to POD_IP",
-			cfg:    Config{Relay: Relay{Address: PlaceholderPodIPs}},
+			cfg:    Config{Relay: Relay{Address: placeholder.PodIPs}},
 			getenv: testEnv,
 			want:   Config{Relay: Relay{Address: "10.244.0.7", ExtraAddresses: []RelayAddress{}}},
 		},
 		{
 			name:    "pod IPs missing",
-			cfg:     Config{Relay: Relay{Address: PlaceholderPodIPs}},
+			cfg:     Config{Relay: Relay{Address: placeholder.PodIPs}},
 			wantErr: "relay.address: $(POD_IPS) needs the environment variable POD_IPS or POD_IP",
 		},
 		{

@@ -3,15 +3,18 @@ package config
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"net"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/tern-gw/tern/dataplane/config/endpoint"
+	"github.com/tern-gw/tern/dataplane/config/loglevel"
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
 // maxRealmBytes is RFC 8489 §14.9's limit on REALM: fewer than 128
@@ -43,14 +46,14 @@ func (c *Config) Validate() error {
 	}
 
 	// admin
-	if _, err := ParseLogLevel(c.Admin.LogLevel); err != nil {
+	if _, err := loglevel.Parse(c.Admin.LogLevel); err != nil {
 		bad("admin.logLevel", "%v", err)
 	}
 	for _, f := range []struct{ name, addr string }{
 		{"admin.metricsAddress", c.Admin.MetricsAddress},
 		{"admin.healthAddress", c.Admin.HealthAddress},
 	} {
-		if f.addr != "" && !validHostPort(f.addr) {
+		if f.addr != "" && !endpoint.ValidHostPort(f.addr) {
 			bad(f.name, "must be host:port with a numeric port, got %q", f.addr)
 		}
 	}
@@ -114,12 +117,12 @@ func (c *Config) Validate() error {
 		}
 		for k, ep := range cl.Endpoints {
 			if cl.IsStrictDNS() {
-				if !ValidHostname(ep) {
+				if !endpoint.ValidHostname(ep) {
 					bad(fmt.Sprintf("%s.endpoints[%d]", p, k), "must be a host name in a %s cluster, got %q", ClusterStrictDNS, ep)
 				}
 				continue
 			}
-			if _, err := parseEndpoint(ep); err != nil {
+			if _, err := endpoint.ParsePrefix(ep); err != nil {
 				bad(fmt.Sprintf("%s.endpoints[%d]", p, k), "must be an IP address or CIDR prefix, got %q", ep)
 			}
 		}
@@ -143,7 +146,7 @@ func (c *Config) Validate() error {
 		switch info, ok := l.Protocol.Info(); {
 		case !ok:
 			bad(p+".protocol", "must be one of %s, got %q",
-				protocolList(", ", ", ", func(i ProtocolInfo) string { return string(i.Protocol) }), l.Protocol)
+				protocol.Canonical(), l.Protocol)
 		case info.Secure:
 			if l.Cert == "" {
 				bad(p+".cert", "required for %s", l.Protocol)
@@ -172,10 +175,10 @@ func (c *Config) Validate() error {
 			}
 		}
 		if u := l.Upstream; u != nil {
-			if l.Protocol != ProtoTURNTLS {
-				bad(p+".upstream", "only a %s listener can have an upstream, not %s", ProtoTURNTLS, l.Protocol)
+			if l.Protocol != protocol.TURNTLS {
+				bad(p+".upstream", "only a %s listener can have an upstream, not %s", protocol.TURNTLS, l.Protocol)
 			}
-			if !validHostPort(u.Address) {
+			if !endpoint.ValidHostPort(u.Address) {
 				bad(p+".upstream.address", "must be host:port with a numeric port, got %q", u.Address)
 			}
 			if u.ClientHelloTimeout < 0 {
@@ -248,6 +251,7 @@ func (c *Config) Validate() error {
 		{"limits.allocationsPerUser", c.Limits.AllocationsPerUser},
 		{"limits.allocationsPerIP", c.Limits.AllocationsPerIP},
 		{"limits.maxAllocations", c.Limits.MaxAllocations},
+		{"limits.stateBudgetMiB", c.Limits.StateBudgetMiB},
 		{"limits.authFailureBurst", c.Limits.AuthFailureBurst},
 		{"limits.authFailureRate", c.Limits.AuthFailureRate},
 	} {
@@ -257,10 +261,15 @@ func (c *Config) Validate() error {
 	}
 
 	// offload
-	if e, err := NormalizeOffloadEngine(c.Offload.Engine); err != nil {
+	if e, err := offloadmode.NormalizeEngine(c.Offload.Engine); err != nil {
 		bad("offload.engine", "%v", err)
 	} else if e != c.Offload.Engine && c.Offload.Engine != "" {
 		bad("offload.engine", "must be spelled %q (SetDefaults normalizes it), got %q", e, c.Offload.Engine)
+	}
+	if a, err := offloadmode.NormalizeAttach(c.Offload.Attach); err != nil {
+		bad("offload.attach", "%v", err)
+	} else if a != c.Offload.Attach && c.Offload.Attach != "" {
+		bad("offload.attach", "must be spelled %q (SetDefaults normalizes it), got %q", a, c.Offload.Attach)
 	}
 	seenIf := map[string]int{}
 	for i, name := range c.Offload.Interfaces {
@@ -274,7 +283,39 @@ func (c *Config) Validate() error {
 		}
 	}
 
+	checkAlternates(bad, c.Alternates)
+
 	return errors.Join(errs...)
+}
+
+// checkAlternates reports alternates that are not host:port with a host
+// name or IP address and a port 0-65535, and repeated ones.
+func checkAlternates(bad func(string, string, ...any), alts []string) {
+	seen := map[string]int{}
+	for i, a := range alts {
+		p := fmt.Sprintf("alternates[%d]", i)
+		host, port, err := net.SplitHostPort(a)
+		if err != nil || host == "" || !endpoint.ValidHostPort(a) {
+			bad(p, "must be host:port with a host name or IP address and a numeric port 0-65535, got %q", a)
+			continue
+		}
+		if ip, err := netip.ParseAddr(host); err == nil {
+			if ip.Zone() != "" || ip.IsUnspecified() || ip.IsMulticast() {
+				bad(p, "must name a unicast address without a zone, got %q", a)
+				continue
+			}
+			host = ip.Unmap().String()
+		} else if !endpoint.ValidHostname(host) {
+			bad(p, "must be host:port with a host name or IP address, got %q", a)
+			continue
+		}
+		key := strings.ToLower(net.JoinHostPort(host, port))
+		if j, dup := seen[key]; dup {
+			bad(p, "%q is already alternates[%d]", a, j)
+			continue
+		}
+		seen[key] = i
+	}
 }
 
 // checkSecret reports a credential given neither inline (auth.<name>) nor
@@ -307,20 +348,6 @@ func checkPortRange(bad func(string, string, ...any), prefix string, lo, hi, min
 	}
 }
 
-// validHostPort reports whether s is host:port with a numeric port 0-65535;
-// the host may be an IP, a name or empty (all interfaces).
-func validHostPort(s string) bool {
-	if _, err := netip.ParseAddrPort(s); err == nil {
-		return true
-	}
-	_, port, err := net.SplitHostPort(s)
-	if err != nil {
-		return false
-	}
-	_, err = strconv.ParseUint(port, 10, 16)
-	return err == nil
-}
-
 // Prefixes returns the cluster's endpoints as masked prefixes: a bare IPv4
 // address becomes a /32, a bare IPv6 address a /128, and an IPv4-mapped
 // IPv6 address or prefix (::ffff:10.0.0.5, ::ffff:10.0.0.0/120) its IPv4
@@ -330,120 +357,13 @@ func validHostPort(s string) bool {
 func (cl Cluster) Prefixes() ([]netip.Prefix, error) {
 	out := make([]netip.Prefix, 0, len(cl.Endpoints))
 	for _, ep := range cl.Endpoints {
-		p, err := parseEndpoint(ep)
+		p, err := endpoint.ParsePrefix(ep)
 		if err != nil {
 			return nil, fmt.Errorf("cluster %q: %w", cl.Name, err)
 		}
 		out = append(out, p)
 	}
 	return out, nil
-}
-
-func parseEndpoint(s string) (netip.Prefix, error) {
-	if strings.Contains(s, "/") {
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			return netip.Prefix{}, err
-		}
-		if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
-			// ::ffff:10.0.0.0/104 is 10.0.0.0/8: peers are matched
-			// unmapped, as IPv4, so the IPv4-mapped form must be too.
-			p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
-		}
-		return p.Masked(), nil
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Prefix{}, err
-	}
-	// A zone would be silently dropped, and peer addresses never carry one.
-	if a.Zone() != "" {
-		return netip.Prefix{}, fmt.Errorf("endpoint %q: IPv6 zone not allowed", s)
-	}
-	a = a.Unmap()
-	return a.Prefix(a.BitLen())
-}
-
-// Log levels beyond slog's four, for STUNner's TRACE and DISABLE.
-const (
-	// LevelTrace is below debug: ternd's trace messages, STUNner's TRACE.
-	LevelTrace = slog.LevelDebug - 4
-	// LevelDisable is above every level anything logs at, so nothing passes.
-	LevelDisable = slog.Level(1 << 20)
-)
-
-// LogScopes are STUNner's logger names that stand for parts of ternd. Tern
-// logs through one logger, so a scope here can only make all of it more
-// verbose: "all:INFO,turn:DEBUG" gives debug logging (which the user asked
-// for the TURN path, the bulk of what ternd logs), while
-// "all:DEBUG,turn:ERROR" cannot quiet one part and stays at debug.
-var LogScopes = []string{"all", "stunner", "stunnerd", "turn", "auth", "listener", "cluster", "relay", "admin", "config"}
-
-// ParseLogLevel maps a log level to a slog.Level. It takes one of trace,
-// debug, info, warn (or warning), error and disable (or off, none),
-// case-insensitively, or STUNner's per-scope form "all:INFO" /
-// "all:INFO,turn:DEBUG". In that form the "all" entry sets the level
-// (info without one), and an entry for another of LogScopes lowers it when
-// more verbose; entries for scopes ternd does not have are checked for
-// syntax only (UnknownLogScopes names them). Anything else is an error.
-func ParseLogLevel(s string) (slog.Level, error) {
-	if !strings.Contains(s, ":") {
-		return parseLevelName(s)
-	}
-	level, finest := slog.LevelInfo, LevelDisable
-	for entry := range strings.SplitSeq(s, ",") {
-		scope, name, ok := strings.Cut(strings.TrimSpace(entry), ":")
-		if !ok || scope == "" {
-			return 0, fmt.Errorf("invalid log level %q: want scope:LEVEL entries, got %q", s, entry)
-		}
-		l, err := parseLevelName(name)
-		if err != nil {
-			return 0, fmt.Errorf("invalid log level %q: scope %q: %w", s, scope, err)
-		}
-		switch {
-		case strings.EqualFold(scope, "all"):
-			level = l
-		case knownScope(scope):
-			finest = min(finest, l)
-		}
-	}
-	return min(level, finest), nil
-}
-
-// UnknownLogScopes returns the scopes of a "scope:LEVEL,..." log level that
-// are not among LogScopes, in order and once each, for ternd to say once
-// that it ignores them.
-func UnknownLogScopes(s string) []string {
-	var out []string
-	for entry := range strings.SplitSeq(s, ",") {
-		scope, _, ok := strings.Cut(strings.TrimSpace(entry), ":")
-		if ok && scope != "" && !knownScope(scope) && !slices.Contains(out, scope) {
-			out = append(out, scope)
-		}
-	}
-	return out
-}
-
-func knownScope(s string) bool {
-	return slices.ContainsFunc(LogScopes, func(k string) bool { return strings.EqualFold(k, s) })
-}
-
-func parseLevelName(s string) (slog.Level, error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "trace":
-		return LevelTrace, nil
-	case "debug":
-		return slog.LevelDebug, nil
-	case "info":
-		return slog.LevelInfo, nil
-	case "warn", "warning":
-		return slog.LevelWarn, nil
-	case "error":
-		return slog.LevelError, nil
-	case "disable", "off", "none":
-		return LevelDisable, nil
-	}
-	return 0, fmt.Errorf("unknown log level %q: want trace, debug, info, warn, error or disable", s)
 }
 
 // validIfName reports whether s can name a Linux network interface

@@ -1,12 +1,13 @@
 package config
 
 import (
-	"log/slog"
 	"net/netip"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
 func TestValidateOK(t *testing.T) {
@@ -17,7 +18,7 @@ func TestValidateOK(t *testing.T) {
 		{"minimal", func(*Config) {}},
 		{"ephemeral", func(c *Config) { c.Auth = Auth{Type: AuthEphemeral, Realm: "r", SharedSecret: "s"} }},
 		{"tls with cert", func(c *Config) {
-			c.Listeners[0].Protocol, c.Listeners[0].Cert, c.Listeners[0].Key = ProtoTURNTLS, "/c.pem", "/k.pem"
+			c.Listeners[0].Protocol, c.Listeners[0].Cert, c.Listeners[0].Key = protocol.TURNTLS, "/c.pem", "/k.pem"
 		}},
 		{"ipv6 everywhere", func(c *Config) {
 			c.Listeners[0].Address, c.Listeners[0].PublicAddress, c.Relay.Address = "::", "2001:db8::1", "::1"
@@ -33,13 +34,17 @@ func TestValidateOK(t *testing.T) {
 		{"relay single port", func(c *Config) { c.Relay.MinPort, c.Relay.MaxPort = 1, 1 }},
 		{"password file", func(c *Config) { c.Auth.Password, c.Auth.PasswordFile = "", "/etc/tern/auth/password" }},
 		{"shared secret file", func(c *Config) { c.Auth = Auth{Type: AuthEphemeral, Realm: "r", SharedSecretFile: "/s"} }},
-		{"offload auto", func(c *Config) { c.Offload = Offload{Engine: OffloadAuto, Interfaces: []string{"eth0", "lo"}} }},
+		{"offload auto", func(c *Config) { c.Offload = Offload{Engine: offloadmode.Auto, Interfaces: []string{"eth0", "lo"}} }},
+		{"offload clsact", func(c *Config) { c.Offload = Offload{Engine: offloadmode.TC, Attach: offloadmode.AttachClsact} }},
 		{"offload unset", func(c *Config) { c.Offload = Offload{} }},
 		{"stun mode without credentials", func(c *Config) { c.STUNMode, c.Auth = true, Auth{Type: AuthStatic, Realm: "r"} }},
 		{"stun mode ephemeral without secret", func(c *Config) { c.STUNMode, c.Auth = true, Auth{Type: AuthEphemeral, Realm: "r"} }},
 		{"tls with upstream", func(c *Config) {
-			c.Listeners[0].Protocol, c.Listeners[0].Cert, c.Listeners[0].Key = ProtoTURNTLS, "/c.pem", "/k.pem"
+			tlsListener(c)
 			c.Listeners[0].Upstream = &TLSUpstream{Address: "ingress.web.svc:443", TURNServerNames: []string{"turn.example.com"}, ClientHelloTimeout: 3}
+		}},
+		{"alternates", func(c *Config) {
+			c.Alternates = []string{"10.0.0.2:3478", "[2001:db8::2]:3478", "turn-1.example.com:443", "10.0.0.3:0"}
 		}},
 		{"node public addresses", func(c *Config) {
 			c.Relay.NodePublicAddresses = map[string]string{"node-a": "203.0.113.1", "node-b": "2001:db8::1"}
@@ -80,10 +85,21 @@ func TestValidateRules(t *testing.T) {
 		{"version wrong", func(c *Config) { c.Version = "v2" }, `version: must be "v1", got "v2"`},
 		{"offload engine unknown", func(c *Config) { c.Offload.Engine = "eBPF" }, `offload.engine: must be None, Auto, XDP or TC, got "eBPF"`},
 		{"offload engine not normalized", func(c *Config) { c.Offload.Engine = "tcmux" }, `offload.engine: must be spelled "TC"`},
+		{"offload attach unknown", func(c *Config) { c.Offload.Attach = "tc" }, `offload.attach: must be Auto, TCX or Clsact, got "tc"`},
+		{"offload attach not normalized", func(c *Config) { c.Offload.Attach = "clsact" }, `offload.attach: must be spelled "Clsact"`},
 		{"offload interface empty", func(c *Config) { c.Offload.Interfaces = []string{""} }, `offload.interfaces[0]: must be an interface name`},
 		{"offload interface too long", func(c *Config) { c.Offload.Interfaces = []string{"abcdefghijklmnop"} }, `offload.interfaces[0]: must be an interface name`},
 		{"offload interface slash", func(c *Config) { c.Offload.Interfaces = []string{"eth0", "a/b"} }, `offload.interfaces[1]: must be an interface name`},
 		{"offload interface twice", func(c *Config) { c.Offload.Interfaces = []string{"eth0", "eth0"} }, `offload.interfaces[1]: "eth0" is already offload.interfaces[0]`},
+
+		{"alternate without port", func(c *Config) { c.Alternates = []string{"10.0.0.2"} }, `alternates[0]: must be host:port`},
+		{"alternate named port", func(c *Config) { c.Alternates = []string{"10.0.0.2:3478", "10.0.0.3:turn"} }, `alternates[1]: must be host:port`},
+		{"alternate port range", func(c *Config) { c.Alternates = []string{"10.0.0.2:65536"} }, `alternates[0]: must be host:port`},
+		{"alternate empty host", func(c *Config) { c.Alternates = []string{":3478"} }, `alternates[0]: must be host:port`},
+		{"alternate bad name", func(c *Config) { c.Alternates = []string{"bad name:3478"} }, `alternates[0]: must be host:port with a host name or IP address, got`},
+		{"alternate unspecified", func(c *Config) { c.Alternates = []string{"0.0.0.0:3478"} }, `alternates[0]: must name a unicast address`},
+		{"alternate zone", func(c *Config) { c.Alternates = []string{"[fe80::1%eth0]:3478"} }, `alternates[0]: must name a unicast address`},
+		{"alternate twice", func(c *Config) { c.Alternates = []string{"10.0.0.2:3478", "[::ffff:10.0.0.2]:3478"} }, `alternates[1]: "[::ffff:10.0.0.2]:3478" is already alternates[0]`},
 
 		{"log level", func(c *Config) { c.Admin.LogLevel = "verbose" }, `admin.logLevel: unknown log level "verbose"`},
 		{"log level stunner form", func(c *Config) { c.Admin.LogLevel = "all:LOUD" }, `admin.logLevel: invalid log level "all:LOUD"`},
@@ -115,14 +131,14 @@ func TestValidateRules(t *testing.T) {
 		{"address", func(c *Config) { c.Listeners[0].Address = "localhost" }, `listeners[0].address: must be an IP address, got "localhost"`},
 		{"port zero", func(c *Config) { c.Listeners[0].Port = 0 }, `listeners[0].port: must be 1-65535, got 0`},
 		{"port high", func(c *Config) {
-			c.Listeners = append(c.Listeners, Listener{Name: "b", Protocol: ProtoTURNTCP, Address: "::", Port: 70000})
+			c.Listeners = append(c.Listeners, Listener{Name: "b", Protocol: protocol.TURNTCP, Address: "::", Port: 70000})
 		}, `listeners[1].port: must be 1-65535, got 70000`},
 		{"public port", func(c *Config) { c.Listeners[0].PublicPort = -1 }, `listeners[0].publicPort: must be 0-65535, got -1`},
 		{"public port high", func(c *Config) { c.Listeners[0].PublicPort = 65536 }, `listeners[0].publicPort: must be 0-65535, got 65536`},
 		{"public address", func(c *Config) { c.Listeners[0].PublicAddress = "example.com" },
 			`listeners[0].publicAddress: must be an IP address, got "example.com"`},
-		{"tls cert", func(c *Config) { c.Listeners[0].Protocol, c.Listeners[0].Key = ProtoTURNTLS, "k" }, `listeners[0].cert: required for TURN-TLS`},
-		{"dtls key", func(c *Config) { c.Listeners[0].Protocol, c.Listeners[0].Cert = ProtoTURNDTLS, "c" }, `listeners[0].key: required for TURN-DTLS`},
+		{"tls cert", func(c *Config) { c.Listeners[0].Protocol, c.Listeners[0].Key = protocol.TURNTLS, "k" }, `listeners[0].cert: required for TURN-TLS`},
+		{"dtls key", func(c *Config) { c.Listeners[0].Protocol, c.Listeners[0].Cert = protocol.TURNDTLS, "c" }, `listeners[0].key: required for TURN-DTLS`},
 		{"route", func(c *Config) { c.Listeners[0].Routes = []string{"local", "nope"} }, `listeners[0].routes[1]: no cluster named "nope"`},
 
 		{"cluster name", func(c *Config) { c.Clusters[0].Name, c.Listeners[0].Routes = "", nil }, `clusters[0].name: must not be empty`},
@@ -236,44 +252,7 @@ func TestPrefixes(t *testing.T) {
 	}
 }
 
-func TestUnknownLogScopes(t *testing.T) {
-	got := UnknownLogScopes("all:INFO,turn:DEBUG,ice:TRACE,dtls:INFO,ice:DEBUG,Stunner:INFO")
-	if want := []string{"ice", "dtls"}; !slices.Equal(got, want) {
-		t.Errorf("UnknownLogScopes = %q, want %q", got, want)
-	}
-	if got := UnknownLogScopes("debug"); got != nil {
-		t.Errorf("UnknownLogScopes(debug) = %q, want none", got)
-	}
-}
-
-func TestParseLogLevel(t *testing.T) {
-	for in, want := range map[string]slog.Level{
-		"debug": slog.LevelDebug, "DEBUG": slog.LevelDebug, "info": slog.LevelInfo, "Info": slog.LevelInfo,
-		"warn": slog.LevelWarn, "warning": slog.LevelWarn, "WARNING": slog.LevelWarn, "error": slog.LevelError,
-		"all:INFO": slog.LevelInfo, "all:DEBUG": slog.LevelDebug, "all:ERROR": slog.LevelError,
-		"all:DEBUG,turn:INFO": slog.LevelDebug, "turn:INFO,all:WARN": slog.LevelInfo, "ice:INFO,all:WARN": slog.LevelWarn,
-		"all:debug, turn:info": slog.LevelDebug, "ALL:warn": slog.LevelWarn,
-		// A scope ternd has makes it more verbose, never less (one logger).
-		"turn:DEBUG": slog.LevelDebug, "all:INFO,turn:DEBUG": slog.LevelDebug, "all:DEBUG,turn:ERROR": slog.LevelDebug,
-		"all:INFO,stunner:TRACE": LevelTrace,
-		// Scopes ternd lacks are checked for syntax only.
-		"all:WARN,ice:DEBUG": slog.LevelWarn, "dtls:TRACE": slog.LevelInfo,
-		"trace": LevelTrace, "all:TRACE": LevelTrace, "all:DISABLE": LevelDisable, "off": LevelDisable,
-		"all:DISABLE,turn:ERROR": slog.LevelError,
-	} {
-		got, err := ParseLogLevel(in)
-		if err != nil || got != want {
-			t.Errorf("ParseLogLevel(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "verbose", "all", "all:", ":INFO", "all:INFO,", "all:INFO,turn", "all:LOUD", "all:INFO,turn:LOUD", "info:"} {
-		if got, err := ParseLogLevel(in); err == nil {
-			t.Errorf("ParseLogLevel(%q) = %v, want error", in, got)
-		}
-	}
-}
-
 // tlsListener makes c's first listener a TURN-TLS one.
 func tlsListener(c *Config) {
-	c.Listeners[0].Protocol, c.Listeners[0].Cert, c.Listeners[0].Key = ProtoTURNTLS, "/c.pem", "/k.pem"
+	c.Listeners[0].Protocol, c.Listeners[0].Cert, c.Listeners[0].Key = protocol.TURNTLS, "/c.pem", "/k.pem"
 }

@@ -76,9 +76,9 @@ type Listener interface {
 // cannot be read.
 //
 // The transport follows from the protocol's properties in the config's
-// protocol table (config.Protocols): a stream protocol is served by
-// package stream (TLS when Secure), a datagram one by udp, or by dtls when
-// Secure. A protocol added to that table with a new combination needs a
+// protocol table (dataplane/config/protocol): a stream protocol is served
+// by package stream (TLS when Secure), a datagram one by udp, or by dtls
+// when Secure. A protocol added to that table with a new combination needs a
 // transport package here too.
 func Start(env Env, lc config.Listener, al *allowlist.List) (Listener, error) {
 	info, ok := lc.Protocol.Info()

@@ -27,8 +27,11 @@ const (
 	// None relays every packet through sockets.
 	None Mode = "None"
 	// Auto attaches XDP where the interface's driver supports it, tc
-	// elsewhere, and falls back to None (with an error the caller logs and
-	// reports) where BPF is refused or the kernel is too old.
+	// elsewhere (and always tc where the egress is EgressSameInterface),
+	// skips interfaces where no egress mode works (forwarding off and
+	// routes leaving by other interfaces), and falls back to None (with
+	// an error the caller logs and reports) where BPF is refused, the
+	// kernel is too old or no interface is left.
 	Auto Mode = "Auto"
 	// XDP attaches XDP programs only; Open fails where it cannot.
 	XDP Mode = "XDP"
@@ -63,6 +66,75 @@ func equalFold(a, b string) bool {
 		}
 	}
 	return true
+}
+
+// Attach is how the tc program is attached (Config.Attach): the config
+// file's offload.attach and ternd's --offload-attach. XDP programs attach
+// through XDP links whatever it says.
+type Attach string
+
+// Attach methods.
+const (
+	// AttachAuto takes tcx where the kernel has it (Linux 6.6 on) and a
+	// clsact qdisc with a direct-action bpf filter where tcx is refused.
+	AttachAuto Attach = "Auto"
+	// AttachTCX takes tcx only (a bpf_link); Open fails without it.
+	AttachTCX Attach = "TCX"
+	// AttachClsact takes a clsact qdisc and a direct-action bpf filter
+	// through netlink (Linux 4.5 on), even where tcx would work.
+	AttachClsact Attach = "Clsact"
+)
+
+// ParseAttach returns the Attach s names: Auto, TCX or Clsact,
+// case-insensitively; "" is Auto. Any other value is an error naming it.
+func ParseAttach(s string) (Attach, error) {
+	switch {
+	case s == "" || equalFold(s, "Auto"):
+		return AttachAuto, nil
+	case equalFold(s, "TCX"):
+		return AttachTCX, nil
+	case equalFold(s, "Clsact"):
+		return AttachClsact, nil
+	}
+	return "", fmt.Errorf("offload attach %q: want Auto, TCX or Clsact", s)
+}
+
+// Egress is how a relayed packet leaves, per interface (InterfaceMode).
+type Egress string
+
+// Egress modes.
+const (
+	// EgressFIB: bpf_fib_lookup finds the way out (any interface) and
+	// bpf_redirect_neigh (tc) or bpf_redirect (XDP) sends it. The lookup
+	// needs forwarding on the arrival interface.
+	EgressFIB Egress = "fib"
+	// EgressSameInterface: the packet goes back out the interface it
+	// arrived on, the kernel's neighbour code filling in the next hop's
+	// MAC (bpf_redirect_neigh without a next hop), and no FIB forwarding
+	// check applies; or up this host's stack when the destination is a
+	// local address. Chosen where forwarding is off and every route
+	// leaves by that interface (a pod's eth0, a node's single NIC), and
+	// on lo. tc only.
+	EgressSameInterface Egress = "same_interface"
+)
+
+// InterfaceMode is how the programs run on one interface.
+type InterfaceMode struct {
+	// Hook is XDP or TC.
+	Hook Mode
+	// Attach is "tcx", "clsact", "xdp" (native) or "xdp_generic".
+	Attach string
+	// Egress is how relayed packets leave.
+	Egress Egress
+	// Why is Egress's reason as a short code for metrics:
+	// forwarding_on, loopback, single_interface (forwarding off, every
+	// route leaves by this interface), forwarding_partial (on for one
+	// family in use only), forwarding_off (TC or XDP asked for by name:
+	// packets pass to the sockets) or xdp (the XDP program knows only
+	// the FIB).
+	Why string
+	// Reason says why Attach and Egress were chosen, in words.
+	Reason string
 }
 
 // ErrUnsupported wraps the reason offload cannot run here: BPF refused
@@ -114,6 +186,8 @@ type Counters struct {
 type Config struct {
 	// Mode is Auto, XDP or TC.
 	Mode Mode
+	// Attach is how the tc program attaches; "" is AttachAuto.
+	Attach Attach
 	// Interfaces names the interfaces to attach to (STUNner's
 	// offloadInterfaces); empty means every interface that carries a
 	// Listener or a relay address (lo for 127.0.0.0/8).
@@ -134,6 +208,11 @@ func (c Config) Validate() error {
 	case Auto, XDP, TC:
 	default:
 		return fmt.Errorf("offload: mode %q: want Auto, XDP or TC", c.Mode)
+	}
+	switch c.Attach {
+	case "", AttachAuto, AttachTCX, AttachClsact:
+	default:
+		return fmt.Errorf("offload: attach %q: want Auto, TCX or Clsact", c.Attach)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -26,21 +28,30 @@ const MaxPaths = 65536
 type Offload struct {
 	mu       sync.Mutex
 	objs     ternObjects
-	links    []link.Link
+	links    []detacher
+	nl       *netlink.Handle // this network namespace's, for clsact and routes
 	attached Mode
 	ifaces   []string
-	hooks    map[string]Mode
+	modes    map[string]InterfaceMode
 }
 
 // Open loads the programs, creates the maps and attaches to cfg's
-// interfaces through bpf_links (tcx for TC, XDP links for XDP) that this
+// interfaces. tcx (Linux 6.6) and XDP attach through bpf_links that this
 // process owns: when it exits or crashes the kernel detaches the programs
-// and frees the maps, so nothing stays behind and nothing is pinned. It
+// and frees the maps, so nothing stays behind and nothing is pinned.
+// Where tcx is refused (cfg.Attach Auto) or not wanted (Clsact) the tc
+// program goes in a direct-action bpf filter on a clsact qdisc, which
+// Close removes (the qdisc too where Open added it) but a crash leaves
+// until the next Open replaces it. Each interface gets an Egress
+// (egressFor); Auto skips interfaces where neither egress works. Open
 // returns an error wrapping ErrUnsupported where BPF is refused or the
-// kernel lacks what the programs need (tcx needs Linux 6.6).
+// kernel lacks what the programs need.
 func Open(cfg Config) (*Offload, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.Attach == "" {
+		cfg.Attach = AttachAuto
 	}
 	names, err := cfg.interfaces()
 	if err != nil {
@@ -49,88 +60,131 @@ func Open(cfg Config) (*Offload, error) {
 	if len(names) == 0 {
 		return nil, errors.New("offload: no interface to attach to (no Interfaces, and no interface carries a listener address)")
 	}
-	if cfg.Mode == Auto {
-		// bpf_fib_lookup refuses to route a packet that arrived on an
-		// interface with forwarding off, so there the programs would only
-		// look at every packet and pass it. Auto leaves such interfaces
-		// alone (XDP and TC attach as asked, and count ForwardingDisabled).
-		var off []string
-		v4, v6 := cfg.families()
-		names, off = forwardingInterfaces(names, v4, v6)
-		if len(names) == 0 {
-			return nil, fmt.Errorf("%w: forwarding is off on %s (net.ipv4/ipv6.conf.<interface>.forwarding), so the kernel would route nothing", ErrUnsupported, strings.Join(off, ", "))
+	// The handle's socket lives in the calling thread's network namespace:
+	// Close removes clsact filters through it from any thread.
+	nl, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, fmt.Errorf("offload: netlink: %w", err)
+	}
+	type plan struct {
+		ifc         *net.Interface
+		egress      Egress
+		why, reason string
+	}
+	var plans []plan
+	var off []string
+	v4, v6 := cfg.families()
+	for _, name := range names {
+		ifc, err := net.InterfaceByName(name)
+		if err != nil {
+			nl.Close()
+			return nil, fmt.Errorf("offload: interface %q: %w", name, err)
 		}
+		if ifc.Flags&net.FlagLoopback != 0 && cfg.Mode == Auto {
+			// On lo every relayed packet goes from this host to itself:
+			// the host's own test or benchmark traffic, which Auto does
+			// not take over (ternbench's "ternd" row stays the socket
+			// path, and tests sharing the host's lo see no program they
+			// did not ask for). Forced TC relays it in the kernel.
+			off = append(off, name+" (loopback: Auto leaves it to the sockets; --offload-engine TC relays it in the kernel)")
+			continue
+		}
+		e, code, why, usable := egressFor(nl, ifc, v4, v6)
+		if !usable && cfg.Mode == Auto {
+			// bpf_fib_lookup refuses to route a packet that arrived on an
+			// interface with forwarding off, and packets may leave by
+			// another interface, so there the programs would only look
+			// at every packet and pass it. Auto leaves such interfaces
+			// alone (XDP and TC attach as asked, and count
+			// ForwardingDisabled).
+			off = append(off, name+" ("+why+")")
+			continue
+		}
+		plans = append(plans, plan{ifc, e, code, why})
+	}
+	if len(plans) == 0 {
+		nl.Close()
+		return nil, fmt.Errorf("%w: no interface Auto attaches to: %s", ErrUnsupported, strings.Join(off, ", "))
 	}
 	// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK; later ones
 	// to the cgroup, and RemoveMemlock then changes nothing.
 	if err := rlimit.RemoveMemlock(); err != nil {
+		nl.Close()
 		return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
 	}
-	o := &Offload{}
+	o := &Offload{nl: nl, modes: map[string]InterfaceMode{}}
 	if err := loadObjects(&o.objs); err != nil {
+		nl.Close()
 		return nil, unsupported("load programs", err)
 	}
-	o.hooks = map[string]Mode{}
-	for _, name := range names {
-		ifc, err := net.InterfaceByName(name)
-		if err != nil {
-			o.Close()
-			return nil, fmt.Errorf("offload: interface %q: %w", name, err)
+	if err := o.setLocals(); err != nil {
+		o.Close()
+		return nil, err
+	}
+	for _, p := range plans {
+		mode := cfg.Mode
+		if mode == Auto && p.egress == EgressSameInterface {
+			mode = TC // the XDP program knows only the FIB's way out
 		}
-		l, hook, err := o.attach(cfg.Mode, ifc)
+		if err := o.setIface(p.ifc, p.egress); err != nil {
+			o.Close()
+			return nil, fmt.Errorf("offload: interface %s settings: %w", p.ifc.Name, err)
+		}
+		l, im, err := o.attach(mode, cfg.Attach, p.ifc)
 		if err != nil {
 			o.Close()
 			return nil, err
 		}
+		im.Egress, im.Why, im.Reason = p.egress, p.why, im.Reason+"; "+p.egress.String()+": "+p.reason
+		if im.Hook == XDP && p.egress != EgressFIB {
+			im.Egress, im.Why, im.Reason = EgressFIB, "xdp", im.Reason+" (but the XDP program relays by FIB lookup only)"
+		}
 		o.links = append(o.links, l)
-		o.hooks[name] = hook
+		o.modes[p.ifc.Name] = im
+		o.ifaces = append(o.ifaces, p.ifc.Name)
 	}
-	o.attached = TC
-	if len(o.hooks) > 0 {
-		o.attached = XDP
-		for _, h := range o.hooks {
-			if h != XDP {
-				o.attached = TC
-			}
+	o.attached = XDP
+	for _, m := range o.modes {
+		if m.Hook != XDP {
+			o.attached = TC
 		}
 	}
-	o.ifaces = names
 	return o, nil
 }
 
-// attach attaches the program for mode to ifc and returns the hook used.
-// Auto takes native (driver) XDP where the driver has it, except on lo
-// and veth, and tc elsewhere. A veth's XDP sees a local sender's
+// String returns e as the metrics and logs name it.
+func (e Egress) String() string { return string(e) }
+
+// attach attaches the program for mode to ifc and returns how. Auto
+// takes native (driver) XDP where the driver has it, except on lo and
+// veth, and tc elsewhere. A veth's XDP sees a local sender's
 // CHECKSUM_PARTIAL datagrams with only a pseudo-header checksum, which it
 // cannot tell from full ones, and redirected frames reach a veth's peer
 // only where that peer runs XDP itself or has GRO on; tc has neither
-// problem. XDP mode takes native XDP, else generic (skb) XDP.
-func (o *Offload) attach(mode Mode, ifc *net.Interface) (link.Link, Mode, error) {
+// problem. XDP mode takes native XDP, else generic (skb) XDP. tc attaches
+// as attachTC says.
+func (o *Offload) attach(mode Mode, attach Attach, ifc *net.Interface) (detacher, InterfaceMode, error) {
 	if mode == Auto && !xdpCandidate(ifc) {
 		mode = TC
 	}
 	if mode == Auto || mode == XDP {
 		l, err := link.AttachXDP(link.XDPOptions{Program: o.objs.TernXdp, Interface: ifc.Index, Flags: link.XDPDriverMode})
 		if err == nil {
-			return l, XDP, nil
+			return l, InterfaceMode{Hook: XDP, Attach: "xdp", Reason: "native XDP"}, nil
 		}
 		if mode == XDP {
 			l, gerr := link.AttachXDP(link.XDPOptions{Program: o.objs.TernXdp, Interface: ifc.Index, Flags: link.XDPGenericMode})
 			if gerr == nil {
-				return l, XDP, nil
+				return l, InterfaceMode{Hook: XDP, Attach: "xdp_generic", Reason: fmt.Sprintf("no native XDP (%v)", err)}, nil
 			}
-			return nil, None, unsupported(fmt.Sprintf("attach XDP to %s (native: %v)", ifc.Name, err), gerr)
+			return nil, InterfaceMode{}, unsupported(fmt.Sprintf("attach XDP to %s (native: %v)", ifc.Name, err), gerr)
 		}
 	}
-	l, err := link.AttachTCX(link.TCXOptions{
-		Interface: ifc.Index,
-		Program:   o.objs.TernTc,
-		Attach:    ebpf.AttachTCXIngress,
-	})
+	l, how, why, err := o.attachTC(attach, ifc)
 	if err != nil {
-		return nil, None, unsupported(fmt.Sprintf("attach tcx ingress to %s", ifc.Name), err)
+		return nil, InterfaceMode{}, err
 	}
-	return l, TC, nil
+	return l, InterfaceMode{Hook: TC, Attach: how, Reason: why}, nil
 }
 
 // xdpCandidate reports whether Auto tries native XDP on ifc: not on lo
@@ -156,11 +210,19 @@ func (o *Offload) Hooks() map[string]Mode {
 	if o == nil {
 		return nil
 	}
-	m := make(map[string]Mode, len(o.hooks))
-	for k, v := range o.hooks {
-		m[k] = v
+	m := make(map[string]Mode, len(o.modes))
+	for k, v := range o.modes {
+		m[k] = v.Hook
 	}
 	return m
+}
+
+// InterfaceModes returns how the programs run on each attached interface.
+func (o *Offload) InterfaceModes() map[string]InterfaceMode {
+	if o == nil {
+		return nil
+	}
+	return maps.Clone(o.modes)
 }
 
 // loadObjects loads the programs and maps, telling the programs whether
@@ -438,6 +500,10 @@ func (o *Offload) Close() error {
 		}
 	}
 	o.links = nil
+	if o.nl != nil {
+		o.nl.Close()
+		o.nl = nil
+	}
 	if err := o.objs.Close(); err != nil {
 		errs = append(errs, err)
 	}
@@ -543,21 +609,6 @@ func (c Config) families() (v4, v6 bool) {
 		}
 	}
 	return v4, v6
-}
-
-// forwardingInterfaces splits names into those with forwarding on for a
-// family in use (as this network namespace's /proc/sys/net says) and
-// those without.
-func forwardingInterfaces(names []string, v4, v6 bool) (on, off []string) {
-	for _, name := range names {
-		if (v4 && sysctlOn("/proc/sys/net/ipv4/conf/"+name+"/forwarding")) ||
-			(v6 && sysctlOn("/proc/sys/net/ipv6/conf/"+name+"/forwarding")) {
-			on = append(on, name)
-		} else {
-			off = append(off, name)
-		}
-	}
-	return on, off
 }
 
 // sysctlOn reports whether the file at path reads as a non-zero number;

@@ -2,6 +2,8 @@ package promtext
 
 import (
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/tern-gw/tern/dataplane/offload"
@@ -18,6 +20,14 @@ type Engine interface {
 	// AllocationErrors returns how many Allocate requests were answered
 	// with error code (0: a code not in turn.AllocationErrorCodes).
 	AllocationErrors(code int) uint64
+	// StateBytes returns the bytes of allocations, permissions and channel
+	// bindings charged against the state budget.
+	StateBytes() int64
+	// StateBudget returns the state budget in force, bytes; 0 is none.
+	StateBudget() int64
+	// Redirects returns how many Allocate requests were answered with 300
+	// Try Alternate for reason.
+	Redirects(reason turn.RedirectReason) uint64
 }
 
 // Snapshot is what one scrape reports: the dataplane's per-worker
@@ -103,6 +113,8 @@ type Offload struct {
 	// Kernel counts the packets the programs passed on or dropped, by
 	// reason.
 	Kernel offload.Stats
+	// Interfaces is how the programs run on each attached interface.
+	Interfaces map[string]offload.InterfaceMode
 }
 
 // Write writes s in the Prometheus text format (version 0.0.4), each
@@ -205,11 +217,19 @@ func Write(w io.Writer, s *Snapshot) {
 	p.sample("tern_quota_refusals_total", label("quota", "user"), s.Engine.Refused(turn.RefusedQuotaUser))
 	p.sample("tern_quota_refusals_total", label("quota", "ip"), s.Engine.Refused(turn.RefusedQuotaIP))
 	p.sample("tern_quota_refusals_total", label("quota", "total"), s.Engine.Refused(turn.RefusedQuotaTotal))
+	p.family("tern_state_bytes", gauge, "Bytes of allocations, permissions and channel bindings charged against the state budget, at the costs docs/security.md lists.")
+	p.sample("tern_state_bytes", "", uint64(max(s.Engine.StateBytes(), 0)))
+	p.family("tern_state_budget_bytes", gauge, "The state budget in force (limits.stateBudgetMiB, or half the container's memory limit), bytes; 0 when off. Past it Allocate, CreatePermission and ChannelBind get 508 (tern_refused_requests_total, reason state_budget_*).")
+	p.sample("tern_state_budget_bytes", "", uint64(max(s.Engine.StateBudget(), 0)))
 	p.family("tern_allocation_errors_total", counter, "Allocate requests answered with an error, by code (other: a code not listed); the 401 that starts every allocation is not counted.")
 	for _, code := range turn.AllocationErrorCodes {
 		p.sample("tern_allocation_errors_total", label("code", strconv.Itoa(code)), s.Engine.AllocationErrors(code))
 	}
 	p.sample("tern_allocation_errors_total", label("code", "other"), s.Engine.AllocationErrors(0))
+	p.family("tern_redirects_total", counter, "Allocate requests redirected to an alternate server with 300 Try Alternate (RFC 8489 §10), by reason: draining (SIGTERM) or capacity (limits.maxAllocations, the state budget or no free relay port).")
+	for r, name := range turn.RedirectReasons {
+		p.sample("tern_redirects_total", label("reason", name), s.Engine.Redirects(turn.RedirectReason(r)))
+	}
 	writeOffload(p, &s.Offload)
 	p.flush()
 }
@@ -224,6 +244,12 @@ func writeOffload(p *writer, st *Offload) {
 		v = 1
 	}
 	p.sample("tern_offload_active", label("requested", orNone(st.Requested))+","+label("attached", orNone(st.Attached)), v)
+	p.family("tern_offload_interface", gauge, "1 for each interface the eBPF fast path is attached to: hook (XDP or TC), attach (tcx, clsact, xdp, xdp_generic), egress (fib: bpf_fib_lookup finds the way out and needs forwarding; same_interface: back out the arrival interface, no forwarding needed) and why (forwarding_on, loopback, single_interface, forwarding_partial, forwarding_off, xdp).")
+	for _, name := range slices.Sorted(maps.Keys(st.Interfaces)) {
+		im := st.Interfaces[name]
+		p.sample("tern_offload_interface", label("interface", name)+","+label("hook", string(im.Hook))+","+label("attach", im.Attach)+","+
+			label("egress", string(im.Egress))+","+label("why", im.Why), 1)
+	}
 	p.family("tern_offload_packets_total", counter, "Datagrams the kernel relayed without a socket, to peers (client_to_peer) and to clients (peer_to_client); they are counted in the listener, cluster and peer series too.")
 	p.sample("tern_offload_packets_total", label("direction", "client_to_peer"), st.Relayed.PeerTx)
 	p.sample("tern_offload_packets_total", label("direction", "peer_to_client"), st.Relayed.PeerRx)

@@ -152,6 +152,15 @@ func (p *Pool) Workers() int { return p.io.workers() }
 // FoldStats adds the workers' counters (datagrams from peers, drops) to sum.
 func (p *Pool) FoldStats(sum *stats.Sum) { p.io.foldStats(sum) }
 
+// RelayCost returns the bytes of Go heap one relay socket holds, for the
+// engine's state budget (turn.Config.RelayCost): its Relay (128 bytes),
+// its slots in the descriptor tables of the relay workers, each of which
+// grows by doubling to hold every descriptor up to the highest it serves
+// (up to 16 bytes a descriptor, per worker), and 32 bytes of slack:
+// TestRelayCost measured 158-163 bytes with 2 workers. The socket's kernel
+// memory is not included.
+func (p *Pool) RelayCost() int64 { return 128 + 32 + 16*int64(p.io.workers()) }
+
 // OwnAddrs returns the addresses relays bind to and advertise.
 func (p *Pool) OwnAddrs() []netip.Addr {
 	p.mu.Lock()

@@ -13,6 +13,9 @@ import (
 	"strings"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
+	"github.com/tern-gw/tern/dataplane/config/placeholder"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 	"sigs.k8s.io/yaml"
 )
 
@@ -228,12 +231,12 @@ func (s *File) Convert(opts Options) (*config.Config, []string, error) {
 		}
 	}
 	if e := s.Admin.OffloadEngine; e != "" {
-		if m, err := config.NormalizeOffloadEngine(e); err != nil {
+		if m, err := offloadmode.NormalizeEngine(e); err != nil {
 			note("admin.offload_engine: %q ignored: %v", e, err)
 		} else {
 			// Kept even when None: ternd's own default is Auto.
 			c.Offload.Engine = m
-			if m != config.OffloadNone {
+			if m != offloadmode.None {
 				note("admin.offload_engine: %q read as offload.engine %s", e, m)
 			}
 		}
@@ -263,9 +266,9 @@ func (s *File) Convert(opts Options) (*config.Config, []string, error) {
 	// listeners
 	for i, l := range s.Listeners {
 		f := fmt.Sprintf("listeners[%d]", i)
-		tl := config.Listener{Name: l.Name, Protocol: config.Protocol(l.Protocol), Port: l.Port, PublicPort: l.PublicPort, Routes: l.Routes}
+		tl := config.Listener{Name: l.Name, Protocol: protocol.Protocol(l.Protocol), Port: l.Port, PublicPort: l.PublicPort, Routes: l.Routes}
 		if tl.Protocol == "" {
-			tl.Protocol = config.ProtoTURNUDP
+			tl.Protocol = protocol.TURNUDP
 		}
 		if tl.Port == 0 {
 			tl.Port = stunnerdDefaultPort
@@ -323,9 +326,9 @@ func stunnerdAddress(a string, getenv func(string) string) string {
 		if v := getenv(stunnerdAddrEnv); v != "" {
 			return v
 		}
-		return config.PlaceholderPodIP
+		return placeholder.PodIP
 	case stunnerdNodePlaceholder:
-		return config.PlaceholderNodeIP
+		return placeholder.NodeIP
 	}
 	return a
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
 func stunnerdEnv(k string) string {
@@ -29,7 +31,7 @@ func TestParseStunnerdFiles(t *testing.T) {
 			Admin: config.Admin{Name: "stunner/udp-gateway", LogLevel: "all:INFO,turn:DEBUG",
 				MetricsAddress: ":8080", HealthAddress: "0.0.0.0:8086"},
 			Auth: config.Auth{Type: config.AuthStatic, Realm: "stunner.l7mp.io", Username: "user-1", Password: "pass-1"},
-			Listeners: []config.Listener{{Name: "stunner/udp-gateway/udp-listener", Protocol: config.ProtoTURNUDP,
+			Listeners: []config.Listener{{Name: "stunner/udp-gateway/udp-listener", Protocol: protocol.TURNUDP,
 				Address: "10.244.1.5", Port: 3478, PublicAddress: "1.2.3.4", PublicPort: 3478,
 				Routes: []string{"stunner/media-plane"}}},
 			Clusters: []config.Cluster{{Name: "stunner/media-plane", Endpoints: []string{"10.244.0.0/16", "10.96.12.7"}}},
@@ -47,7 +49,7 @@ func TestParseStunnerdFiles(t *testing.T) {
 			// No healthcheck_endpoint: stunnerd's default port.
 			Admin: config.Admin{Name: "default", LogLevel: "all:DEBUG", HealthAddress: ":8086"},
 			Auth:  config.Auth{Type: config.AuthEphemeral, Realm: "example.com", SharedSecret: "s3cret"},
-			Listeners: []config.Listener{{Name: "tcp", Protocol: config.ProtoTURNTCP, Address: "0.0.0.0", Port: 3479,
+			Listeners: []config.Listener{{Name: "tcp", Protocol: protocol.TURNTCP, Address: "0.0.0.0", Port: 3479,
 				Routes: []string{"peers"}}},
 			Clusters: []config.Cluster{{Name: "peers", Endpoints: []string{"192.0.2.0/24"}}},
 			Relay:    config.Relay{Address: "10.244.1.5", MinPort: config.DefaultRelayMinPort, MaxPort: config.DefaultRelayMaxPort},
@@ -55,7 +57,7 @@ func TestParseStunnerdFiles(t *testing.T) {
 				AllocationsPerUser: 10, AllocationsPerIP: config.DefaultAllocationsPerIP,
 				AuthFailureBurst: config.DefaultAuthFailureBurst, AuthFailureRate: config.DefaultAuthFailureRate,
 				ConnectionIdleTimeout: config.DefaultConnectionIdleTimeout, ConnectionsPerIP: config.DefaultConnectionsPerIP, MaxConnections: config.DefaultMaxConnections},
-			Offload: config.Offload{Engine: config.OffloadNone},
+			Offload: config.Offload{Engine: offloadmode.None},
 		},
 	}} {
 		t.Run(tc.file, func(t *testing.T) {
@@ -137,7 +139,7 @@ listeners: [{name: udp}]
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Offload.Engine != config.OffloadXDP {
+	if c.Offload.Engine != offloadmode.XDP {
 		t.Errorf("offload %+v", c.Offload)
 	}
 	if c.Admin.HealthAddress != "" || c.Admin.MetricsAddress != ":9090" || c.Auth.Type != config.AuthStatic {
@@ -169,7 +171,7 @@ func TestParseStunnerdTLS(t *testing.T) {
 	if gotCert != pemCert || gotKey != pemKey {
 		t.Errorf("WriteTLS got %q, %q", gotCert, gotKey)
 	}
-	if l := c.Listeners[0]; l.Protocol != config.ProtoTURNTLS || l.Cert != "/tls/tls.crt" || l.Key != "/tls/tls.key" {
+	if l := c.Listeners[0]; l.Protocol != protocol.TURNTLS || l.Cert != "/tls/tls.crt" || l.Key != "/tls/tls.key" {
 		t.Errorf("listener %+v", l)
 	}
 	if _, _, err := Parse([]byte(doc), Options{}); err == nil || !strings.Contains(err.Error(), "listeners[0].cert") {
@@ -184,14 +186,14 @@ func TestParseTURNURI(t *testing.T) {
 	}
 	l := c.Listeners[0]
 	if c.Auth.Type != config.AuthStatic || c.Auth.Username != "user1" || c.Auth.Password != "passwd1" ||
-		l.Protocol != config.ProtoTURNUDP || l.Address != "127.0.0.1" || l.Port != 3478 || c.Relay.Address != "127.0.0.1" {
+		l.Protocol != protocol.TURNUDP || l.Address != "127.0.0.1" || l.Port != 3478 || c.Relay.Address != "127.0.0.1" {
 		t.Errorf("config %+v", c)
 	}
 	c, err = ParseTURNURI("turn://s3cret@10.0.0.1?transport=tcp", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Auth.Type != config.AuthEphemeral || c.Auth.SharedSecret != "s3cret" || c.Listeners[0].Protocol != config.ProtoTURNTCP || c.Listeners[0].Port != 3478 {
+	if c.Auth.Type != config.AuthEphemeral || c.Auth.SharedSecret != "s3cret" || c.Listeners[0].Protocol != protocol.TURNTCP || c.Listeners[0].Port != 3478 {
 		t.Errorf("config %+v", c)
 	}
 	for _, bad := range []string{"stun://u:p@1.2.3.4", "turn://1.2.3.4:3478", "turn://u:p@1.2.3.4:x", "turn://u:p@1.2.3.4?transport=sctp", "::"} {

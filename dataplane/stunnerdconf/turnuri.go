@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
 // ParseTURNURI makes a config from stunnerd's positional argument
@@ -38,9 +39,9 @@ func ParseTURNURI(s string, getenv func(string) string) (*config.Config, error) 
 			return nil, fmt.Errorf("turn URI %q: port: %v", s, err)
 		}
 	}
-	proto := config.ProtoTURNUDP
+	proto := protocol.TURNUDP
 	if t := u.Query().Get("transport"); t != "" {
-		proto = config.Protocol("TURN-" + strings.ToUpper(t))
+		proto = protocol.Protocol("TURN-" + strings.ToUpper(t))
 	}
 	c := &config.Config{
 		Version:   config.Version,

@@ -31,8 +31,10 @@ var rules = []rule{
 		forbidden: []string{module + "/operator", "sigs.k8s.io/gateway-api", "sigs.k8s.io/controller-runtime"},
 	},
 	{
-		// The contract both sides link: plain data, decoding and validation.
-		pattern:   "./dataplane/config",
+		// The contract both sides link: plain data, decoding and validation,
+		// and the leaf packages of its vocabularies (endpoint, loglevel,
+		// placeholder, protocol).
+		pattern:   "./dataplane/config/...",
 		forbidden: []string{module, "k8s.io", "sigs.k8s.io/gateway-api", "sigs.k8s.io/controller-runtime"},
 		allowed:   []string{module + "/dataplane/config"},
 	},

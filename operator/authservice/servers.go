@@ -16,6 +16,7 @@ import (
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 	stnrv1 "github.com/tern-gw/tern/operator/api/v1"
 	"github.com/tern-gw/tern/operator/render"
 )
@@ -228,7 +229,7 @@ func (h *Handler) uris(ctx context.Context, gw *gwapiv1.Gateway, req request) ([
 			continue
 		}
 		// STUNner's aliases (UDP, TCP, TLS, DTLS) name the same listeners.
-		proto, _ := config.NormalizeProtocol(string(l.Protocol))
+		proto, _ := protocol.Normalize(string(l.Protocol))
 		info, ok := proto.Info()
 		if !ok || !programmed(gw, l.Name) {
 			unprogrammed = append(unprogrammed, string(l.Name))
@@ -281,9 +282,9 @@ func programmed(gw *gwapiv1.Gateway, name gwapiv1.SectionName) bool {
 // publicPort is the port clients reach listener l at: the node port of the
 // Service port that exposes it when svc is a NodePort Service, else the
 // listener's port (a LoadBalancer Service exposes the listener's port).
-func publicPort(svc *corev1.Service, l gwapiv1.Listener, t config.Transport) int {
+func publicPort(svc *corev1.Service, l gwapiv1.Listener, t protocol.Transport) int {
 	transport := corev1.ProtocolUDP
-	if t == config.TransportTCP {
+	if t == protocol.TransportTCP {
 		transport = corev1.ProtocolTCP
 	}
 	if svc.Spec.Type == corev1.ServiceTypeNodePort {

@@ -15,6 +15,7 @@ import (
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/secretfile"
 	"github.com/tern-gw/tern/internal/testenv"
 	"github.com/tern-gw/tern/operator/render"
 )
@@ -244,7 +245,7 @@ func mountedAuth(c client.Client, ns, gwName string, cfg *config.Config) (config
 	if err := get(c, ns, gwName+"-tern-auth", &s); err != nil {
 		return config.Auth{}, err
 	}
-	a, err := cfg.Auth.ReadSecretFiles(func(path string) ([]byte, error) {
+	a, err := secretfile.Read(cfg.Auth, func(path string) ([]byte, error) {
 		key, ok := strings.CutPrefix(path, render.CredentialsDir+"/")
 		if !ok || s.Data[key] == nil {
 			return nil, fmt.Errorf("%s is not a key of Secret %s/%s", path, ns, s.Name)

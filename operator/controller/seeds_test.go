@@ -17,6 +17,7 @@ import (
 	gwapiv1a2 "sigs.k8s.io/gateway-api/apis/v1alpha2"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 	"github.com/tern-gw/tern/internal/testenv"
 	stnrv1 "github.com/tern-gw/tern/operator/api/v1"
 	"github.com/tern-gw/tern/operator/render"
@@ -92,7 +93,7 @@ func TestSeeds(t *testing.T) {
 		} else if want := (config.Auth{Type: "static", Realm: "stunner.l7mp.io", Username: "user-1", Password: "pass-1"}); got != want {
 			t.Errorf("auth = %+v, want %+v (from the authRef Secret)", got, want)
 		}
-		if len(cfg.Listeners) != 1 || cfg.Listeners[0].Port != 3478 || cfg.Listeners[0].Protocol != config.ProtoTURNUDP {
+		if len(cfg.Listeners) != 1 || cfg.Listeners[0].Port != 3478 || cfg.Listeners[0].Protocol != protocol.TURNUDP {
 			t.Errorf("listeners = %+v, want one TURN-UDP listener on 3478", cfg.Listeners)
 		}
 		if got, want := endpoints(cfg), []string{"10.0.0.11", "10.244.1.5", "10.244.2.9"}; !slices.Equal(got, want) {

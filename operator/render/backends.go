@@ -11,7 +11,7 @@ import (
 
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/endpoint"
 	stnrv1 "github.com/tern-gw/tern/operator/api/v1"
 )
 
@@ -182,7 +182,7 @@ func (r *renderer) servicePeers(ref ObjectRef, b *backend, ps *[]Problem) (peers
 		out = append(out, netip.PrefixFrom(a, a.BitLen()))
 	}
 	addHost := func(h, what string) {
-		if !config.ValidHostname(h) {
+		if !endpoint.ValidHostname(h) {
 			*ps = append(*ps, r.problems.warnf(ref, b.field, "Service %s: %s %q is not a host name; left out", key, what, h))
 			return
 		}

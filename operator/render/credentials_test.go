@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/secretfile"
 )
 
 // checkCredentialsMounted fails unless the credential file the config of g
@@ -17,7 +18,7 @@ import (
 // config looks.
 func checkCredentialsMounted(t *testing.T, g *GatewayResult) {
 	t.Helper()
-	files := g.Config.Auth.SecretFiles()
+	files := secretfile.Files(g.Config.Auth)
 	if len(files) == 0 {
 		return
 	}

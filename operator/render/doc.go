@@ -24,7 +24,7 @@
 //
 // Addresses known only at run time: a pod's IP is not known when the config
 // is rendered, so address fields of the config may hold a placeholder,
-// config.PlaceholderPodIP or config.PlaceholderNodeIP, which the dataplane
+// placeholder.PodIP or placeholder.NodeIP, which the dataplane
 // replaces with its POD_IP and NODE_IP environment variables (filled by the
 // Deployment from the downward API: status.podIP and status.hostIP) before
 // validating the config. This package only produces placeholders; reading

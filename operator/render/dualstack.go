@@ -8,6 +8,7 @@ import (
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/placeholder"
 )
 
 // AnnotationIPFamilyPolicy sets the rendered Service's ipFamilyPolicy:
@@ -109,7 +110,7 @@ func firstOfEachFamily(addrs []netip.Addr) []netip.Addr {
 func dualStackRelay(relay *config.Relay, gw *gwapiv1.Gateway, standalone, hostNetwork bool) {
 	switch {
 	case !standalone && !hostNetwork:
-		relay.Address = config.PlaceholderPodIPs
+		relay.Address = placeholder.PodIPs
 	case standalone:
 		ips := firstOfEachFamily(hintedAddresses(gw))
 		if len(ips) == 0 {

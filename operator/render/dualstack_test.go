@@ -7,6 +7,7 @@ import (
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/placeholder"
 )
 
 func TestDualStackRelay(t *testing.T) {
@@ -23,8 +24,8 @@ func TestDualStackRelay(t *testing.T) {
 		standalone, hostNetwork bool
 		want                    config.Relay
 	}{
-		{"pod", addrs(), false, false, config.Relay{Address: config.PlaceholderPodIPs}},
-		{"host network keeps the node IP", addrs(), false, true, config.Relay{Address: config.PlaceholderNodeIP}},
+		{"pod", addrs(), false, false, config.Relay{Address: placeholder.PodIPs}},
+		{"host network keeps the node IP", addrs(), false, true, config.Relay{Address: placeholder.NodeIP}},
 		{"standalone, IPv4 first", addrs("::1", "127.0.0.1", "127.0.0.2"), true, false,
 			config.Relay{Address: "127.0.0.1", ExtraAddresses: []config.RelayAddress{{Address: "::1"}}}},
 		{"standalone, IPv6 only", addrs("::1"), true, false, config.Relay{Address: "::1"}},
@@ -34,7 +35,7 @@ func TestDualStackRelay(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var r config.Relay
 			if tc.hostNetwork {
-				r.Address = config.PlaceholderNodeIP
+				r.Address = placeholder.NodeIP
 			}
 			dualStackRelay(&r, tc.gw, tc.standalone, tc.hostNetwork)
 			if !reflect.DeepEqual(r, tc.want) {

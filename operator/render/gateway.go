@@ -11,6 +11,8 @@ import (
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
+	"github.com/tern-gw/tern/dataplane/config/placeholder"
 	stnrv1 "github.com/tern-gw/tern/operator/api/v1"
 )
 
@@ -134,7 +136,7 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 	}
 
 	res.Status = r.gatewayStatus(gw, &res, listeners, fatal, dpProblem, addrs, usable)
-	if mode := offloadEngine(dp); mode != config.OffloadNone && res.Config != nil {
+	if mode := offloadEngine(dp); mode != offloadmode.None && res.Config != nil {
 		res.Status.Conditions = append(res.Status.Conditions, offloadCondition(mode, gw.Generation))
 	}
 	return res
@@ -239,7 +241,7 @@ func (r *renderer) buildConfig(gw *gwapiv1.Gateway, gc *stnrv1.GatewayConfig, au
 	// pod IP (under hostNetwork, the node's), and nothing else in the
 	// pod's network namespace, nor another of the node's interfaces,
 	// needs them. ternd -f (Standalone) binds every interface.
-	adminHost := config.PlaceholderPodIP
+	adminHost := placeholder.PodIP
 	if r.opts.Standalone {
 		adminHost = "0.0.0.0"
 	}
@@ -301,10 +303,10 @@ func (r *renderer) buildConfig(gw *gwapiv1.Gateway, gc *stnrv1.GatewayConfig, au
 		// Bound to the pod's address, which is what peers reach and what
 		// XOR-RELAYED-ADDRESS must carry; under hostNetwork that is the
 		// node's address.
-		cfg.Relay.Address = config.PlaceholderPodIP
+		cfg.Relay.Address = placeholder.PodIP
 		if dp != nil && dp.Spec.HostNetwork {
 			// Clients are given the node's ExternalIP where it has one.
-			cfg.Relay.Address = config.PlaceholderNodeIP
+			cfg.Relay.Address = placeholder.NodeIP
 			cfg.Relay.NodePublicAddresses = r.nodePublicAddresses()
 		}
 	}
@@ -328,8 +330,8 @@ func (r *renderer) buildConfig(gw *gwapiv1.Gateway, gc *stnrv1.GatewayConfig, au
 	cfg.STUNMode = gc.Spec.STUNMode
 	// Always said, since ternd's own default is Auto: a pod without the
 	// privileges offload needs runs None rather than trying and logging.
-	cfg.Offload = config.Offload{Engine: config.OffloadNone}
-	if mode := offloadEngine(dp); mode != config.OffloadNone {
+	cfg.Offload = config.Offload{Engine: offloadmode.None}
+	if mode := offloadEngine(dp); mode != offloadmode.None {
 		cfg.Offload = config.Offload{Engine: mode, Interfaces: slices.Clone(dp.Spec.OffloadInterfaces)}
 	}
 	cfg.SetDefaults()

@@ -7,14 +7,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
 // listenerState is one Gateway listener while rendering.
 type listenerState struct {
 	l         *gwapiv1.Listener
-	field     string          // spec.listeners[i]
-	protocol  config.Protocol // normalized; "" if unsupported
+	field     string            // spec.listeners[i]
+	protocol  protocol.Protocol // normalized; "" if unsupported
 	transport corev1.Protocol
 	tlsSecret string // Secret name in the Gateway's namespace, for TLS and DTLS
 
@@ -45,8 +45,8 @@ func (ls *listenerState) usable() bool { return ls.accepted && !ls.conflicted &&
 
 // serviceProtocol is the protocol of the Service port that exposes a
 // listener of transport t (a DTLS listener is a UDP port, TLS a TCP one).
-func serviceProtocol(t config.Transport) corev1.Protocol {
-	if t == config.TransportTCP {
+func serviceProtocol(t protocol.Transport) corev1.Protocol {
+	if t == protocol.TransportTCP {
 		return corev1.ProtocolTCP
 	}
 	return corev1.ProtocolUDP
@@ -71,11 +71,11 @@ func (r *renderer) checkListeners(gw *gwapiv1.Gateway) []*listenerState {
 
 		// STUNner's operator reads UDP, TCP, TLS and DTLS as the TURN
 		// protocols of that transport, and its published manifests use them.
-		if proto, ok := config.NormalizeProtocol(string(l.Protocol)); ok {
+		if proto, ok := protocol.Normalize(string(l.Protocol)); ok {
 			ls.protocol, ls.transport = proto, serviceProtocol(proto.Transport())
 		} else {
 			ls.accepted, ls.acceptReason = false, string(gwapiv1.ListenerReasonUnsupportedProtocol)
-			bad(".protocol", "unsupported protocol %q: want %s", l.Protocol, config.ProtocolNames())
+			bad(".protocol", "unsupported protocol %q: want %s", l.Protocol, protocol.Names())
 		}
 		if l.Port < 1 || l.Port > 65535 {
 			ls.accepted, ls.acceptReason = false, string(gwapiv1.ListenerReasonPortUnavailable)

@@ -3,7 +3,7 @@ package render
 import (
 	"strings"
 
-	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/loglevel"
 	stnrv1 "github.com/tern-gw/tern/operator/api/v1"
 )
 
@@ -19,7 +19,7 @@ var stunnerLevels = map[string]string{"trace": "DEBUG", "disable": "ERROR"}
 // over from STUNner with `all:TRACE` still renders its Gateways instead of
 // leaving them all not Accepted.
 func (r *renderer) logLevel(gc *stnrv1.GatewayConfig, s string) (string, bool) {
-	_, err := config.ParseLogLevel(s)
+	_, err := loglevel.Parse(s)
 	if err == nil {
 		return s, true
 	}
@@ -45,7 +45,7 @@ func (r *renderer) logLevel(gc *stnrv1.GatewayConfig, s string) (string, bool) {
 		return err.Error(), false
 	}
 	out := strings.Join(entries, ",")
-	if _, err2 := config.ParseLogLevel(out); err2 != nil {
+	if _, err2 := loglevel.Parse(out); err2 != nil {
 		return err.Error(), false
 	}
 	r.problems.warnf(gatewayConfigRef(gc), "spec.logLevel", "%q rendered as %q: the dataplane has no TRACE or DISABLE level", s, out)

@@ -53,7 +53,7 @@ type GatewayResult struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	// Config is the dataplane config, as stored in ConfigMap. Address
-	// fields may hold config.PlaceholderPodIP or config.PlaceholderNodeIP,
+	// fields may hold placeholder.PodIP or placeholder.NodeIP,
 	// and credentials are files of Secret.
 	Config    *config.Config    `json:"config,omitempty"`
 	ConfigMap *corev1.ConfigMap `json:"configMap,omitempty"`

@@ -11,6 +11,7 @@ import (
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
 // AnnotationTLSUpstream shares TURN-TLS listeners' ports with an HTTPS
@@ -37,7 +38,7 @@ func (r *renderer) tlsUpstreams(gw *gwapiv1.Gateway, listeners []*listenerState)
 		r.problems.warnf(ref, field, `ignored: want a JSON map of listener name to "host:port" or {"address": "host:port", "turnServerNames": [...]}: %v`, err)
 		return nil
 	}
-	protos := map[string]config.Protocol{}
+	protos := map[string]protocol.Protocol{}
 	for _, ls := range listeners {
 		protos[string(ls.l.Name)] = ls.protocol
 	}
@@ -52,7 +53,7 @@ func (r *renderer) tlsUpstreams(gw *gwapiv1.Gateway, listeners []*listenerState)
 		switch proto, ok := protos[name]; {
 		case !ok:
 			r.problems.warnf(ref, field, "no listener named %q; ignored", name)
-		case proto != config.ProtoTURNTLS:
+		case proto != protocol.TURNTLS:
 			r.problems.warnf(ref, field, "listener %q: only a TLS listener can have an upstream, not %s; ignored", name, proto)
 		case err != "":
 			r.problems.warnf(ref, field, "listener %q: %s; ignored", name, err)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 	"github.com/tern-gw/tern/internal/testenv"
 )
 
@@ -172,7 +173,7 @@ func startTernd(t *testing.T, bin, cfg string) {
 	why := "ternd serves it with " + cfg
 	for _, l := range c.Listeners {
 		proto := "tcp"
-		if l.Protocol == config.ProtoTURNUDP || l.Protocol == config.ProtoTURNDTLS {
+		if l.Protocol == protocol.TURNUDP || l.Protocol == protocol.TURNDTLS {
 			proto = "udp"
 		}
 		requireFree(t, proto, net.JoinHostPort(l.Address, strconv.Itoa(l.Port)), why)

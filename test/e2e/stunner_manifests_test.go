@@ -20,6 +20,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	dpconfig "github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 	"github.com/tern-gw/tern/internal/testenv"
 	"github.com/tern-gw/tern/operator/render"
 )
@@ -94,7 +96,7 @@ func relayRendered(t *testing.T, g *render.GatewayResult, peer *peer) {
 	cfg.Admin.HealthAddress = "127.0.0.1:" + strconv.Itoa(healthPort)
 	cfg.Admin.MetricsAddress = ""
 	cfg.Admin.LogLevel = "debug"
-	cfg.Offload = dpconfig.Offload{Engine: dpconfig.OffloadNone}
+	cfg.Offload = dpconfig.Offload{Engine: offloadmode.None}
 	// The test cases' certificate Secrets hold placeholders; a pod would
 	// mount a real certificate where the config says, so this test does.
 	cert, key := writeTestCert(t, dir)
@@ -102,7 +104,7 @@ func relayRendered(t *testing.T, g *render.GatewayResult, peer *peer) {
 		l := &cfg.Listeners[i]
 		network := "udp4"
 		switch l.Protocol {
-		case dpconfig.ProtoTURNTCP, dpconfig.ProtoTURNTLS:
+		case protocol.TURNTCP, protocol.TURNTLS:
 			network = "tcp4"
 		}
 		port, release := freePort(t, network)
@@ -219,25 +221,25 @@ func credentials(t *testing.T, g *render.GatewayResult, cfg *dpconfig.Config) (u
 }
 
 // dialTURN returns a pion/turn client of addr over the transport of
-// protocol (TLS and DTLS trust any certificate: the test's is self-signed),
+// proto (TLS and DTLS trust any certificate: the test's is self-signed),
 // closed when the test ends.
-func dialTURN(t *testing.T, protocol dpconfig.Protocol, addr, user, pass string) *turn.Client {
+func dialTURN(t *testing.T, proto protocol.Protocol, addr, user, pass string) *turn.Client {
 	t.Helper()
 	var conn net.PacketConn
-	switch protocol {
-	case dpconfig.ProtoTURNTCP:
+	switch proto {
+	case protocol.TURNTCP:
 		tc, err := net.Dial("tcp4", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		conn = turn.NewSTUNConn(tc)
-	case dpconfig.ProtoTURNTLS:
+	case protocol.TURNTLS:
 		tc, err := tls.Dial("tcp4", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // self-signed test certificate
 		if err != nil {
 			t.Fatal(err)
 		}
 		conn = turn.NewSTUNConn(tc)
-	case dpconfig.ProtoTURNDTLS:
+	case protocol.TURNDTLS:
 		raddr, err := net.ResolveUDPAddr("udp4", addr)
 		if err != nil {
 			t.Fatal(err)

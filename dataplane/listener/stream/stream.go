@@ -29,6 +29,7 @@ import (
 
 	"github.com/tern-gw/tern/dataplane/allowlist"
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 	"github.com/tern-gw/tern/dataplane/listener/admission"
 	"github.com/tern-gw/tern/dataplane/listener/certs"
 	"github.com/tern-gw/tern/dataplane/listener/core"
@@ -57,7 +58,7 @@ func Start(env core.Env, lc config.Listener, al *allowlist.List) (*Listener, err
 	l := &Listener{}
 	proto := turn.ProtoTCP
 	var tlsConf *tls.Config
-	if lc.Protocol == config.ProtoTURNTLS {
+	if lc.Protocol == protocol.TURNTLS {
 		h, err := certs.New(lc, env.Log)
 		if err != nil {
 			return nil, err

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
 // TestMode: ternd's --offload-engine wins over the config, case-insensitively,
@@ -17,11 +19,11 @@ func TestMode(t *testing.T) {
 	for _, tc := range []struct {
 		engine, override, want, err string
 	}{
-		{"", "", config.OffloadAuto, ""},
-		{"None", "", config.OffloadNone, ""},
-		{"XDP", "", config.OffloadXDP, ""},
-		{"None", "tc", config.OffloadTC, ""},
-		{"XDP", "none", config.OffloadNone, ""},
+		{"", "", offloadmode.Auto, ""},
+		{"None", "", offloadmode.None, ""},
+		{"XDP", "", offloadmode.XDP, ""},
+		{"None", "tc", offloadmode.TC, ""},
+		{"XDP", "none", offloadmode.None, ""},
 		{"", "ebpf", "", "--offload-engine"},
 	} {
 		got, err := Mode(&config.Config{Offload: config.Offload{Engine: tc.engine}}, tc.override)
@@ -41,10 +43,10 @@ func TestListenerAddrs(t *testing.T) {
 	relay := config.Relay{Address: "10.0.0.5", PublicAddress: "203.0.113.5",
 		ExtraAddresses: []config.RelayAddress{{Address: "fd00::5", PublicAddress: "2001:db8::5"}}}
 	cfg := &config.Config{Listeners: []config.Listener{
-		{Name: "udp", Protocol: config.ProtoTURNUDP, Address: "0.0.0.0", Port: 3478},
-		{Name: "udp-lo", Protocol: config.ProtoTURNUDP, Address: "127.0.0.1", Port: 3479},
-		{Name: "tcp", Protocol: config.ProtoTURNTCP, Address: "127.0.0.1", Port: 3478},
-		{Name: "dtls", Protocol: config.ProtoTURNDTLS, Address: "127.0.0.1", Port: 3480},
+		{Name: "udp", Protocol: protocol.TURNUDP, Address: "0.0.0.0", Port: 3478},
+		{Name: "udp-lo", Protocol: protocol.TURNUDP, Address: "127.0.0.1", Port: 3479},
+		{Name: "tcp", Protocol: protocol.TURNTCP, Address: "127.0.0.1", Port: 3478},
+		{Name: "dtls", Protocol: protocol.TURNDTLS, Address: "127.0.0.1", Port: 3480},
 	}}
 	want := map[netip.AddrPort]string{
 		netip.MustParseAddrPort("10.0.0.5:3478"):  "udp",
@@ -66,12 +68,12 @@ func TestListenerAddrs(t *testing.T) {
 // TestOpenNone: a Mirror opened with None is inactive, attaches nothing,
 // and reports None.
 func TestOpenNone(t *testing.T) {
-	m, err := Open(config.OffloadNone, &config.Config{}, config.Relay{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	m, err := Open(offloadmode.None, "", &config.Config{}, config.Relay{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	if st := m.Status(); m.Active() || st.Attached != config.OffloadNone || st.Requested != config.OffloadNone || st.Paths != 0 {
+	if st := m.Status(); m.Active() || st.Attached != offloadmode.None || st.Requested != offloadmode.None || st.Paths != 0 {
 		t.Errorf("None: active %v, status %+v", m.Active(), st)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/pion/stun/v2"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 	"github.com/tern-gw/tern/dataplane/stats"
 	"github.com/tern-gw/tern/internal/testenv"
 	"github.com/tern-gw/tern/turn"
@@ -87,10 +89,10 @@ func newPathRig(t *testing.T) *pathRig {
 	r.client, r.listener, r.peer = udp4(t, "127.0.0.1"), udp4(t, "127.0.0.1"), udp4(t, "127.0.0.1")
 	laddr := r.listener.LocalAddr().(*net.UDPAddr).AddrPort()
 	cfg := &config.Config{
-		Listeners: []config.Listener{{Name: "udp", Protocol: config.ProtoTURNUDP, Address: "127.0.0.1", Port: int(laddr.Port())}},
+		Listeners: []config.Listener{{Name: "udp", Protocol: protocol.TURNUDP, Address: "127.0.0.1", Port: int(laddr.Port())}},
 		Relay:     config.Relay{Address: "127.0.99.1"},
 	}
-	m, err := Open(config.OffloadAuto, cfg, cfg.Relay, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	m, err := Open(offloadmode.TC, "", cfg, cfg.Relay, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,8 +357,8 @@ func TestOffloadReopen(t *testing.T) {
 	extra := udp4(t, "127.0.0.2")
 	cfg := &config.Config{
 		Listeners: []config.Listener{
-			{Name: "udp", Protocol: config.ProtoTURNUDP, Address: "127.0.0.1", Port: int(r.ft.Server.Port())},
-			{Name: "udp2", Protocol: config.ProtoTURNUDP, Address: "127.0.0.2", Port: extra.LocalAddr().(*net.UDPAddr).Port},
+			{Name: "udp", Protocol: protocol.TURNUDP, Address: "127.0.0.1", Port: int(r.ft.Server.Port())},
+			{Name: "udp2", Protocol: protocol.TURNUDP, Address: "127.0.0.2", Port: extra.LocalAddr().(*net.UDPAddr).Port},
 		},
 		Relay: config.Relay{Address: "127.0.99.1"},
 	}

@@ -1,23 +1,29 @@
-package config
+// Package protocol is the table of listener protocols of the dataplane
+// config: TURN (RFC 8656) over UDP, TCP, TLS or DTLS, each with its
+// properties (transport, secure, datagram or stream, default port, TURN URI
+// scheme). It is part of the config contract (a config.Listener's Protocol
+// is a Protocol), in a leaf package of its own because both sides read the
+// table on its own: ternd's listener starts a transport by it, the renderer
+// sets Service ports by it, the auth service writes TURN URIs by it, ternd
+// -f and bench name protocols with it. It imports nothing of Tern.
+package protocol
 
-import (
-	"strings"
-)
+import "strings"
 
 // Protocol is a listener's protocol: TURN (RFC 8656) over one transport,
 // spelled as STUNner's Gateway listeners spell it ("TURN-UDP"). Its
 // properties live in one table (protocols, below): adding a protocol means
 // adding a row there and its transport in dataplane/listener, and every
-// reader of a protocol (validation, the renderer's Service ports, the auth
-// service's TURN URIs, ternd -f) follows.
+// reader of a protocol (the config's validation, the renderer's Service
+// ports, the auth service's TURN URIs, ternd -f) follows.
 type Protocol string
 
 // Listener protocols, spelled as in the Gateway API listeners of STUNner.
 const (
-	ProtoTURNUDP  Protocol = "TURN-UDP"
-	ProtoTURNTCP  Protocol = "TURN-TCP"
-	ProtoTURNTLS  Protocol = "TURN-TLS"
-	ProtoTURNDTLS Protocol = "TURN-DTLS"
+	TURNUDP  Protocol = "TURN-UDP"
+	TURNTCP  Protocol = "TURN-TCP"
+	TURNTLS  Protocol = "TURN-TLS"
+	TURNDTLS Protocol = "TURN-DTLS"
 )
 
 // Transport is the IP transport a protocol runs over, lower case as in a
@@ -30,8 +36,8 @@ const (
 	TransportTCP Transport = "tcp"
 )
 
-// ProtocolInfo is what one listener protocol is.
-type ProtocolInfo struct {
+// Info is what one listener protocol is.
+type Info struct {
 	// Protocol is the canonical name.
 	Protocol Protocol
 	// Alias is the bare name STUNner's operator also reads as this
@@ -58,7 +64,7 @@ type ProtocolInfo struct {
 
 // URIScheme is the TURN URI scheme for p (RFC 7065 §3.1): turns for a
 // secure protocol, turn otherwise.
-func (p ProtocolInfo) URIScheme() string {
+func (p Info) URIScheme() string {
 	if p.Secure {
 		return "turns"
 	}
@@ -67,28 +73,28 @@ func (p ProtocolInfo) URIScheme() string {
 
 // protocols is the one table of listener protocols, in the order error
 // messages list them.
-var protocols = []ProtocolInfo{
-	{Protocol: ProtoTURNUDP, Alias: "UDP", Transport: TransportUDP, Datagram: true, DefaultPort: 3478},
-	{Protocol: ProtoTURNTCP, Alias: "TCP", Transport: TransportTCP, DefaultPort: 3478},
-	{Protocol: ProtoTURNTLS, Alias: "TLS", Transport: TransportTCP, Secure: true, DefaultPort: 5349},
-	{Protocol: ProtoTURNDTLS, Alias: "DTLS", Transport: TransportUDP, Secure: true, Datagram: true, DefaultPort: 5349},
+var protocols = []Info{
+	{Protocol: TURNUDP, Alias: "UDP", Transport: TransportUDP, Datagram: true, DefaultPort: 3478},
+	{Protocol: TURNTCP, Alias: "TCP", Transport: TransportTCP, DefaultPort: 3478},
+	{Protocol: TURNTLS, Alias: "TLS", Transport: TransportTCP, Secure: true, DefaultPort: 5349},
+	{Protocol: TURNDTLS, Alias: "DTLS", Transport: TransportUDP, Secure: true, Datagram: true, DefaultPort: 5349},
 }
 
-// Protocols returns the listener protocols Tern serves, in a fixed order
-// (UDP, TCP, TLS, DTLS). The slice is a copy.
-func Protocols() []ProtocolInfo {
-	return append([]ProtocolInfo(nil), protocols...)
+// All returns the listener protocols Tern serves, in a fixed order (UDP,
+// TCP, TLS, DTLS). The slice is a copy.
+func All() []Info {
+	return append([]Info(nil), protocols...)
 }
 
 // Info returns p's properties, and false when p is not a protocol of the
-// table (NormalizeProtocol first to accept aliases and any case).
-func (p Protocol) Info() (ProtocolInfo, bool) {
+// table (Normalize first to accept aliases and any case).
+func (p Protocol) Info() (Info, bool) {
 	for _, i := range protocols {
 		if i.Protocol == p {
 			return i, true
 		}
 	}
-	return ProtocolInfo{}, false
+	return Info{}, false
 }
 
 // Valid reports whether p is one of the table's protocols, spelled
@@ -105,13 +111,13 @@ func (p Protocol) Secure() bool { i, _ := p.Info(); return i.Secure }
 // when p is not valid).
 func (p Protocol) Datagram() bool { i, _ := p.Info(); return i.Datagram }
 
-// NormalizeProtocol maps a listener protocol name, case-insensitively, to
+// Normalize maps a listener protocol name, case-insensitively, to
 // its Protocol and reports whether it is one. The bare transport names
 // UDP, TCP, TLS and DTLS are aliases, as STUNner's operator reads a
 // Gateway listener's protocol; every place that reads a protocol (the
 // config, the renderer, the auth service's TURN URIs, ternd -f) calls
 // this one function.
-func NormalizeProtocol(s string) (Protocol, bool) {
+func Normalize(s string) (Protocol, bool) {
 	u := strings.ToUpper(s)
 	for _, i := range protocols {
 		if u == string(i.Protocol) || u == i.Alias {
@@ -121,9 +127,9 @@ func NormalizeProtocol(s string) (Protocol, bool) {
 	return "", false
 }
 
-// protocolList lists the canonical names joined by sep and, before the
-// last, last: "TURN-UDP, TURN-TCP, TURN-TLS or TURN-DTLS".
-func protocolList(sep, last string, name func(ProtocolInfo) string) string {
+// list lists the names joined by sep and, before the last, last:
+// "TURN-UDP, TURN-TCP, TURN-TLS or TURN-DTLS".
+func list(sep, last string, name func(Info) string) string {
 	var b strings.Builder
 	for k, i := range protocols {
 		switch {
@@ -138,9 +144,15 @@ func protocolList(sep, last string, name func(ProtocolInfo) string) string {
 	return b.String()
 }
 
-// ProtocolNames lists the accepted protocol names for error messages:
+// Names lists the accepted protocol names for error messages:
 // "TURN-UDP, TURN-TCP, TURN-TLS or TURN-DTLS (or UDP, TCP, TLS, DTLS)".
-func ProtocolNames() string {
-	return protocolList(", ", " or ", func(i ProtocolInfo) string { return string(i.Protocol) }) +
-		" (or " + protocolList(", ", ", ", func(i ProtocolInfo) string { return i.Alias }) + ")"
+func Names() string {
+	return list(", ", " or ", func(i Info) string { return string(i.Protocol) }) +
+		" (or " + list(", ", ", ", func(i Info) string { return i.Alias }) + ")"
+}
+
+// Canonical lists the canonical names, comma-separated, for error messages:
+// "TURN-UDP, TURN-TCP, TURN-TLS, TURN-DTLS".
+func Canonical() string {
+	return list(", ", ", ", func(i Info) string { return string(i.Protocol) })
 }

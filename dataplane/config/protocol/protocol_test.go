@@ -1,8 +1,8 @@
-package config
+package protocol
 
 import "testing"
 
-func TestProtocolTable(t *testing.T) {
+func TestTable(t *testing.T) {
 	for _, tc := range []struct {
 		in               string
 		want             Protocol
@@ -11,14 +11,14 @@ func TestProtocolTable(t *testing.T) {
 		scheme           string
 		port             int
 	}{
-		{"TURN-UDP", ProtoTURNUDP, TransportUDP, false, true, "turn", 3478},
-		{"tcp", ProtoTURNTCP, TransportTCP, false, false, "turn", 3478},
-		{"Turn-Tls", ProtoTURNTLS, TransportTCP, true, false, "turns", 5349},
-		{"DTLS", ProtoTURNDTLS, TransportUDP, true, true, "turns", 5349},
+		{"TURN-UDP", TURNUDP, TransportUDP, false, true, "turn", 3478},
+		{"tcp", TURNTCP, TransportTCP, false, false, "turn", 3478},
+		{"Turn-Tls", TURNTLS, TransportTCP, true, false, "turns", 5349},
+		{"DTLS", TURNDTLS, TransportUDP, true, true, "turns", 5349},
 	} {
-		p, ok := NormalizeProtocol(tc.in)
+		p, ok := Normalize(tc.in)
 		if !ok || p != tc.want {
-			t.Fatalf("NormalizeProtocol(%q) = %q, %v; want %q", tc.in, p, ok, tc.want)
+			t.Fatalf("Normalize(%q) = %q, %v; want %q", tc.in, p, ok, tc.want)
 		}
 		i, ok := p.Info()
 		if !ok || !p.Valid() || i.Protocol != p {
@@ -31,8 +31,8 @@ func TestProtocolTable(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "sctp", "TURN-SCTP", "turn-udp "} {
-		if p, ok := NormalizeProtocol(bad); ok || p != "" {
-			t.Errorf("NormalizeProtocol(%q) = %q, %v; want not a protocol", bad, p, ok)
+		if p, ok := Normalize(bad); ok || p != "" {
+			t.Errorf("Normalize(%q) = %q, %v; want not a protocol", bad, p, ok)
 		}
 		if Protocol(bad).Valid() || Protocol(bad).Transport() != "" || Protocol(bad).Secure() {
 			t.Errorf("Protocol(%q) has properties", bad)
@@ -41,10 +41,13 @@ func TestProtocolTable(t *testing.T) {
 	if got := Protocol("udp").Valid(); got {
 		t.Error("an alias is not a canonical protocol: Normalize first")
 	}
-	if got, want := ProtocolNames(), "TURN-UDP, TURN-TCP, TURN-TLS or TURN-DTLS (or UDP, TCP, TLS, DTLS)"; got != want {
-		t.Errorf("ProtocolNames() = %q, want %q", got, want)
+	if got, want := Names(), "TURN-UDP, TURN-TCP, TURN-TLS or TURN-DTLS (or UDP, TCP, TLS, DTLS)"; got != want {
+		t.Errorf("Names() = %q, want %q", got, want)
 	}
-	if len(Protocols()) != 4 {
-		t.Errorf("Protocols() has %d rows", len(Protocols()))
+	if got, want := Canonical(), "TURN-UDP, TURN-TCP, TURN-TLS, TURN-DTLS"; got != want {
+		t.Errorf("Canonical() = %q, want %q", got, want)
+	}
+	if len(All()) != 4 {
+		t.Errorf("All() has %d rows", len(All()))
 	}
 }
