@@ -30,6 +30,10 @@ func (c *listenerCounts) add(o *listenerCounts) {
 	c.conns.Shed += o.conns.Shed
 	c.conns.Idle += o.conns.Idle
 	c.conns.Frame += o.conns.Frame
+	c.conns.Routed.TURN += o.conns.Routed.TURN
+	c.conns.Routed.Upstream += o.conns.Routed.Upstream
+	c.conns.Routed.BadHello += o.conns.Routed.BadHello
+	c.conns.Routed.Unreachable += o.conns.Routed.Unreachable
 }
 
 func foldListener(l listener.Listener) *listenerCounts {
@@ -105,7 +109,9 @@ func (s *Server) writeMetrics(w io.Writer) {
 	for _, l := range running {
 		c := l.counts.conns
 		snap.Listeners = append(snap.Listeners, promtext.Listener{Name: l.name, Sum: l.counts.sum, Connections: l.counts.hasConns,
-			Conns: promtext.Conns{Active: c.Active, Accepted: c.Accepted, RefusedPerIP: c.RefusedPerIP, RefusedTotal: c.RefusedTotal, Shed: c.Shed, Idle: c.Idle, Frame: c.Frame}})
+			Conns: promtext.Conns{Active: c.Active, Accepted: c.Accepted, RefusedPerIP: c.RefusedPerIP, RefusedTotal: c.RefusedTotal, Shed: c.Shed, Idle: c.Idle, Frame: c.Frame,
+				RoutedTURN: c.Routed.TURN, RoutedUpstream: c.Routed.Upstream, BadHello: c.Routed.BadHello, Unreachable: c.Routed.Unreachable},
+			Upstream: c.HasUpstream})
 	}
 	var relays stats.Sum
 	s.relays.FoldStats(&relays)

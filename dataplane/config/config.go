@@ -130,6 +130,29 @@ type Listener struct {
 	Key  string `json:"key,omitempty"`
 	// Routes names the clusters whose peers clients of this listener may reach.
 	Routes []string `json:"routes,omitempty"`
+	// Upstream (TURN-TLS only) shares the port with an HTTPS server (see
+	// TLSUpstream); nil: every connection is TURN-TLS. Changes apply to new
+	// connections without a restart.
+	Upstream *TLSUpstream `json:"upstream,omitempty"`
+}
+
+// DefaultClientHelloTimeout is TLSUpstream.ClientHelloTimeout's default, s.
+const DefaultClientHelloTimeout = 5
+
+// TLSUpstream is where a TURN-TLS listener splices, unterminated, the
+// connections whose ClientHello is not TURN's: TURN offers ALPN
+// "stun.turn" (RFC 7443), names one of TURNServerNames in SNI, or sends
+// neither ALPN nor SNI (libwebrtc to a turns: URL with an IP address).
+type TLSUpstream struct {
+	// Address is the upstream's host:port (IP or DNS name, resolved per
+	// connection), e.g. "ingress-nginx.ingress.svc:443".
+	Address string `json:"address"`
+	// TURNServerNames are SNI host names served as TURN-TLS whatever the
+	// ALPN, compared case-insensitively.
+	TURNServerNames []string `json:"turnServerNames,omitempty"`
+	// ClientHelloTimeout bounds the wait for a whole ClientHello, seconds;
+	// 0 takes DefaultClientHelloTimeout.
+	ClientHelloTimeout int `json:"clientHelloTimeout,omitempty"`
 }
 
 // Cluster is a set of peers that a route allows (a UDPRoute backend).

@@ -174,6 +174,22 @@ func (c *Config) Validate() error {
 				bad(fmt.Sprintf("%s.routes[%d]", p, k), "no cluster named %q", r)
 			}
 		}
+		if u := l.Upstream; u != nil {
+			if l.Protocol != protocol.TURNTLS {
+				bad(p+".upstream", "only a %s listener can have an upstream, not %s", protocol.TURNTLS, l.Protocol)
+			}
+			if !endpoint.ValidHostPort(u.Address) {
+				bad(p+".upstream.address", "must be host:port with a numeric port, got %q", u.Address)
+			}
+			if u.ClientHelloTimeout < 0 {
+				bad(p+".upstream.clientHelloTimeout", "must be 0 (the default) or more seconds, got %d", u.ClientHelloTimeout)
+			}
+			for k, n := range u.TURNServerNames {
+				if n == "" || strings.ContainsAny(n, " /:") {
+					bad(fmt.Sprintf("%s.upstream.turnServerNames[%d]", p, k), "must be a host name, got %q", n)
+				}
+			}
+		}
 	}
 
 	// relay

@@ -39,6 +39,10 @@ func TestValidateOK(t *testing.T) {
 		{"offload unset", func(c *Config) { c.Offload = Offload{} }},
 		{"stun mode without credentials", func(c *Config) { c.STUNMode, c.Auth = true, Auth{Type: AuthStatic, Realm: "r"} }},
 		{"stun mode ephemeral without secret", func(c *Config) { c.STUNMode, c.Auth = true, Auth{Type: AuthEphemeral, Realm: "r"} }},
+		{"tls with upstream", func(c *Config) {
+			tlsListener(c)
+			c.Listeners[0].Upstream = &TLSUpstream{Address: "ingress.web.svc:443", TURNServerNames: []string{"turn.example.com"}, ClientHelloTimeout: 3}
+		}},
 		{"alternates", func(c *Config) {
 			c.Alternates = []string{"10.0.0.2:3478", "[2001:db8::2]:3478", "turn-1.example.com:443", "10.0.0.3:0"}
 		}},
@@ -64,6 +68,19 @@ func TestValidateRules(t *testing.T) {
 		modify func(*Config)
 		want   string
 	}{
+		{"upstream on tcp", func(c *Config) { c.Listeners[0].Upstream = &TLSUpstream{Address: "web:443"} },
+			`listeners[0].upstream: only a TURN-TLS listener can have an upstream, not TURN-UDP`},
+		{"upstream address", func(c *Config) { tlsListener(c); c.Listeners[0].Upstream = &TLSUpstream{Address: "web"} },
+			`listeners[0].upstream.address: must be host:port with a numeric port, got "web"`},
+		{"upstream timeout", func(c *Config) {
+			tlsListener(c)
+			c.Listeners[0].Upstream = &TLSUpstream{Address: "web:443", ClientHelloTimeout: -1}
+		},
+			`listeners[0].upstream.clientHelloTimeout: must be 0 (the default) or more seconds, got -1`},
+		{"upstream turn name", func(c *Config) {
+			tlsListener(c)
+			c.Listeners[0].Upstream = &TLSUpstream{Address: "web:443", TURNServerNames: []string{"ok.example", "a b"}}
+		}, `listeners[0].upstream.turnServerNames[1]: must be a host name, got "a b"`},
 		{"version empty", func(c *Config) { c.Version = "" }, `version: must be "v1", got ""`},
 		{"version wrong", func(c *Config) { c.Version = "v2" }, `version: must be "v1", got "v2"`},
 		{"offload engine unknown", func(c *Config) { c.Offload.Engine = "eBPF" }, `offload.engine: must be None, Auto, XDP or TC, got "eBPF"`},
@@ -233,4 +250,9 @@ func TestPrefixes(t *testing.T) {
 			t.Errorf("endpoint %q: error %v, want one naming the cluster", bad, err)
 		}
 	}
+}
+
+// tlsListener makes c's first listener a TURN-TLS one.
+func tlsListener(c *Config) {
+	c.Listeners[0].Protocol, c.Listeners[0].Cert, c.Listeners[0].Key = protocol.TURNTLS, "/c.pem", "/k.pem"
 }

@@ -62,6 +62,9 @@ type Listener struct {
 	// whose Conns are connections (associations), reported in the
 	// tern_listener_connections families too.
 	Connections bool
+	// Upstream is true for a TURN-TLS listener with an upstream, whose
+	// Conns' routing counts are reported in tern_listener_tls_routed_total.
+	Upstream bool
 }
 
 // Conns are a listener's connection counts.
@@ -80,6 +83,11 @@ type Conns struct {
 	// not completed within limits.partialFrameTimeout, or whose buffer
 	// the frame-buffer budget could not hold.
 	Frame uint64
+	// RoutedTURN, RoutedUpstream, BadHello and Unreachable count a
+	// TURN-TLS listener's connections by where their ClientHello sent them:
+	// TURN-TLS, the upstream, closed for a bad or slow ClientHello, closed
+	// for an upstream that could not be reached.
+	RoutedTURN, RoutedUpstream, BadHello, Unreachable uint64
 }
 
 // Cluster is one cluster's counters: packets and bytes from (Rx) and to
@@ -180,6 +188,17 @@ func Write(w io.Writer, s *Snapshot) {
 			p.sample("tern_listener_connections_closed_total", label("name", l.Name)+`,reason="shed"`, l.Conns.Shed)
 			p.sample("tern_listener_connections_closed_total", label("name", l.Name)+`,reason="idle"`, l.Conns.Idle)
 			p.sample("tern_listener_connections_closed_total", label("name", l.Name)+`,reason="frame"`, l.Conns.Frame)
+		}
+	}
+
+	p.family("tern_listener_tls_routed_total", counter, "Connections of a TURN-TLS listener with an upstream by where their ClientHello sent them: served as TURN-TLS (turn), spliced to the upstream (upstream), closed for a ClientHello not whole within clientHelloTimeout, over 16 KiB, malformed or cut short (bad_hello), or closed for an upstream that could not be reached (upstream_unreachable).")
+	for _, l := range s.Listeners {
+		if l.Upstream {
+			n := label("name", l.Name)
+			p.sample("tern_listener_tls_routed_total", n+`,route="turn"`, l.Conns.RoutedTURN)
+			p.sample("tern_listener_tls_routed_total", n+`,route="upstream"`, l.Conns.RoutedUpstream)
+			p.sample("tern_listener_tls_routed_total", n+`,route="bad_hello"`, l.Conns.BadHello)
+			p.sample("tern_listener_tls_routed_total", n+`,route="upstream_unreachable"`, l.Conns.Unreachable)
 		}
 	}
 

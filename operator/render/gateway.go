@@ -267,6 +267,7 @@ func (r *renderer) buildConfig(gw *gwapiv1.Gateway, gc *stnrv1.GatewayConfig, au
 		}
 	}
 	used := map[string]bool{}
+	upstreams := r.tlsUpstreams(gw, listeners)
 	for _, ls := range listeners {
 		if !ls.usable() {
 			continue
@@ -284,6 +285,7 @@ func (r *renderer) buildConfig(gw *gwapiv1.Gateway, gc *stnrv1.GatewayConfig, au
 		if ls.tlsSecret != "" {
 			l.Cert, l.Key = tlsFiles(r.opts.TLSDir, ls.tlsSecret)
 		}
+		l.Upstream = upstreams[string(ls.l.Name)]
 		for _, c := range l.Routes {
 			used[c] = true
 		}
