@@ -7,7 +7,7 @@
 // never blocks.
 //
 // A TURN-TLS listener with an upstream (config.TLSUpstream) reads each
-// connection's ClientHello first, without terminating TLS (clienthello.go):
+// connection's ClientHello first, without terminating TLS (package tlshello):
 // TURN goes on to the TLS handshake with the bytes read replayed
 // (helloConn), anything else is spliced to the upstream (upstream.go).
 //

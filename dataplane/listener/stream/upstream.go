@@ -8,6 +8,7 @@ import (
 
 	"github.com/tern-gw/tern/dataplane/config"
 	"github.com/tern-gw/tern/dataplane/listener/core"
+	"github.com/tern-gw/tern/dataplane/listener/tlshello"
 )
 
 const (
@@ -48,13 +49,13 @@ func (l *Listener) route(c *core.Conn, up *config.TLSUpstream, hc *helloConn) bo
 		timeout = config.DefaultClientHelloTimeout * time.Second
 	}
 	_ = c.Raw.SetReadDeadline(time.Now().Add(timeout))
-	h, raw, err := readClientHello(c.Raw)
+	h, raw, err := tlshello.Read(c.Raw)
 	if err != nil {
 		l.badHello.Add(1)
 		l.Env.Log.Debug("closing connection: no ClientHello", "client", c.FT.String(), "bytes", len(raw), "error", err)
 		return false
 	}
-	if h.isTURN(up.TURNServerNames) {
+	if h.IsTURN(up.TURNServerNames) {
 		l.routedTURN.Add(1)
 		hc.pre = raw
 		return true

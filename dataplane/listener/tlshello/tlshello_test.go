@@ -1,4 +1,4 @@
-package stream
+package tlshello
 
 import (
 	"bytes"
@@ -22,12 +22,12 @@ func helloBytes(t testing.TB, conf *tls.Config) []byte {
 	defer c.Close()
 	defer s.Close()
 	// crypto/tls writes the ClientHello in one Write; read it whole.
-	buf := make([]byte, maxClientHello)
+	buf := make([]byte, MaxSize)
 	var got []byte
 	for {
 		n, err := s.Read(buf)
 		got = append(got, buf[:n]...)
-		if _, complete, perr := parseClientHello(got); complete || perr != nil || err != nil {
+		if _, complete, perr := Parse(got); complete || perr != nil || err != nil {
 			if perr != nil || err != nil {
 				t.Fatalf("reading crypto/tls's ClientHello: %v %v", perr, err)
 			}
@@ -77,28 +77,28 @@ func TestParseClientHello(t *testing.T) {
 		{"no extensions", noExtensions, "", nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h, complete, err := parseClientHello(tc.raw)
+			h, complete, err := Parse(tc.raw)
 			if err != nil || !complete {
-				t.Fatalf("parseClientHello: complete %v, error %v", complete, err)
+				t.Fatalf("Parse: complete %v, error %v", complete, err)
 			}
-			if h.serverName != tc.wantSNI || !slices.Equal(h.alpn, tc.wantALPN) {
-				t.Errorf("got SNI %q ALPN %q, want %q %q", h.serverName, h.alpn, tc.wantSNI, tc.wantALPN)
+			if h.ServerName != tc.wantSNI || !slices.Equal(h.ALPN, tc.wantALPN) {
+				t.Errorf("got SNI %q ALPN %q, want %q %q", h.ServerName, h.ALPN, tc.wantSNI, tc.wantALPN)
 			}
-			if got := h.isTURN(names); got != tc.wantTURN {
-				t.Errorf("isTURN = %v, want %v", got, tc.wantTURN)
+			if got := h.IsTURN(names); got != tc.wantTURN {
+				t.Errorf("IsTURN = %v, want %v", got, tc.wantTURN)
 			}
 			// Every prefix of the hello is incomplete, never an error.
 			whole := 5 + 4 + int(tc.raw[6])<<16 | int(tc.raw[7])<<8 | int(tc.raw[8])
 			for i := range min(len(tc.raw), whole) {
-				if _, complete, err := parseClientHello(tc.raw[:i]); complete || err != nil {
+				if _, complete, err := Parse(tc.raw[:i]); complete || err != nil {
 					t.Fatalf("prefix of %d bytes: complete %v, error %v", i, complete, err)
 				}
 			}
 			// Read one byte at a time, with what follows the hello left unread.
 			r := iotest.OneByteReader(bytes.NewReader(append(slices.Clip(tc.raw), "GET /"...)))
-			h2, raw, err := readClientHello(r)
-			if err != nil || !bytes.HasPrefix(tc.raw, raw) || h2.serverName != tc.wantSNI {
-				t.Fatalf("readClientHello: %q, %d bytes read (want %d), %v", h2.serverName, len(raw), len(tc.raw), err)
+			h2, raw, err := Read(r)
+			if err != nil || !bytes.HasPrefix(tc.raw, raw) || h2.ServerName != tc.wantSNI {
+				t.Fatalf("Read: %q, %d bytes read (want %d), %v", h2.ServerName, len(raw), len(tc.raw), err)
 			}
 		})
 	}
@@ -115,35 +115,35 @@ func TestParseClientHelloErrors(t *testing.T) {
 		raw  []byte
 		want error
 	}{
-		{"http request", []byte("GET / HTTP/1.1\r\n"), errNotHandshake},
-		{"stun binding over tcp", []byte{0, 1, 0, 0, 0x21, 0x12, 0xa4, 0x42}, errNotHandshake},
-		{"ssl 2 version", []byte{22, 2, 0, 0, 1}, errNotHandshake},
-		{"server hello", []byte{22, 3, 3, 0, 4, 2, 0, 0, 0}, errNotHandshake},
-		{"empty record", []byte{22, 3, 1, 0, 0}, errBadHello},
-		{"record over 2^14", []byte{22, 3, 1, 0x40, 1}, errBadHello},
-		{"alert after a fragment", append(refragment(h2, 10)[:15], 21, 3, 3, 0, 2, 2, 40), errNotHandshake},
-		{"bad session id", bad, errBadHello},
-		{"hello over the cap", huge, errHelloTooLarge},
+		{"http request", []byte("GET / HTTP/1.1\r\n"), ErrNotHandshake},
+		{"stun binding over tcp", []byte{0, 1, 0, 0, 0x21, 0x12, 0xa4, 0x42}, ErrNotHandshake},
+		{"ssl 2 version", []byte{22, 2, 0, 0, 1}, ErrNotHandshake},
+		{"server hello", []byte{22, 3, 3, 0, 4, 2, 0, 0, 0}, ErrNotHandshake},
+		{"empty record", []byte{22, 3, 1, 0, 0}, ErrBadHello},
+		{"record over 2^14", []byte{22, 3, 1, 0x40, 1}, ErrBadHello},
+		{"alert after a fragment", append(refragment(h2, 10)[:15], 21, 3, 3, 0, 2, 2, 40), ErrNotHandshake},
+		{"bad session id", bad, ErrBadHello},
+		{"hello over the cap", huge, ErrTooLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, _, err := parseClientHello(tc.raw); !errors.Is(err, tc.want) {
-				t.Errorf("parseClientHello: %v, want %v", err, tc.want)
+			if _, _, err := Parse(tc.raw); !errors.Is(err, tc.want) {
+				t.Errorf("Parse: %v, want %v", err, tc.want)
 			}
 		})
 	}
 	// A hello that claims 16 KiB and sends it in records: cut at the cap.
 	var big []byte
-	for len(big) < maxClientHello+100 {
+	for len(big) < MaxSize+100 {
 		big = append(big, 22, 3, 1, 0x10, 0)
 		big = append(big, make([]byte, 0x1000)...)
 	}
 	big[5], big[6], big[7], big[8] = 1, 0, 0x3f, 0xf0 // 16368 bytes of hello
-	if _, raw, err := readClientHello(bytes.NewReader(big)); !errors.Is(err, errHelloTooLarge) || len(raw) > maxClientHello {
-		t.Errorf("readClientHello of an endless hello: %d bytes, %v", len(raw), err)
+	if _, raw, err := Read(bytes.NewReader(big)); !errors.Is(err, ErrTooLarge) || len(raw) > MaxSize {
+		t.Errorf("Read of an endless hello: %d bytes, %v", len(raw), err)
 	}
 	// Cut short by EOF.
-	if _, _, err := readClientHello(bytes.NewReader(h2[:40])); !errors.Is(err, io.ErrUnexpectedEOF) {
-		t.Errorf("readClientHello of a truncated hello: %v", err)
+	if _, _, err := Read(bytes.NewReader(h2[:40])); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("Read of a truncated hello: %v", err)
 	}
 }
 
@@ -156,20 +156,34 @@ func FuzzParseClientHello(f *testing.F) {
 	f.Add([]byte{22, 3, 1, 0, 4, 1, 0, 0, 0})
 	f.Add([]byte("GET / HTTP/1.1\r\n\r\n"))
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		h, complete, err := parseClientHello(raw)
+		h, complete, err := Parse(raw)
 		if complete && (err != nil || len(raw) < 5+4+2+32+1+2+1) {
 			t.Fatalf("complete from %d bytes, error %v", len(raw), err)
 		}
-		if !complete && (h.serverName != "" || h.alpn != nil) {
+		if !complete && (h.ServerName != "" || h.ALPN != nil) {
 			t.Fatalf("an incomplete hello returned %+v", h)
 		}
 		chunk := 1
 		if len(raw) > 0 {
 			chunk = int(raw[0]%16) + 1
 		}
-		_, got, _ := readClientHello(&chunkConn{r: bytes.NewReader(raw), chunk: chunk})
-		if len(got) > maxClientHello || len(got) > len(raw) {
+		_, got, _ := Read(&chunkConn{r: bytes.NewReader(raw), chunk: chunk})
+		if len(got) > MaxSize || len(got) > len(raw) {
 			t.Fatalf("read %d bytes of %d", len(got), len(raw))
 		}
 	})
+}
+
+// chunkConn reads from r at most chunk bytes at a time, as a TCP
+// connection may deliver a ClientHello.
+type chunkConn struct {
+	r     *bytes.Reader
+	chunk int
+}
+
+func (c *chunkConn) Read(b []byte) (int, error) {
+	if len(b) > c.chunk {
+		b = b[:c.chunk]
+	}
+	return c.r.Read(b)
 }
