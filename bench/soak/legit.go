@@ -30,9 +30,12 @@ type LegitResult struct {
 	Loss     float64 `json:"loss"`
 	// MaxClientLoss is the worst client's loss; ClientsOver1Pct the clients whose loss is 1%
 	// or more; Silent the allocated clients that received nothing back.
-	MaxClientLoss   float64 `json:"max_client_loss"`
-	ClientsOver1Pct int     `json:"clients_over_1pct"`
-	Silent          int     `json:"silent"`
+	MaxClientLoss float64 `json:"max_client_loss"`
+	// MinClientSent is the fewest datagrams an allocated client sent: below 100, one lost
+	// datagram is already 1% of a client's.
+	MinClientSent   uint64 `json:"min_client_sent"`
+	ClientsOver1Pct int    `json:"clients_over_1pct"`
+	Silent          int    `json:"silent"`
 	// RTT percentiles of the round trip client -> server -> peer -> server -> client.
 	RTTp50 time.Duration `json:"rtt_p50_ns"`
 	RTTp99 time.Duration `json:"rtt_p99_ns"`
@@ -70,10 +73,12 @@ type legit struct {
 	errs              []string
 	allocTime         time.Duration
 	peer              net.Addr
+	// allocDone is closed once every client has tried to allocate.
+	allocDone chan struct{}
 }
 
 func newLegit(cfg Config, start time.Time) *legit {
-	l := &legit{cfg: cfg, start: start, log: &countingLogger{}}
+	l := &legit{cfg: cfg, start: start, log: &countingLogger{}, allocDone: make(chan struct{})}
 	l.peer = net.UDPAddrFromAddrPort(cfg.Peer)
 	l.clients = make([]*legitClient, cfg.Allocations)
 	for i := range l.clients {
@@ -131,6 +136,7 @@ func (l *legit) allocateAll(ctx context.Context) {
 	l.mu.Lock()
 	l.allocTime = time.Since(l.start)
 	l.mu.Unlock()
+	close(l.allocDone)
 }
 
 func (l *legit) allocate(c *legitClient, i int) error {
@@ -256,6 +262,9 @@ func (l *legit) result() LegitResult {
 			continue
 		}
 		s, rcv := c.sent.Load(), c.received.Load()
+		if r.MinClientSent == 0 || s < r.MinClientSent {
+			r.MinClientSent = s
+		}
 		r.Sent += s
 		r.Received += rcv
 		if s == 0 {

@@ -31,12 +31,26 @@ func (r *Result) Failures() []string {
 		out = append(out, fmt.Sprintf("%d legitimate clients lost 1%% or more (worst %.2f%%, %d received nothing)",
 			l.ClientsOver1Pct, 100*l.MaxClientLoss, l.Silent))
 	}
-	if peak := r.PeakRSS(); peak > MaxRSS {
-		out = append(out, fmt.Sprintf("server RSS peaked at %.1f MB, above %d MB", float64(peak)/1e6, MaxRSS>>20))
+	budget := r.Config.rssBudget()
+	if peak := r.PeakRSS(); peak > budget {
+		out = append(out, fmt.Sprintf("server RSS peaked at %.1f MB, above %d MiB", float64(peak)/1e6, budget>>20))
 	}
-	if first, second := r.halfPeaks(); first > 0 && float64(second) > float64(first)*(1+RSSGrowth) {
+	// With attacks, RSS follows the attack of the moment (one after another), so the growth
+	// check would compare one attack with another; the budget above still holds.
+	if first, second := r.halfPeaks(); len(r.Attacks) == 0 && first > 0 && float64(second) > float64(first)*(1+RSSGrowth) {
 		out = append(out, fmt.Sprintf("server RSS still growing: peak %.1f MB in the first half of the run, %.1f MB in the second",
 			float64(first)/1e6, float64(second)/1e6))
+	}
+	if len(r.Attacks) < len(r.Config.Attacks) {
+		out = append(out, fmt.Sprintf("only %d of the %d attacks ran", len(r.Attacks), len(r.Config.Attacks)))
+	}
+	for _, a := range r.Attacks {
+		for _, f := range a.Failures {
+			out = append(out, fmt.Sprintf("attack %s (item %d): %s", a.Name, a.Item, f))
+		}
+		if a.PeakRSS > budget {
+			out = append(out, fmt.Sprintf("attack %s (item %d): server RSS peaked at %.1f MB, above %d MiB", a.Name, a.Item, float64(a.PeakRSS)/1e6, budget>>20))
+		}
 	}
 	return out
 }
@@ -81,26 +95,42 @@ func (r *Result) WriteJSON(path string) error {
 // (one row per minute or so) and the verdict.
 func (r *Result) WriteSummary(w io.Writer) {
 	c, l := r.Config, r.Legit
-	fmt.Fprintf(w, "## Soak: %v, %d legitimate allocations, quota attacker, %d/s wrong-password flood, %d idle TCP connections\n\n",
-		r.Elapsed.Round(time.Second), c.Allocations, c.FloodRate, c.IdleConns)
+	parts := []string{fmt.Sprintf("%d legitimate allocations", c.Allocations)}
+	if c.QuotaRate > 0 {
+		parts = append(parts, "quota attacker")
+	}
+	if c.FloodRate > 0 {
+		parts = append(parts, fmt.Sprintf("%d/s wrong-password flood", c.FloodRate))
+	}
+	if c.IdleConns > 0 {
+		parts = append(parts, fmt.Sprintf("%d idle TCP connections", c.IdleConns))
+	}
+	if len(c.Attacks) > 0 {
+		parts = append(parts, "attacks "+strings.Join(c.Attacks, ", "))
+	}
+	fmt.Fprintf(w, "## Soak: %v, %s\n\n", r.Elapsed.Round(time.Second), strings.Join(parts, ", "))
 	fmt.Fprintf(w, "| what | figure |\n|---|---|\n")
 	fmt.Fprintf(w, "| legitimate clients allocated | %d of %d in %v (%d per source address) |\n", l.Allocated, c.Allocations, l.AllocTime.Round(time.Millisecond), c.PerIP)
 	fmt.Fprintf(w, "| legitimate datagrams | %d sent, %d echoed back, loss %.3f%% |\n", l.Sent, l.Received, 100*l.Loss)
-	fmt.Fprintf(w, "| worst client's loss | %.2f%% (%d clients at 1%% or more, %d received nothing) |\n", 100*l.MaxClientLoss, l.ClientsOver1Pct, l.Silent)
+	fmt.Fprintf(w, "| worst client's loss | %.2f%% (%d clients at 1%% or more, %d received nothing; the fewest datagrams a client sent: %d) |\n",
+		100*l.MaxClientLoss, l.ClientsOver1Pct, l.Silent, l.MinClientSent)
 	fmt.Fprintf(w, "| round trip (client, server, peer and back) | p50 %v, p99 %v, max %v |\n", l.RTTp50, l.RTTp99, l.RTTMax.Round(time.Microsecond))
 	fmt.Fprintf(w, "| pion/turn warnings while relaying (failed refreshes, binds) | %d %s; %d more while closing |\n",
 		l.PionWarnings, quoteFew(l.PionMessages), l.PionWarningsAtClose)
 	if where := r.lossPath(); where != "" {
 		fmt.Fprintf(w, "| where legitimate datagrams were lost | %s |\n", where)
 	}
-	q := r.Quota
-	fmt.Fprintf(w, "| quota attacker (one user, one address) | held %d, first refusal after %v; refusals by code %v; %d unanswered |\n",
-		q.Held, q.TimeToQuota.Round(time.Millisecond), q.Refused, q.Timeouts)
-	f := r.Flood
-	fmt.Fprintf(w, "| wrong-password flood (one address) | %d sent, answered by code %v (%d nonce fetches) |\n", f.Sent, f.Answered, f.Nonces)
-	cs := r.Conns
-	fmt.Fprintf(w, "| idle TCP connections (%d per address, Binding every %v) | held %d-%d after the ramp; %d opened, %d closed by the server, %d failed |\n",
-		c.ConnsPerIP, c.KeepAlive, cs.HeldMin, cs.HeldMax, cs.Opened, cs.Closed, cs.Failed)
+	if q := r.Quota; c.QuotaRate > 0 {
+		fmt.Fprintf(w, "| quota attacker (one user, one address) | held %d, first refusal after %v; refusals by code %v; %d unanswered |\n",
+			q.Held, q.TimeToQuota.Round(time.Millisecond), q.Refused, q.Timeouts)
+	}
+	if f := r.Flood; c.FloodRate > 0 {
+		fmt.Fprintf(w, "| wrong-password flood (one address) | %d sent, answered by code %v (%d nonce fetches) |\n", f.Sent, f.Answered, f.Nonces)
+	}
+	if cs := r.Conns; c.IdleConns > 0 {
+		fmt.Fprintf(w, "| idle TCP connections (%d per address, Binding every %v) | held %d-%d after the ramp; %d opened, %d closed by the server, %d failed |\n",
+			c.ConnsPerIP, c.KeepAlive, cs.HeldMin, cs.HeldMax, cs.Opened, cs.Closed, cs.Failed)
+	}
 	if len(r.Samples) > 0 {
 		first, last := r.Samples[0], r.Samples[len(r.Samples)-1]
 		fmt.Fprintf(w, "| server RSS | %.1f MB before, peak %.1f MB, %.1f MB after the clients left |\n",
@@ -116,6 +146,19 @@ func (r *Result) WriteSummary(w io.Writer) {
 	slices.Sort(keys)
 	for _, k := range keys {
 		fmt.Fprintf(w, "| server `%s` | %.0f |\n", k, r.Server[k])
+	}
+
+	if len(r.Attacks) > 0 {
+		fmt.Fprintf(w, "\n| item | attack | from | s | figures | RSS MB before, peak | goroutines before, peak | descriptors peak | verdict |\n|---|---|---|---|---|---|---|---|---|\n")
+		for _, a := range r.Attacks {
+			verdict := "passed"
+			if len(a.Failures) > 0 || a.PeakRSS > c.rssBudget() {
+				verdict = "FAILED"
+			}
+			fmt.Fprintf(w, "| %d | %s | %.0f s | %.1f | %s | %.1f, %.1f | %.0f, %.0f | %d | %s |\n", a.Item, a.Name, a.Start.Seconds(),
+				(a.End - a.Start).Seconds(), a.Summary, float64(a.BaseRSS)/1e6, float64(a.PeakRSS)/1e6,
+				a.BaseGoroutines, a.PeakGoroutines, a.PeakFDs, verdict)
+		}
 	}
 
 	fmt.Fprintf(w, "\n| time | RSS MB | CPU | allocations (server) | TCP conns (server) | legit sent | legit loss | flood sent / answered |\n|---|---|---|---|---|---|---|---|\n")
@@ -140,7 +183,12 @@ func (r *Result) WriteSummary(w io.Writer) {
 			fmt.Fprintf(w, "- %s\n", f)
 		}
 	} else {
-		fmt.Fprintf(w, "\nPASSED: every legitimate client below %.0f%% loss, RSS below %d MB and flat.\n", 100*MaxLoss, MaxRSS>>20)
+		fmt.Fprintf(w, "\nPASSED: every legitimate client below %.0f%% loss, RSS below %d MiB", 100*MaxLoss, c.rssBudget()>>20)
+		if len(r.Attacks) > 0 {
+			fmt.Fprintf(w, ", every attack's goals met.\n")
+		} else {
+			fmt.Fprintf(w, " and flat.\n")
+		}
 	}
 }
 

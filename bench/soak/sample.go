@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -42,11 +43,15 @@ type Sample struct {
 	PeerReceived   uint64 `json:"peer_received"`
 	ServerUDPDrops uint64 `json:"server_udp_drops"`
 	SelfUDPDrops   uint64 `json:"self_udp_drops"`
+	// FDs is the server's open file descriptors.
+	FDs int `json:"fds"`
 	// Server holds the server's metrics that say what it refused and holds (see keepMetric).
 	Server map[string]float64 `json:"server,omitempty"`
 }
 
 type sampler struct {
+	// mu serializes sample: the ticker and the attack sequence both take samples.
+	mu          sync.Mutex
 	cfg         Config
 	start       time.Time
 	legit       *legit
@@ -72,7 +77,10 @@ func (s *sampler) run(ctx context.Context) {
 	}
 }
 
-func (s *sampler) sample() {
+// sample takes a sample and returns its index in s.samples.
+func (s *sampler) sample() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	sm := Sample{At: time.Since(s.start)}
 	if s.cfg.PID > 0 {
 		if m, err := procstat.ReadMemory(s.cfg.PID); err == nil {
@@ -88,6 +96,7 @@ func (s *sampler) sample() {
 	s.lastAt = sm.At
 	if s.cfg.PID > 0 {
 		sm.ServerUDPDrops, _ = procstat.UDPDrops(s.cfg.PID)
+		sm.FDs, _ = procstat.FDs(s.cfg.PID)
 	}
 	sm.SelfUDPDrops, _ = procstat.UDPDrops(os.Getpid())
 	if s.cfg.PeerPackets != nil {
@@ -110,6 +119,19 @@ func (s *sampler) sample() {
 	s.samples = append(s.samples, sm)
 	if s.cfg.Progress != nil {
 		fmt.Fprintln(s.cfg.Progress, sm.line(s.prev()))
+	}
+	return len(s.samples) - 1
+}
+
+// peaks sets r's base figures from sample first and its peaks from samples first to last.
+func (s *sampler) peaks(first, last int, r *AttackResult) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r.BaseRSS, r.BaseGoroutines = s.samples[first].RSS, s.samples[first].Server["go_goroutines"]
+	for _, sm := range s.samples[first : last+1] {
+		r.PeakRSS = max(r.PeakRSS, sm.RSS)
+		r.PeakGoroutines = max(r.PeakGoroutines, sm.Server["go_goroutines"])
+		r.PeakFDs = max(r.PeakFDs, sm.FDs)
 	}
 }
 
@@ -140,7 +162,7 @@ func keepMetric(name string) bool {
 	switch name {
 	case "stunner_allocations_active", "tern_listener_connections", "tern_listener_connections_refused_total",
 		"tern_listener_connections_closed_total", "tern_refused_requests_total", "tern_dropped_packets_total",
-		"tern_peer_packets_total", "stunner_listener_packets_total":
+		"tern_peer_packets_total", "stunner_listener_packets_total", "go_goroutines":
 		return true
 	}
 	return false

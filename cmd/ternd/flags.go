@@ -13,6 +13,7 @@ import (
 	"github.com/tern-gw/tern/dataplane"
 	"github.com/tern-gw/tern/dataplane/config"
 	"github.com/tern-gw/tern/dataplane/config/loglevel"
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
 )
 
 // flags are ternd's command line. They take stunnerd's GNU-style spellings
@@ -27,6 +28,7 @@ type flags struct {
 	cfgPath, gwPath, gwName, cmRef, cmKey, kubecfg string
 	level, logFormat, id, pprofAt, ioMode          string
 	offloadEngine                                  string
+	offloadAttach                                  string
 	watch, verbose, showVer, gso, legacyChannels   bool
 	cfgFromEnv                                     bool // cfgPath is $STUNNER_CONFIG_ORIGIN
 	packetCounters, strictChannels                 bool
@@ -95,6 +97,7 @@ func newFlags() *flags {
 	fs.BoolVar(&f.packetCounters, "packet-counters", true, "count packets and bytes per listener, cluster and peer direction for /metrics (per-worker counters); false leaves those series at 0, to measure what counting costs")
 	fs.BoolVar(&f.gso, "gso", true, "send runs of same-size datagrams to one destination as one UDP GSO message (Linux 4.18+; off where unsupported)")
 	fs.StringVar(&f.offloadEngine, "offload-engine", "", "eBPF ChannelData fast path for TURN-UDP listeners: None, Auto (falls back to sockets where BPF is refused), XDP or TC; overrides the config's offload.engine (docs/offload-control.md)")
+	fs.StringVar(&f.offloadAttach, "offload-attach", "", "how the offload's tc program attaches: Auto (tcx where the kernel has it, Linux 6.6 on, else a clsact qdisc with a direct-action bpf filter), TCX or Clsact; overrides the config's offload.attach (docs/offload.md)")
 	fs.DurationVar(&f.linger, "linger", 0, "with --io threads: while datagrams reach a UDP listener or relay worker closer together than this, the worker sleeps this long between polls instead of waking for each (fewer wake-ups under many interleaved flows, at most this much added delay); 0 wakes for each datagram")
 	fs.StringVar(&f.ioMode, "io", dataplane.IOThreads, "how workers wait for packets: threads (blocking system calls, one thread per worker) or poller (Go netpoller)")
 	fs.DurationVar(&f.grace, "grace-period", time.Hour, "on SIGTERM, how long existing allocations may keep relaying before ternd exits (a second signal exits at once)")
@@ -150,12 +153,20 @@ func (f *flags) parse(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if f.offloadEngine != "" {
-		m, err := config.NormalizeOffloadEngine(f.offloadEngine)
+		m, err := offloadmode.NormalizeEngine(f.offloadEngine)
 		if err != nil {
 			fmt.Fprintf(stderr, "ternd: --offload-engine: %v\n", err)
 			return 2
 		}
 		f.offloadEngine = m
+	}
+	if f.offloadAttach != "" {
+		a, err := offloadmode.NormalizeAttach(f.offloadAttach)
+		if err != nil {
+			fmt.Fprintf(stderr, "ternd: --offload-attach: %v\n", err)
+			return 2
+		}
+		f.offloadAttach = a
 	}
 	if f.cfgPath == "" && f.gwPath == "" && f.fs.NArg() == 0 {
 		// stunnerd's config origin when the command line names none. Tern's

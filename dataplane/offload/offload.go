@@ -7,8 +7,10 @@
 // its Expires instant. Anything the maps do not name passes to the socket
 // path untouched.
 //
-// This package imports nothing from Tern; the dataplane converts the
-// engine's channel events into Paths.
+// This package imports nothing from Tern but its own sub-packages (iface:
+// which interfaces and how packets leave them; tcattach: tcx and clsact;
+// kernel: version, capabilities, refusals); the dataplane converts the
+// engine's channel events into Paths (dataplane/offload/mirror).
 package offload
 
 import (
@@ -16,19 +18,26 @@ import (
 	"fmt"
 	"net/netip"
 	"time"
+
+	"github.com/tern-gw/tern/dataplane/offload/iface"
 )
 
 // Mode is STUNner's Dataplane.spec.offloadEngine, the config file's
-// offload.engine and ternd's --offload-engine.
+// offload.engine and ternd's --offload-engine, as
+// dataplane/config/offloadmode normalizes them.
 type Mode string
 
-// Modes. TCMux, which STUNner's enum also allows, is read as TC.
+// Modes. TCMux, which STUNner's enum also allows, is TC (offloadmode
+// reads it so).
 const (
 	// None relays every packet through sockets.
 	None Mode = "None"
 	// Auto attaches XDP where the interface's driver supports it, tc
-	// elsewhere, and falls back to None (with an error the caller logs and
-	// reports) where BPF is refused or the kernel is too old.
+	// elsewhere (and always tc where the egress is EgressSameInterface),
+	// skips interfaces where no egress mode works (forwarding off and
+	// routes leaving by other interfaces), and falls back to None (with
+	// an error the caller logs and reports) where BPF is refused, the
+	// kernel is too old or no interface is left.
 	Auto Mode = "Auto"
 	// XDP attaches XDP programs only; Open fails where it cannot.
 	XDP Mode = "XDP"
@@ -36,33 +45,51 @@ const (
 	TC Mode = "TC"
 )
 
-// ParseMode returns the Mode s names: None, Auto, XDP, TC or TCMux (= TC),
-// case-insensitively; "" is None. Any other value is an error naming it.
-func ParseMode(s string) (Mode, error) {
-	switch {
-	case s == "" || equalFold(s, "None"):
-		return None, nil
-	case equalFold(s, "Auto"):
-		return Auto, nil
-	case equalFold(s, "XDP"):
-		return XDP, nil
-	case equalFold(s, "TC"), equalFold(s, "TCMux"):
-		return TC, nil
-	}
-	return "", fmt.Errorf("offload engine %q: want None, Auto, XDP or TC", s)
-}
+// Attach is how the tc program is attached (Config.Attach): the config
+// file's offload.attach and ternd's --offload-attach, as
+// dataplane/config/offloadmode normalizes them. XDP programs attach
+// through XDP links whatever it says.
+type Attach string
 
-func equalFold(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		x, y := a[i]|0x20, b[i]|0x20
-		if x != y {
-			return false
-		}
-	}
-	return true
+// Attach methods.
+const (
+	// AttachAuto takes tcx where the kernel has it (Linux 6.6 on) and a
+	// clsact qdisc with a direct-action bpf filter where tcx is refused.
+	AttachAuto Attach = "Auto"
+	// AttachTCX takes tcx only (a bpf_link); Open fails without it.
+	AttachTCX Attach = "TCX"
+	// AttachClsact takes a clsact qdisc and a direct-action bpf filter
+	// through netlink (Linux 4.5 on), even where tcx would work.
+	AttachClsact Attach = "Clsact"
+)
+
+// Egress is how a relayed packet leaves, per interface (InterfaceMode);
+// iface.EgressFor chooses it.
+type Egress = iface.Egress
+
+// Egress modes (see iface).
+const (
+	EgressFIB           = iface.FIB
+	EgressSameInterface = iface.SameInterface
+)
+
+// InterfaceMode is how the programs run on one interface.
+type InterfaceMode struct {
+	// Hook is XDP or TC.
+	Hook Mode
+	// Attach is "tcx", "clsact", "xdp" (native) or "xdp_generic".
+	Attach string
+	// Egress is how relayed packets leave.
+	Egress Egress
+	// Why is Egress's reason as a short code for metrics:
+	// forwarding_on, loopback, single_interface (forwarding off, every
+	// route leaves by this interface), forwarding_partial (on for one
+	// family in use only), forwarding_off (TC or XDP asked for by name:
+	// packets pass to the sockets) or xdp (the XDP program knows only
+	// the FIB).
+	Why string
+	// Reason says why Attach and Egress were chosen, in words.
+	Reason string
 }
 
 // ErrUnsupported wraps the reason offload cannot run here: BPF refused
@@ -114,6 +141,8 @@ type Counters struct {
 type Config struct {
 	// Mode is Auto, XDP or TC.
 	Mode Mode
+	// Attach is how the tc program attaches; "" is AttachAuto.
+	Attach Attach
 	// Interfaces names the interfaces to attach to (STUNner's
 	// offloadInterfaces); empty means every interface that carries a
 	// Listener or a relay address (lo for 127.0.0.0/8).
@@ -134,6 +163,11 @@ func (c Config) Validate() error {
 	case Auto, XDP, TC:
 	default:
 		return fmt.Errorf("offload: mode %q: want Auto, XDP or TC", c.Mode)
+	}
+	switch c.Attach {
+	case "", AttachAuto, AttachTCX, AttachClsact:
+	default:
+		return fmt.Errorf("offload: attach %q: want Auto, TCX or Clsact", c.Attach)
 	}
 	return nil
 }

@@ -4,9 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -14,7 +14,12 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/tern-gw/tern/dataplane/offload/iface"
+	"github.com/tern-gw/tern/dataplane/offload/kernel"
+	"github.com/tern-gw/tern/dataplane/offload/tcattach"
 )
 
 // MaxPaths is the number of Paths the maps hold (each direction is one
@@ -26,21 +31,30 @@ const MaxPaths = 65536
 type Offload struct {
 	mu       sync.Mutex
 	objs     ternObjects
-	links    []link.Link
+	links    []tcattach.Detacher
+	nl       *netlink.Handle // this network namespace's, for clsact and routes
 	attached Mode
 	ifaces   []string
-	hooks    map[string]Mode
+	modes    map[string]InterfaceMode
 }
 
 // Open loads the programs, creates the maps and attaches to cfg's
-// interfaces through bpf_links (tcx for TC, XDP links for XDP) that this
+// interfaces. tcx (Linux 6.6) and XDP attach through bpf_links that this
 // process owns: when it exits or crashes the kernel detaches the programs
-// and frees the maps, so nothing stays behind and nothing is pinned. It
+// and frees the maps, so nothing stays behind and nothing is pinned.
+// Where tcx is refused (cfg.Attach Auto) or not wanted (Clsact) the tc
+// program goes in a direct-action bpf filter on a clsact qdisc, which
+// Close removes (the qdisc too where Open added it) but a crash leaves
+// until the next Open replaces it. Each interface gets an Egress
+// (iface.EgressFor); Auto skips interfaces where neither egress works. Open
 // returns an error wrapping ErrUnsupported where BPF is refused or the
-// kernel lacks what the programs need (tcx needs Linux 6.6).
+// kernel lacks what the programs need.
 func Open(cfg Config) (*Offload, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.Attach == "" {
+		cfg.Attach = AttachAuto
 	}
 	names, err := cfg.interfaces()
 	if err != nil {
@@ -49,106 +63,98 @@ func Open(cfg Config) (*Offload, error) {
 	if len(names) == 0 {
 		return nil, errors.New("offload: no interface to attach to (no Interfaces, and no interface carries a listener address)")
 	}
-	if cfg.Mode == Auto {
-		// bpf_fib_lookup refuses to route a packet that arrived on an
-		// interface with forwarding off, so there the programs would only
-		// look at every packet and pass it. Auto leaves such interfaces
-		// alone (XDP and TC attach as asked, and count ForwardingDisabled).
-		var off []string
-		v4, v6 := cfg.families()
-		names, off = forwardingInterfaces(names, v4, v6)
-		if len(names) == 0 {
-			return nil, fmt.Errorf("%w: forwarding is off on %s (net.ipv4/ipv6.conf.<interface>.forwarding), so the kernel would route nothing", ErrUnsupported, strings.Join(off, ", "))
-		}
+	// The handle's socket lives in the calling thread's network namespace:
+	// Close removes clsact filters through it from any thread.
+	v4, v6 := cfg.families()
+	nl, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, fmt.Errorf("offload: netlink: %w", err)
+	}
+	plans, off, err := iface.Plans(nl, names, cfg.Mode == Auto, v4, v6)
+	if err != nil {
+		nl.Close()
+		return nil, fmt.Errorf("offload: %w", err)
+	}
+	if len(plans) == 0 {
+		nl.Close()
+		return nil, fmt.Errorf("%w: no interface Auto attaches to: %s", ErrUnsupported, strings.Join(off, ", "))
 	}
 	// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK; later ones
 	// to the cgroup, and RemoveMemlock then changes nothing.
 	if err := rlimit.RemoveMemlock(); err != nil {
+		nl.Close()
 		return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
 	}
-	o := &Offload{}
+	o := &Offload{nl: nl, modes: map[string]InterfaceMode{}}
 	if err := loadObjects(&o.objs); err != nil {
+		nl.Close()
 		return nil, unsupported("load programs", err)
 	}
-	o.hooks = map[string]Mode{}
-	for _, name := range names {
-		ifc, err := net.InterfaceByName(name)
-		if err != nil {
-			o.Close()
-			return nil, fmt.Errorf("offload: interface %q: %w", name, err)
+	if err := o.setLocals(); err != nil {
+		o.Close()
+		return nil, err
+	}
+	for _, p := range plans {
+		mode := cfg.Mode
+		if mode == Auto && p.Egress == EgressSameInterface {
+			mode = TC // the XDP program knows only the FIB's way out
 		}
-		l, hook, err := o.attach(cfg.Mode, ifc)
+		if err := o.setIface(p.Interface, p.Egress); err != nil {
+			o.Close()
+			return nil, fmt.Errorf("offload: interface %s settings: %w", p.Interface.Name, err)
+		}
+		l, im, err := o.attach(mode, cfg.Attach, p.Interface)
 		if err != nil {
 			o.Close()
 			return nil, err
 		}
+		im.Egress, im.Why, im.Reason = p.Egress, p.Why, im.Reason+"; "+p.Egress.String()+": "+p.Reason
+		if im.Hook == XDP && p.Egress != EgressFIB {
+			im.Egress, im.Why, im.Reason = EgressFIB, "xdp", im.Reason+" (but the XDP program relays by FIB lookup only)"
+		}
 		o.links = append(o.links, l)
-		o.hooks[name] = hook
+		o.modes[p.Interface.Name] = im
+		o.ifaces = append(o.ifaces, p.Interface.Name)
 	}
-	o.attached = TC
-	if len(o.hooks) > 0 {
-		o.attached = XDP
-		for _, h := range o.hooks {
-			if h != XDP {
-				o.attached = TC
-			}
+	o.attached = XDP
+	for _, m := range o.modes {
+		if m.Hook != XDP {
+			o.attached = TC
 		}
 	}
-	o.ifaces = names
 	return o, nil
 }
 
-// attach attaches the program for mode to ifc and returns the hook used.
-// Auto takes native (driver) XDP where the driver has it, except on lo
-// and veth, and tc elsewhere. A veth's XDP sees a local sender's
+// attach attaches the program for mode to ifc and returns how. Auto
+// takes native (driver) XDP where the driver has it, except on lo and
+// veth, and tc elsewhere. A veth's XDP sees a local sender's
 // CHECKSUM_PARTIAL datagrams with only a pseudo-header checksum, which it
 // cannot tell from full ones, and redirected frames reach a veth's peer
 // only where that peer runs XDP itself or has GRO on; tc has neither
-// problem. XDP mode takes native XDP, else generic (skb) XDP.
-func (o *Offload) attach(mode Mode, ifc *net.Interface) (link.Link, Mode, error) {
-	if mode == Auto && !xdpCandidate(ifc) {
+// problem. XDP mode takes native XDP, else generic (skb) XDP. tc attaches
+// as attachTC says.
+func (o *Offload) attach(mode Mode, attach Attach, ifc *net.Interface) (tcattach.Detacher, InterfaceMode, error) {
+	if mode == Auto && !iface.XDPCandidate(ifc) {
 		mode = TC
 	}
 	if mode == Auto || mode == XDP {
 		l, err := link.AttachXDP(link.XDPOptions{Program: o.objs.TernXdp, Interface: ifc.Index, Flags: link.XDPDriverMode})
 		if err == nil {
-			return l, XDP, nil
+			return l, InterfaceMode{Hook: XDP, Attach: "xdp", Reason: "native XDP"}, nil
 		}
 		if mode == XDP {
 			l, gerr := link.AttachXDP(link.XDPOptions{Program: o.objs.TernXdp, Interface: ifc.Index, Flags: link.XDPGenericMode})
 			if gerr == nil {
-				return l, XDP, nil
+				return l, InterfaceMode{Hook: XDP, Attach: "xdp_generic", Reason: fmt.Sprintf("no native XDP (%v)", err)}, nil
 			}
-			return nil, None, unsupported(fmt.Sprintf("attach XDP to %s (native: %v)", ifc.Name, err), gerr)
+			return nil, InterfaceMode{}, unsupported(fmt.Sprintf("attach XDP to %s (native: %v)", ifc.Name, err), gerr)
 		}
 	}
-	l, err := link.AttachTCX(link.TCXOptions{
-		Interface: ifc.Index,
-		Program:   o.objs.TernTc,
-		Attach:    ebpf.AttachTCXIngress,
-	})
+	l, how, why, err := o.attachTC(attach, ifc)
 	if err != nil {
-		return nil, None, unsupported(fmt.Sprintf("attach tcx ingress to %s", ifc.Name), err)
+		return nil, InterfaceMode{}, err
 	}
-	return l, TC, nil
-}
-
-// xdpCandidate reports whether Auto tries native XDP on ifc: not on lo
-// and not on a veth (see attach).
-func xdpCandidate(ifc *net.Interface) bool {
-	if ifc.Flags&net.FlagLoopback != 0 {
-		return false
-	}
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return false
-	}
-	defer unix.Close(fd)
-	info, err := unix.IoctlGetEthtoolDrvinfo(fd, ifc.Name)
-	if err != nil {
-		return false
-	}
-	return unix.ByteSliceToString(info.Driver[:]) != "veth"
+	return l, InterfaceMode{Hook: TC, Attach: how, Reason: why}, nil
 }
 
 // Hooks returns each attached interface's hook, XDP or TC.
@@ -156,11 +162,19 @@ func (o *Offload) Hooks() map[string]Mode {
 	if o == nil {
 		return nil
 	}
-	m := make(map[string]Mode, len(o.hooks))
-	for k, v := range o.hooks {
-		m[k] = v
+	m := make(map[string]Mode, len(o.modes))
+	for k, v := range o.modes {
+		m[k] = v.Hook
 	}
 	return m
+}
+
+// InterfaceModes returns how the programs run on each attached interface.
+func (o *Offload) InterfaceModes() map[string]InterfaceMode {
+	if o == nil {
+		return nil
+	}
+	return maps.Clone(o.modes)
 }
 
 // loadObjects loads the programs and maps, telling the programs whether
@@ -173,26 +187,13 @@ func loadObjects(objs *ternObjects) error {
 	if err != nil {
 		return err
 	}
-	if kernelAtLeast(6, 16) {
+	if kernel.AtLeast(6, 16) {
 		const bpfFIPv6 = 1 << 7
 		if err := spec.Variables["l4_csum_ipv6_flag"].Set(uint64(bpfFIPv6)); err != nil {
 			return err
 		}
 	}
 	return spec.LoadAndAssign(objs, nil)
-}
-
-// kernelAtLeast reports whether uname's release is major.minor or later.
-func kernelAtLeast(major, minor int) bool {
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		return false
-	}
-	var ma, mi int
-	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi); err != nil {
-		return false
-	}
-	return ma > major || ma == major && mi >= minor
 }
 
 // unsupported wraps err in ErrUnsupported where it says the kernel refused
@@ -204,68 +205,33 @@ func unsupported(what string, err error) error {
 		// programs as an unprivileged user's and refuses their pointer
 		// arithmetic: a missing privilege, which Auto falls back on. With
 		// it, a rejection is a bug in the programs.
-		if !hasCapability(unix.CAP_PERFMON) && !hasCapability(unix.CAP_SYS_ADMIN) {
+		if !kernel.HasCapability(unix.CAP_PERFMON) && !kernel.HasCapability(unix.CAP_SYS_ADMIN) {
 			return fmt.Errorf("%w: %s: the verifier refuses the programs without CAP_PERFMON: %v", ErrUnsupported, what, err)
 		}
 		return fmt.Errorf("offload: %s: %w", what, err)
 	}
-	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) ||
-		errors.Is(err, ebpf.ErrNotSupported) || errors.Is(err, unix.EINVAL) ||
-		errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EOPNOTSUPP) {
+	if kernel.Refused(err) {
 		return fmt.Errorf("%w: %s: %v", ErrUnsupported, what, err)
 	}
 	return fmt.Errorf("offload: %s: %w", what, err)
 }
 
 // interfaces returns cfg.Interfaces, or else the names of the interfaces
-// that carry a listener or relay address (every interface with an address
-// of that family for an unspecified one).
+// that carry a listener or relay address (iface.Carrying).
 func (c Config) interfaces() ([]string, error) {
 	if len(c.Interfaces) > 0 {
 		return c.Interfaces, nil
 	}
 	var want []netip.Addr
 	for _, l := range c.Listeners {
-		want = append(want, l.Addr().Unmap())
+		want = append(want, l.Addr())
 	}
-	for _, r := range c.Relays {
-		want = append(want, r.Unmap())
-	}
-	ifcs, err := net.Interfaces()
+	want = append(want, c.Relays...)
+	names, err := iface.Carrying(want)
 	if err != nil {
-		return nil, fmt.Errorf("offload: list interfaces: %w", err)
-	}
-	var names []string
-	for _, ifc := range ifcs {
-		addrs, err := ifc.Addrs()
-		if err != nil {
-			continue
-		}
-		if carries(addrs, want) {
-			names = append(names, ifc.Name)
-		}
+		return nil, fmt.Errorf("offload: %w", err)
 	}
 	return names, nil
-}
-
-func carries(addrs []net.Addr, want []netip.Addr) bool {
-	for _, a := range addrs {
-		n, ok := a.(*net.IPNet)
-		if !ok {
-			continue
-		}
-		ip, ok := netip.AddrFromSlice(n.IP)
-		if !ok {
-			continue
-		}
-		ip = ip.Unmap()
-		for _, w := range want {
-			if w == ip || (w.IsUnspecified() && w.Is4() == ip.Is4() && !ip.IsLinkLocalUnicast()) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // Attached returns the hook the programs run on: XDP when every interface
@@ -438,6 +404,10 @@ func (o *Offload) Close() error {
 		}
 	}
 	o.links = nil
+	if o.nl != nil {
+		o.nl.Close()
+		o.nl = nil
+	}
 	if err := o.objs.Close(); err != nil {
 		errs = append(errs, err)
 	}
@@ -518,17 +488,6 @@ func addr16(a netip.Addr) [16]uint8 {
 	return out
 }
 
-// hasCapability reports whether the calling thread has capability c in its
-// effective set; false when capget fails.
-func hasCapability(c int) bool {
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		return false
-	}
-	return data[c/32].Effective&(1<<(uint(c)%32)) != 0
-}
-
 // families reports which IP families the listeners use (IPv4 when there
 // are none).
 func (c Config) families() (v4, v6 bool) {
@@ -543,30 +502,4 @@ func (c Config) families() (v4, v6 bool) {
 		}
 	}
 	return v4, v6
-}
-
-// forwardingInterfaces splits names into those with forwarding on for a
-// family in use (as this network namespace's /proc/sys/net says) and
-// those without.
-func forwardingInterfaces(names []string, v4, v6 bool) (on, off []string) {
-	for _, name := range names {
-		if (v4 && sysctlOn("/proc/sys/net/ipv4/conf/"+name+"/forwarding")) ||
-			(v6 && sysctlOn("/proc/sys/net/ipv6/conf/"+name+"/forwarding")) {
-			on = append(on, name)
-		} else {
-			off = append(off, name)
-		}
-	}
-	return on, off
-}
-
-// sysctlOn reports whether the file at path reads as a non-zero number;
-// false when it cannot be read.
-func sysctlOn(path string) bool {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return false
-	}
-	v := strings.TrimSpace(string(b))
-	return v != "" && v != "0"
 }

@@ -33,6 +33,9 @@ func (o *Offload) Interfaces() []string { return nil }
 // Hooks returns nil.
 func (o *Offload) Hooks() map[string]Mode { return nil }
 
+// InterfaceModes returns nil.
+func (o *Offload) InterfaceModes() map[string]InterfaceMode { return nil }
+
 // Put returns ErrUnsupported.
 func (o *Offload) Put(p Path) error { return ErrUnsupported }
 

@@ -34,6 +34,19 @@ type ternC2pVal struct {
 	Expires   uint64
 }
 
+type ternIface struct {
+	_     structs.HostLayout
+	Flags uint32
+	Mtu   uint32
+}
+
+type ternLocalKey struct {
+	_      structs.HostLayout
+	Addr   [16]uint8
+	Family uint8
+	Pad    [3]uint8
+}
+
 type ternP2cKey struct {
 	_         structs.HostLayout
 	Peer      [16]uint8
@@ -76,6 +89,8 @@ type ternSlotCounters struct {
 const (
 	ternMapC2p            = "c2p"
 	ternMapCounters       = "counters"
+	ternMapIfaces         = "ifaces"
+	ternMapLocals         = "locals"
 	ternMapP2c            = "p2c"
 	ternMapScratch        = "scratch"
 	ternMapStats          = "stats"
@@ -138,6 +153,8 @@ type ternProgramSpecs struct {
 type ternMapSpecs struct {
 	C2p      *ebpf.MapSpec `ebpf:"c2p"`
 	Counters *ebpf.MapSpec `ebpf:"counters"`
+	Ifaces   *ebpf.MapSpec `ebpf:"ifaces"`
+	Locals   *ebpf.MapSpec `ebpf:"locals"`
 	P2c      *ebpf.MapSpec `ebpf:"p2c"`
 	Scratch  *ebpf.MapSpec `ebpf:"scratch"`
 	Stats    *ebpf.MapSpec `ebpf:"stats"`
@@ -172,6 +189,8 @@ func (o *ternObjects) Close() error {
 type ternMaps struct {
 	C2p      *ebpf.Map `ebpf:"c2p"`
 	Counters *ebpf.Map `ebpf:"counters"`
+	Ifaces   *ebpf.Map `ebpf:"ifaces"`
+	Locals   *ebpf.Map `ebpf:"locals"`
 	P2c      *ebpf.Map `ebpf:"p2c"`
 	Scratch  *ebpf.Map `ebpf:"scratch"`
 	Stats    *ebpf.Map `ebpf:"stats"`
@@ -181,6 +200,8 @@ func (m *ternMaps) Close() error {
 	return _TernClose(
 		m.C2p,
 		m.Counters,
+		m.Ifaces,
+		m.Locals,
 		m.P2c,
 		m.Scratch,
 		m.Stats,

@@ -2,6 +2,8 @@ package promtext
 
 import (
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/tern-gw/tern/dataplane/offload"
@@ -23,6 +25,9 @@ type Engine interface {
 	StateBytes() int64
 	// StateBudget returns the state budget in force, bytes; 0 is none.
 	StateBudget() int64
+	// Redirects returns how many Allocate requests were answered with 300
+	// Try Alternate for reason.
+	Redirects(reason turn.RedirectReason) uint64
 }
 
 // Snapshot is what one scrape reports: the dataplane's per-worker
@@ -60,6 +65,9 @@ type Listener struct {
 	// whose Conns are connections (associations), reported in the
 	// tern_listener_connections families too.
 	Connections bool
+	// Upstream is true for a TURN-TLS listener with an upstream, whose
+	// Conns' routing counts are reported in tern_listener_tls_routed_total.
+	Upstream bool
 }
 
 // Conns are a listener's connection counts.
@@ -78,6 +86,11 @@ type Conns struct {
 	// not completed within limits.partialFrameTimeout, or whose buffer
 	// the frame-buffer budget could not hold.
 	Frame uint64
+	// RoutedTURN, RoutedUpstream, BadHello and Unreachable count a
+	// TURN-TLS listener's connections by where their ClientHello sent them:
+	// TURN-TLS, the upstream, closed for a bad or slow ClientHello, closed
+	// for an upstream that could not be reached.
+	RoutedTURN, RoutedUpstream, BadHello, Unreachable uint64
 }
 
 // Cluster is one cluster's counters: packets and bytes from (Rx) and to
@@ -103,6 +116,8 @@ type Offload struct {
 	// Kernel counts the packets the programs passed on or dropped, by
 	// reason.
 	Kernel offload.Stats
+	// Interfaces is how the programs run on each attached interface.
+	Interfaces map[string]offload.InterfaceMode
 }
 
 // Write writes s in the Prometheus text format (version 0.0.4), each
@@ -179,6 +194,17 @@ func Write(w io.Writer, s *Snapshot) {
 		}
 	}
 
+	p.family("tern_listener_tls_routed_total", counter, "Connections of a TURN-TLS listener with an upstream by where their ClientHello sent them: served as TURN-TLS (turn), spliced to the upstream (upstream), closed for a ClientHello not whole within clientHelloTimeout, over 16 KiB, malformed or cut short (bad_hello), or closed for an upstream that could not be reached (upstream_unreachable).")
+	for _, l := range s.Listeners {
+		if l.Upstream {
+			n := label("name", l.Name)
+			p.sample("tern_listener_tls_routed_total", n+`,route="turn"`, l.Conns.RoutedTURN)
+			p.sample("tern_listener_tls_routed_total", n+`,route="upstream"`, l.Conns.RoutedUpstream)
+			p.sample("tern_listener_tls_routed_total", n+`,route="bad_hello"`, l.Conns.BadHello)
+			p.sample("tern_listener_tls_routed_total", n+`,route="upstream_unreachable"`, l.Conns.Unreachable)
+		}
+	}
+
 	p.family("tern_dropped_packets_total", counter, "Packets dropped, by reason.")
 	for i := 1; i < turn.NumDropReasons; i++ {
 		p.sample("tern_dropped_packets_total", label("reason", turn.DropReason(i).String()), s.All.Drops[i])
@@ -203,6 +229,10 @@ func Write(w io.Writer, s *Snapshot) {
 		p.sample("tern_allocation_errors_total", label("code", strconv.Itoa(code)), s.Engine.AllocationErrors(code))
 	}
 	p.sample("tern_allocation_errors_total", label("code", "other"), s.Engine.AllocationErrors(0))
+	p.family("tern_redirects_total", counter, "Allocate requests redirected to an alternate server with 300 Try Alternate (RFC 8489 §10), by reason: draining (SIGTERM) or capacity (limits.maxAllocations, the state budget or no free relay port).")
+	for r, name := range turn.RedirectReasons {
+		p.sample("tern_redirects_total", label("reason", name), s.Engine.Redirects(turn.RedirectReason(r)))
+	}
 	p.family("tern_configs_rejected_total", counter, "Configs from a config discovery service that ternd refused (did not load, or the reconfiguration failed), keeping the running config.")
 	p.sample("tern_configs_rejected_total", "", s.ConfigsRejected)
 	writeOffload(p, &s.Offload)
@@ -219,6 +249,12 @@ func writeOffload(p *writer, st *Offload) {
 		v = 1
 	}
 	p.sample("tern_offload_active", label("requested", orNone(st.Requested))+","+label("attached", orNone(st.Attached)), v)
+	p.family("tern_offload_interface", gauge, "1 for each interface the eBPF fast path is attached to: hook (XDP or TC), attach (tcx, clsact, xdp, xdp_generic), egress (fib: bpf_fib_lookup finds the way out and needs forwarding; same_interface: back out the arrival interface, no forwarding needed) and why (forwarding_on, loopback, single_interface, forwarding_partial, forwarding_off, xdp).")
+	for _, name := range slices.Sorted(maps.Keys(st.Interfaces)) {
+		im := st.Interfaces[name]
+		p.sample("tern_offload_interface", label("interface", name)+","+label("hook", string(im.Hook))+","+label("attach", im.Attach)+","+
+			label("egress", string(im.Egress))+","+label("why", im.Why), 1)
+	}
 	p.family("tern_offload_packets_total", counter, "Datagrams the kernel relayed without a socket, to peers (client_to_peer) and to clients (peer_to_client); they are counted in the listener, cluster and peer series too.")
 	p.sample("tern_offload_packets_total", label("direction", "client_to_peer"), st.Relayed.PeerTx)
 	p.sample("tern_offload_packets_total", label("direction", "peer_to_client"), st.Relayed.PeerRx)

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/tern-gw/tern/internal/testenv"
@@ -33,7 +34,10 @@ func run(t testing.TB, args ...string) {
 // topo is the client's namespace (10.0.1.2) -- ternd's (listener 10.0.1.1,
 // relay 10.0.2.1, forwarding on) -- the peers' (10.0.2.2 permitted,
 // 10.0.2.4 in the allowlist without a permission, 10.0.2.3 outside it).
-type topo struct{ client, tern, peer string }
+type topo struct {
+	client, tern, peer string // namespaces
+	ct, pt             string // ternd's ends of the client and peer veths
+}
 
 func newTopo(t *testing.T) topo {
 	t.Helper()
@@ -43,7 +47,7 @@ func newTopo(t *testing.T) topo {
 	_, err := exec.LookPath("ip")
 	testenv.Require(t, "ip (iproute2)", err)
 	u := fmt.Sprintf("oe%d%d", os.Getpid()%10000, seq.Add(1))
-	tp := topo{client: u + "c", tern: u + "t", peer: u + "p"}
+	tp := topo{client: u + "c", tern: u + "t", peer: u + "p", ct: u + "ct", pt: u + "pt"}
 	for _, ns := range []string{tp.client, tp.tern, tp.peer} {
 		run(t, "ip", "netns", "add", ns)
 		t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
@@ -63,6 +67,40 @@ func newTopo(t *testing.T) topo {
 	// The programs' FIB lookups need forwarding on where they run; this is
 	// ternd's namespace, not the host.
 	run(t, "ip", "netns", "exec", tp.tern, "sysctl", "-q", "-w", "net.ipv4.conf.all.forwarding=1")
+	return tp
+}
+
+// newOneArmTopo is a relay with one interface, as in a pod or on a node
+// with a single NIC: ternd's namespace has only the veth ct (10.0.1.1 and
+// 10.0.2.1) and forwarding off, and the client (10.0.1.2) and the peers
+// (10.0.2.2-4) share the namespace at its other end, where forwarding is
+// off too. Every packet ternd relays leaves by the interface it came in on.
+func newOneArmTopo(t *testing.T) topo {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		testenv.SkipOrFail(t, "offload end-to-end tests need root (network namespaces, BPF)")
+	}
+	_, err := exec.LookPath("ip")
+	testenv.Require(t, "ip (iproute2)", err)
+	u := fmt.Sprintf("oa%d%d", os.Getpid()%10000, seq.Add(1))
+	tp := topo{client: u + "c", tern: u + "t", ct: u + "ct"}
+	tp.peer = tp.client
+	for _, ns := range []string{tp.client, tp.tern} {
+		run(t, "ip", "netns", "add", ns)
+		t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+		run(t, "ip", "-n", ns, "link", "set", "lo", "up")
+		// A new namespace takes IPv4 forwarding from the host's.
+		run(t, "ip", "netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv4.conf.all.forwarding=0")
+	}
+	run(t, "ip", "link", "add", u+"cc", "netns", tp.client, "type", "veth", "peer", "name", tp.ct, "netns", tp.tern)
+	for _, a := range []string{"10.0.1.1/24", "10.0.2.1/24"} {
+		run(t, "ip", "-n", tp.tern, "addr", "add", a, "dev", tp.ct)
+	}
+	for _, a := range []string{"10.0.1.2/24", "10.0.2.2/24", "10.0.2.3/24", "10.0.2.4/24"} {
+		run(t, "ip", "-n", tp.client, "addr", "add", a, "dev", u+"cc")
+	}
+	run(t, "ip", "-n", tp.client, "link", "set", u+"cc", "up")
+	run(t, "ip", "-n", tp.tern, "link", "set", tp.ct, "up")
 	return tp
 }
 
@@ -130,6 +168,42 @@ func httpIn(ns string) *http.Client {
 			})
 			return c, err
 		}}}
+}
+
+// tcIngress is what netlink says of an interface's tc ingress in
+// namespace ns: whether it has a clsact qdisc, and its bpf filters' names.
+func tcIngress(t *testing.T, ns, ifname string) (clsact bool, filters []string) {
+	t.Helper()
+	err := inNetns(ns, func() error {
+		lnk, err := netlink.LinkByName(ifname)
+		if err != nil {
+			return err
+		}
+		qs, err := netlink.QdiscList(lnk)
+		if err != nil {
+			return err
+		}
+		for _, q := range qs {
+			clsact = clsact || q.Type() == "clsact"
+		}
+		if !clsact {
+			return nil
+		}
+		fs, err := netlink.FilterList(lnk, netlink.HANDLE_MIN_INGRESS)
+		if err != nil {
+			return err
+		}
+		for _, f := range fs {
+			if bf, ok := f.(*netlink.BpfFilter); ok {
+				filters = append(filters, bf.Name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("tc ingress of %s in %s: %v", ifname, ns, err)
+	}
+	return clsact, filters
 }
 
 // metrics scrapes url and returns every sample by its line's series text,

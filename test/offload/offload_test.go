@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/pion/turn/v4"
+	"golang.org/x/sys/unix"
 
 	"github.com/tern-gw/tern/internal/testenv"
 )
@@ -71,31 +72,40 @@ type rig struct {
 	cfgPath string
 	log     *lockedBuffer
 	http    *http.Client
+	stop    func() // SIGTERM and wait; later calls do nothing
 }
 
-func startTernd(t *testing.T, tp topo) *rig {
+// startTernd runs ternd in tp.tern with the offload on (Auto) and args
+// added to its command line, and waits until it is ready.
+func startTernd(t *testing.T, tp topo, args ...string) *rig {
 	t.Helper()
 	bin := testenv.Ternd(t)
 	r := &rig{tp: tp, cfgPath: filepath.Join(t.TempDir(), "tern.yaml"), log: &lockedBuffer{}, http: httpIn(tp.client)}
 	if err := os.WriteFile(r.cfgPath, []byte(ternConfig(`"`+peerA+`", "`+peerB+`"`)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("ip", "netns", "exec", tp.tern, bin, "-c", r.cfgPath, "-w",
-		"--udp-thread-num=1", "--relay-thread-num=1", "--grace-period=0s", "-l", "info")
+	cmd := exec.Command("ip", append([]string{"netns", "exec", tp.tern, bin, "-c", r.cfgPath, "-w",
+		"--udp-thread-num=1", "--relay-thread-num=1", "--grace-period=0s", "-l", "info"}, args...)...)
 	cmd.Stdout, cmd.Stderr = r.log, r.log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
+	var once sync.Once
+	r.stop = func() {
+		once.Do(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+			}
+		})
+	}
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
+		r.stop()
 		if t.Failed() {
 			t.Logf("ternd log:\n%s", r.log)
 		}
@@ -195,15 +205,65 @@ func echoes(t *testing.T, relay net.PacketConn, peer *net.UDPAddr, n, size int) 
 	}
 }
 
-// TestOffloadEndToEnd runs ternd with offload Auto between two veth pairs
-// and checks, through real clients: pion and turnutils_uclient relay with
-// no loss and identical payloads, mostly in the kernel; the counters count
-// every packet once; peers without a permission or outside the allowlist
-// never reach the client; removing the route and Refresh 0 stop the
-// kernel path from the next packet on.
+// TestOffloadEndToEnd runs ternd with offload Auto between two veth pairs,
+// once with the tc program attached as Auto chooses (tcx on this kernel
+// when it has tcx, Linux 6.6 on) and once forced to a clsact qdisc
+// (--offload-attach Clsact, what kernels without tcx get), and checks,
+// through real clients: pion and turnutils_uclient relay with no loss
+// and identical payloads, mostly in the kernel; the counters count every
+// packet once; peers without a permission or outside the allowlist never
+// reach the client; removing the route and Refresh 0 stop the kernel path
+// from the next packet on; the clsact qdisc and Tern's filter exist while
+// ternd runs and are gone after it stops.
 func TestOffloadEndToEnd(t *testing.T) {
+	for _, attach := range []string{"Auto", "Clsact"} {
+		t.Run(attach, func(t *testing.T) { testEndToEnd(t, attach) })
+	}
+}
+
+// kernelHasTCX reports whether uname says Linux 6.6 or later.
+func kernelHasTCX() bool {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return false
+	}
+	var ma, mi int
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi); err != nil {
+		return false
+	}
+	return ma > 6 || ma == 6 && mi >= 6
+}
+
+func testEndToEnd(t *testing.T, attach string) {
 	tp := newTopo(t)
-	r := startTernd(t, tp)
+	r := startTernd(t, tp, "--offload-attach", attach)
+	wantAttach := "clsact"
+	if attach == "Auto" && kernelHasTCX() {
+		wantAttach = "tcx"
+	}
+	for _, ifn := range []string{tp.ct, tp.pt} {
+		series := `tern_offload_interface{interface="` + ifn + `",hook="TC",attach="` + wantAttach + `",egress="fib",why="forwarding_on"}`
+		if v := r.metrics(t)[series]; v != 1 {
+			t.Errorf("%s = %v, want 1; offload series:\n%v", series, v, offloadSeries(r.metrics(t)))
+		}
+		clsact, filters := tcIngress(t, tp.tern, ifn)
+		if wantAttach == "clsact" && (!clsact || len(filters) != 1 || filters[0] != "tern_tc") {
+			t.Errorf("%s while ternd runs: clsact %v, filters %v; want a clsact qdisc with tern_tc", ifn, clsact, filters)
+		}
+		if wantAttach == "tcx" && clsact {
+			t.Errorf("%s has a clsact qdisc with tcx attached", ifn)
+		}
+	}
+	if wantAttach == "clsact" {
+		defer func() {
+			r.stop()
+			for _, ifn := range []string{tp.ct, tp.pt} {
+				if clsact, filters := tcIngress(t, tp.tern, ifn); clsact || len(filters) != 0 {
+					t.Errorf("%s after ternd stopped: clsact %v, filters %v; want neither", ifn, clsact, filters)
+				}
+			}
+		}()
+	}
 	a := startEchoPeer(t, tp, peerA+":24640")
 	peerAddr := a.c.LocalAddr().(*net.UDPAddr)
 
@@ -330,6 +390,55 @@ func TestOffloadEndToEnd(t *testing.T) {
 		})
 		noKernelPath(t, r, conn, a, got, "no_channel")
 	})
+}
+
+// TestOffloadOneArm runs ternd with offload Auto where forwarding is off
+// and every route leaves by ternd's one interface (newOneArmTopo), by
+// tcx and by clsact: the kernel relays in same-interface mode, without
+// the FIB's forwarding check, and the pion client's echoes come back
+// complete, almost all relayed in the kernel.
+func TestOffloadOneArm(t *testing.T) {
+	for _, attach := range []string{"TCX", "Clsact"} {
+		t.Run(attach, func(t *testing.T) {
+			if attach == "TCX" && !kernelHasTCX() {
+				t.Skip("tcx needs Linux 6.6")
+			}
+			tp := newOneArmTopo(t)
+			r := startTernd(t, tp, "--offload-attach", attach)
+			series := `tern_offload_interface{interface="` + tp.ct + `",hook="TC",attach="` + strings.ToLower(attach) +
+				`",egress="same_interface",why="single_interface"}`
+			if v := r.metrics(t)[series]; v != 1 {
+				t.Fatalf("%s = %v, want 1; offload series:\n%v", series, v, offloadSeries(r.metrics(t)))
+			}
+			a := startEchoPeer(t, tp, peerA+":24640")
+			_, _, relay := pionClient(t, tp)
+			const n = 500
+			echoes(t, relay, a.c.LocalAddr().(*net.UDPAddr), n, 160)
+			m := r.metrics(t)
+			c2p, p2c := m[`tern_offload_packets_total{direction="client_to_peer"}`], m[`tern_offload_packets_total{direction="peer_to_client"}`]
+			t.Logf("pion: %d echoes; kernel relayed %v to the peer and %v back", n, c2p, p2c)
+			if c2p < n-10 || p2c < n-10 {
+				t.Errorf("the kernel relayed %v of %d to the peer and %v back; want all but the first few", c2p, n, p2c)
+			}
+			if a.count() != n {
+				t.Errorf("peer got %d, want %d", a.count(), n)
+			}
+			if k := m[`tern_offload_passed_packets_total{reason="forwarding_disabled"}`]; k != 0 {
+				t.Errorf("%v packets passed for forwarding off", k)
+			}
+		})
+	}
+}
+
+// offloadSeries returns the tern_offload_ series of m, for messages.
+func offloadSeries(m map[string]float64) string {
+	var b strings.Builder
+	for k, v := range m {
+		if strings.HasPrefix(k, "tern_offload_") {
+			fmt.Fprintf(&b, "%s %v\n", k, v)
+		}
+	}
+	return b.String()
 }
 
 // noKernelPath sends ChannelData on channel 0x4000 from conn, the socket

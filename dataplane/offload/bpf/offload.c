@@ -145,6 +145,38 @@ struct {
 	__type(value, __u64);
 } stats SEC(".maps");
 
+// Per-interface settings, keyed by ifindex, written by Open for every
+// interface the tc program is attached to (XDP does not read them).
+#define IFACE_SAME_INTERFACE 1 /* send back out the arrival interface, no FIB */
+#define IFACE_LOOPBACK 2       /* every destination is local: continue up */
+
+struct iface {
+	__u32 flags;
+	__u32 mtu; /* the longest IP packet the interface sends */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, struct iface);
+} ifaces SEC(".maps");
+
+// This network namespace's addresses, as Open found them: a packet the
+// same-interface mode rewrote towards one of them continues up the stack.
+struct local_key {
+	__u8 addr[16];
+	__u8 family;
+	__u8 pad[3];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct local_key);
+	__type(value, __u8);
+} locals SEC(".maps");
+
 struct scratch {
 	__u8 buf[2 * CHUNK]; /* twice CHUNK so that a masked length fits */
 };
@@ -381,10 +413,35 @@ static __always_inline int channel_length(void *ctx, struct hdrs *h, const int v
 		pad &= 3;
 		if (pad == 0)
 			return -1;
-		if (xdp)
-			err = bpf_xdp_load_bytes(ctx, poff, p, pad);
-		else
+		if (xdp) {
+			/* direct reads, not bpf_xdp_load_bytes (Linux 5.18):
+			 * the programs load on 5.10, and a frame of a program
+			 * without BPF_F_XDP_HAS_FRAGS is linear */
+			struct xdp_md *x = ctx;
+			__u8 *d = (void *)(long)x->data, *e = (void *)(long)x->data_end;
+			/* a single-buffer frame is shorter than 16 KiB; the
+			 * verifier wants the offset well under 64 KiB */
+			__u8 *q = d + (poff & 0x3fff);
+			err = 0;
+			if (poff > 0x3fff || q + 1 > e)
+				err = -1;
+			else
+				p[0] = q[0];
+			if (!err && pad > 1) {
+				if (q + 2 > e)
+					err = -1;
+				else
+					p[1] = q[1];
+			}
+			if (!err && pad > 2) {
+				if (q + 3 > e)
+					err = -1;
+				else
+					p[2] = q[2];
+			}
+		} else {
 			err = bpf_skb_load_bytes(ctx, poff, p, pad);
+		}
 		if (err < 0 || p[0] | p[1] | p[2]) {
 			count_stat(STAT_PADDING);
 			return -1;
@@ -486,10 +543,43 @@ static __always_inline int skb_rewrite_hdrs(struct __sk_buff *skb, struct hdrs *
 	return err ? -1 : 0;
 }
 
-static __always_inline int tc_redirect(struct bpf_fib_lookup *f, int verdict, const int v6)
+// tc_route decides where a packet rewritten to o goes, l3_len bytes
+// long: 1 out of f's interface (FIB), 2 back out the arrival interface
+// (same-interface mode, no FIB lookup and so no forwarding check), 0 up
+// this host's stack, -1 pass unchanged (counted).
+static __always_inline int tc_route(struct __sk_buff *skb, struct bpf_fib_lookup *f, const int v6,
+				    struct out *o, __u16 l3_len, __u8 tos)
+{
+	__u32 idx = skb->ingress_ifindex;
+	struct iface *ifc = bpf_map_lookup_elem(&ifaces, &idx);
+	if (ifc && (ifc->flags & IFACE_SAME_INTERFACE)) {
+		if (ifc->flags & IFACE_LOOPBACK)
+			return 0;
+		/* A destination on this host: the rewritten packet would come
+		 * up the stack from a non-loopback interface with a local
+		 * source address, which the stack drops as martian; the socket
+		 * path relays it. */
+		struct local_key k = {};
+		__builtin_memcpy(k.addr, o->daddr, 16);
+		k.family = v6 ? 6 : 4;
+		if (bpf_map_lookup_elem(&locals, &k))
+			return -1;
+		if (l3_len > ifc->mtu) {
+			count_stat(STAT_TOO_BIG);
+			return -1;
+		}
+		return 2;
+	}
+	return fib_verdict(fib(skb, f, idx, v6, o->saddr, o->daddr, o->sport, o->dport, l3_len, tos));
+}
+
+static __always_inline int tc_redirect(struct __sk_buff *skb, struct bpf_fib_lookup *f, int verdict,
+				       const int v6)
 {
 	if (verdict == 0)
 		return TC_ACT_OK; /* the destination is this host: continue up */
+	if (verdict == 2) /* the kernel finds the next hop on the way back out */
+		return bpf_redirect_neigh(skb->ingress_ifindex, 0, 0, 0);
 	struct bpf_redir_neigh nh = {.nh_family = f->family};
 	if (f->family == AF_INET6)
 		__builtin_memcpy(nh.ipv6_nh, f->ipv6_dst, 16);
@@ -518,8 +608,7 @@ static __always_inline int tc_c2p(struct __sk_buff *skb, struct hdrs *h, const i
 	__u16 udp_len = sizeof(struct udphdr) + chlen;
 
 	struct bpf_fib_lookup f;
-	int verdict = fib_verdict(fib(skb, &f, skb->ingress_ifindex, v6, o.saddr, o.daddr, o.sport,
-				      o.dport, L3_LEN(v6) + udp_len, h->tos));
+	int verdict = tc_route(skb, &f, v6, &o, L3_LEN(v6) + udp_len, h->tos);
 	if (verdict < 0)
 		return TC_ACT_OK;
 
@@ -533,7 +622,7 @@ static __always_inline int tc_c2p(struct __sk_buff *skb, struct hdrs *h, const i
 		return TC_ACT_SHOT;
 	}
 	count(o.slot, 1, chlen);
-	return tc_redirect(&f, verdict, v6);
+	return tc_redirect(skb, &f, verdict, v6);
 }
 
 static __always_inline int tc_p2c(struct __sk_buff *skb, struct hdrs *h, const int v6)
@@ -555,8 +644,7 @@ static __always_inline int tc_p2c(struct __sk_buff *skb, struct hdrs *h, const i
 	} ch = {channel, bpf_htons(plen)};
 
 	struct bpf_fib_lookup f;
-	int verdict = fib_verdict(fib(skb, &f, skb->ingress_ifindex, v6, o.saddr, o.daddr, o.sport,
-				      o.dport, L3_LEN(v6) + udp_len, h->tos));
+	int verdict = tc_route(skb, &f, v6, &o, L3_LEN(v6) + udp_len, h->tos);
 	if (verdict < 0)
 		return TC_ACT_OK;
 
@@ -570,7 +658,7 @@ static __always_inline int tc_p2c(struct __sk_buff *skb, struct hdrs *h, const i
 		return TC_ACT_SHOT;
 	}
 	count(o.slot, 0, plen);
-	return tc_redirect(&f, verdict, v6);
+	return tc_redirect(skb, &f, verdict, v6);
 }
 
 static __always_inline int tc_family(struct __sk_buff *skb, struct hdrs *h, const int v6)
