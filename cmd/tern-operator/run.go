@@ -231,11 +231,8 @@ func runManager(ctx context.Context, f managerFlags, log *slog.Logger) error {
 	if f.cdsAddr != "" {
 		store := cds.NewStore()
 		clog := log.With("component", "config-discovery")
-		srv, err := cds.Listen(f.cdsAddr, cds.NewHandler(store, clog), clog)
-		if err != nil {
-			return fmt.Errorf("config discovery service: %w", err)
-		}
-		if err := mgr.Add(srv); err != nil {
+		// Bound when this replica is elected: only the leader renders, so only it serves.
+		if err := mgr.Add(cds.NewServer(f.cdsAddr, cds.NewHandler(store, clog), clog)); err != nil {
 			return err
 		}
 		copts.Configs = store

@@ -249,24 +249,40 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 type Server struct {
 	handler http.Handler
 	log     *slog.Logger
-	ln      net.Listener
+	addr    string
+	ln      net.Listener // nil until Start binds addr (NewServer)
 }
 
-// Listen binds addr (DefaultAddr for STUNner's port, port 0 for any) for h,
-// so a taken port fails the operator's start.
+// NewServer serves h on addr (DefaultAddr for STUNner's port) from Start
+// on: the port is bound only once the replica is elected, so the others
+// refuse connections at once rather than leave them waiting in a backlog
+// nobody accepts.
+func NewServer(addr string, h http.Handler, log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{handler: h, log: log, addr: addr}
+}
+
+// Listen binds addr (port 0 for any) for h at once, so that Addr tells the
+// port before Start: for tests.
 func Listen(addr string, h http.Handler, log *slog.Logger) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	return &Server{handler: h, log: log, ln: ln}, nil
+	s := NewServer(addr, h, log)
+	s.ln = ln
+	return s, nil
 }
 
-// Addr is the bound address.
-func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+// Addr is the bound address; nil before a NewServer's Start.
+func (s *Server) Addr() net.Addr {
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
 
 // NeedLeaderElection is true: see Server.
 func (s *Server) NeedLeaderElection() bool { return true }
@@ -275,6 +291,13 @@ func (s *Server) NeedLeaderElection() bool { return true }
 // included (their clients reconnect to the next leader). It returns nil
 // after such a stop, or the error that ended serving.
 func (s *Server) Start(ctx context.Context) error {
+	if s.ln == nil {
+		ln, err := net.Listen("tcp", s.addr)
+		if err != nil {
+			return fmt.Errorf("config discovery service: %w", err)
+		}
+		s.ln = ln
+	}
 	base, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	srv := &http.Server{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -252,5 +253,44 @@ func TestHandlerCredentials(t *testing.T) {
 	addr := startServer(t, store)
 	if got := next(t, dial(t, addr, "/api/v1/configs/a/gw")); got != string(private) {
 		t.Errorf("watch from the loopback: %s", got)
+	}
+}
+
+// TestNewServerBindsOnStart: a NewServer listens only once started (the
+// elected replica), and a taken port is Start's error.
+func TestNewServerBindsOnStart(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	srv := NewServer(addr, NewHandler(NewStore(), nil), nil)
+	if srv.Addr() != nil {
+		t.Error("bound before Start")
+	}
+	if err := srv.Start(context.Background()); err == nil {
+		t.Error("Start on a taken port succeeded")
+	}
+	ln.Close()
+	srv = NewServer(addr, NewHandler(NewStore(), nil), nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Start(ctx) }()
+	var code int
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get("http://" + addr + "/api/v1/license"); err == nil {
+			code = resp.StatusCode
+			resp.Body.Close()
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code != 200 {
+		t.Errorf("license after Start: %d", code)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Start: %v", err)
 	}
 }
