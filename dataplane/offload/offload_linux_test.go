@@ -334,7 +334,7 @@ func TestLoopback(t *testing.T) {
 
 func testLoopback(t *testing.T, forwarding bool) {
 	requireRoot(t)
-	mode := Auto // tc on lo
+	mode := TC // Auto leaves lo alone
 	ns := newNetns(t, uniq()+"l")
 	want, fwd := EgressSameInterface, "0"
 	if forwarding {
@@ -352,7 +352,7 @@ func testLoopback(t *testing.T, forwarding bool) {
 	if got := o.Interfaces(); len(got) != 1 || got[0] != "lo" {
 		t.Fatalf("attached to %v, want lo", got)
 	}
-	if want := map[Mode]Mode{Auto: TC, XDP: XDP}[mode]; o.Attached() != want {
+	if want := map[Mode]Mode{TC: TC, XDP: XDP}[mode]; o.Attached() != want {
 		t.Fatalf("%s attached %s, want %s", mode, o.Attached(), want)
 	}
 	if m := o.InterfaceModes()["lo"]; m.Egress != want {
