@@ -100,27 +100,29 @@ func Start(env core.Env, lc config.Listener, al *allowlist.List) (*Listener, err
 		h.Close()
 		return nil, fmt.Errorf("listener %q: %w", lc.Name, err)
 	}
+	l.mux.admit = l.admitVerified
 	go l.mux.run()
 	go l.accept()
 	return l, nil
 }
 
 func (l *Listener) accept() {
-	for c := range l.mux.accept {
-		cc := l.NewConn(c)
-		// A datagram's source address can be forged, so an association
-		// takes its address's share only once the handshake, whose cookie
-		// exchange proves the address, is done.
-		switch l.Admit(cc, false) {
-		case admission.Refused:
-			c.Close()
-			continue
-		case admission.Closing:
-			c.Close()
-			continue // until the reader closes the channel
-		}
-		go l.serveConn(cc, c)
+	for a := range l.mux.accept {
+		// Unverified: the association runs pion's handshake, which starts
+		// with a HelloVerifyRequest, but takes no share of the listener's
+		// limits until its client returns the cookie (admitVerified).
+		a.conn = l.NewConn(a)
+		go l.serveConn(a.conn, a)
 	}
+}
+
+// admitVerified admits association a, whose client has just returned the
+// cookie of pion's HelloVerifyRequest, which proves its address: it takes
+// its address's share of connectionsPerIP and a place under
+// maxConnections at once, as a TCP connection does after its handshake.
+// It is called by the listener's reader (dtlsMux.verify).
+func (l *Listener) admitVerified(a *assoc) bool {
+	return l.Admit(a.conn, true) == admission.Admitted
 }
 
 // dtlsReadBuffer holds the largest record pion/dtls hands on: it reads
@@ -139,18 +141,29 @@ func (l *Listener) assocConfig(a *assoc) *dtls.Config {
 }
 
 func (l *Listener) serveConn(c *core.Conn, a *assoc) {
-	defer c.Finish()
 	ctx, cancel := context.WithTimeout(context.Background(), core.HandshakeTimeout)
 	dc, err := dtls.ServerWithContext(ctx, a, l.assocConfig(a))
 	cancel()
+	if err == nil && !a.verified.Load() {
+		// pion checks the cookie too, so this does not happen; but only
+		// an admitted association may serve.
+		err = errors.New("handshake done before the cookie was seen")
+		dc.Close()
+	}
 	if err != nil {
+		if !a.ended() {
+			a.Close() // unverified: nothing admitted to finish
+			return
+		}
+		defer c.Finish()
 		l.Env.Log.Debug("dtls handshake failed", "client", c.FT.String(), "error", err)
 		return
 	}
+	defer func() {
+		a.ended()
+		c.Finish()
+	}()
 	c.W = dc
-	if !l.ClaimIP(c) {
-		return
-	}
 	// With an AES-GCM suite the listener's reader handles application
 	// data from now on; this goroutine only reads what pion still gets
 	// (records queued before the switch, alerts) and keeps the idle
