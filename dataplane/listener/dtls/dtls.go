@@ -2,16 +2,31 @@
 // socket, with pion/dtls (v2) for the handshake and Tern's own socket
 // reader (mux) and AES-GCM record layer (package record, keyed from pion's
 // key log) for application data. The reader finds each datagram's
-// association by source address; once an association's handshake is done
+// association by source address. From an address with none, only a whole
+// first ClientHello makes one (hello.go); it is unverified, under a cap of
+// its own (mux.go: unverifiedMax, unverifiedLifetime) and outside the
+// listener's connection limits, until the client returns the cookie of
+// pion's HelloVerifyRequest (RFC 6347 §4.2.1), which the reader reads as
+// pion writes it; the listener then admits it (admitVerified). Once an
+// association's handshake is done
 // with an ECDHE AES-GCM suite it opens application data records and sends
 // what they carry through the listener's one delivery step
 // (core.Conn.Handle) right there, batching what goes to peers.
 //
-// Lock order. The package has three locks, none ever held while another
-// of them is taken (package record's Keys.mu, taken when pion writes
-// through an association, is a leaf: nothing is taken under it):
-//   - dtlsMux.mu guards the address-to-association map; held only to read
-//     or change the map.
+// Lock order. The package has four locks (package record's Keys.mu, taken
+// when pion writes through an association, is a leaf: nothing is taken
+// under it). assoc.amu is the only one held while others are taken:
+//   - assoc.amu serialises an association's admission by the reader
+//     (dtlsMux.verify, which calls the listener's Admit under it) with
+//     the end of its handshake goroutine (assoc.ended). Admit takes
+//     admission's and core's locks and may close another association
+//     (its shed victim), which takes that one's hmu, qmu and dtlsMux.mu,
+//     never an amu; so amu comes first, and no other lock is held when it
+//     is taken.
+//
+// The other three are never held while another of them is taken:
+//   - dtlsMux.mu guards the address-to-association map and the list and
+//     count of unverified associations; held only to read or change them.
 //   - assoc.qmu guards an association's queue of datagrams for pion/dtls
 //     and its read deadline; held only to change them.
 //   - assoc.hmu serialises the reader's handling of an association's
@@ -264,9 +279,12 @@ func (l *Listener) Close() {
 }
 
 // FoldStats adds the counters of the listener's associations to sum, and
-// the datagrams its socket reader dropped (from an address with no
-// association that do not open a handshake, or with pion's queue full)
-// under DropUnexpected.
+// the datagrams its socket reader dropped under DropUnexpected: from an
+// address with no association, all but a whole first ClientHello (and
+// that one too while 2 × unverifiedMax unverified associations still have
+// goroutines, or the accept backlog is full); to an unverified association,
+// all but a ClientHello without a cookie or with pion's; and those that
+// found pion's queue full.
 func (l *Listener) FoldStats(sum *stats.Sum) {
 	l.Base.FoldStats(sum)
 	sum.Drops[turn.DropUnexpected] += l.mux.drops.Load()

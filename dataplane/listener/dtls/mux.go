@@ -18,7 +18,9 @@ import (
 )
 
 // The TURN-DTLS listener's socket layer: one UDP socket, read by one
-// goroutine, which finds each datagram's association by its source address.
+// goroutine, which finds each datagram's association by its source address
+// (and makes one only for a first ClientHello, keeping it unverified until
+// the client returns pion's cookie: open, verify).
 // Until an association's handshake is done its datagrams queue for
 // pion/dtls (through assoc, a net.Conn); after it, application data records
 // are opened and handed to the engine right there (record.Records), with no
