@@ -156,8 +156,18 @@ func TestDTLSAllocateDuringHelloFlood(t *testing.T) {
 		t.Fatalf("a pion/turn client over DTLS during the flood: %v", r.err)
 	}
 	t.Cleanup(func() { r.relay.Close(); r.cl.Close() })
-	if n, _ := strconv.Atoi(metric(t, cfg, drops)); n-base < batches*sockets {
-		t.Errorf("%d datagrams dropped, want at least the %d garbage ones", n-base, batches*sockets)
+	dropped, _ := strconv.Atoi(metric(t, cfg, drops))
+	dropped -= base
+	if dropped < batches*sockets {
+		t.Errorf("%d datagrams dropped, want at least the %d garbage ones", dropped, batches*sockets)
+	}
+	// Every ClientHello of the flood but the last dtlsUnverifiedMax made an
+	// unverified association closed for a newer one (or past its
+	// lifetime), or was dropped.
+	closed, _ := strconv.Atoi(metric(t, cfg, `tern_listener_connections_closed_total{name="dtls",reason="unverified"}`))
+	if closed+dropped-batches*sockets < batches*sockets-dtlsUnverifiedMax {
+		t.Errorf("%d unverified associations closed and %d ClientHellos dropped, want at least %d together",
+			closed, dropped-batches*sockets, batches*sockets-dtlsUnverifiedMax)
 	}
 	if got := metric(t, cfg, `tern_listener_connections{name="dtls"}`); got != "2" {
 		t.Errorf("%s DTLS associations counted, want 2: the clients'", got)

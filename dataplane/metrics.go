@@ -30,6 +30,7 @@ func (c *listenerCounts) add(o *listenerCounts) {
 	c.conns.Shed += o.conns.Shed
 	c.conns.Idle += o.conns.Idle
 	c.conns.Frame += o.conns.Frame
+	c.conns.Unverified += o.conns.Unverified
 }
 
 func foldListener(l listener.Listener) *listenerCounts {
@@ -105,7 +106,7 @@ func (s *Server) writeMetrics(w io.Writer) {
 	for _, l := range running {
 		c := l.counts.conns
 		snap.Listeners = append(snap.Listeners, promtext.Listener{Name: l.name, Sum: l.counts.sum, Connections: l.counts.hasConns,
-			Conns: promtext.Conns{Active: c.Active, Accepted: c.Accepted, RefusedPerIP: c.RefusedPerIP, RefusedTotal: c.RefusedTotal, Shed: c.Shed, Idle: c.Idle, Frame: c.Frame}})
+			Conns: promtext.Conns{Active: c.Active, Accepted: c.Accepted, RefusedPerIP: c.RefusedPerIP, RefusedTotal: c.RefusedTotal, Shed: c.Shed, Idle: c.Idle, Frame: c.Frame, Unverified: c.Unverified}})
 	}
 	var relays stats.Sum
 	s.relays.FoldStats(&relays)

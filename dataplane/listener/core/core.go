@@ -116,6 +116,10 @@ type ConnStats struct {
 	// not completed within PartialFrameTimeout, or whose read buffer the
 	// frame-buffer budget could not hold.
 	Frame uint64
+	// Unverified counts TURN-DTLS associations closed before their client
+	// returned the HelloVerifyRequest's cookie: the oldest, for a new one
+	// at the cap of unverified associations, or one past its lifetime.
+	Unverified uint64
 }
 
 // Limits of connection-oriented transports (TURN-TCP, TURN-TLS, TURN-DTLS).

@@ -278,6 +278,14 @@ func (l *Listener) Close() {
 	l.CloseAll()
 }
 
+// ConnStats returns the listener's connection counts, with the unverified
+// associations closed by the reader (evicted or expired) under Unverified.
+func (l *Listener) ConnStats() (core.ConnStats, bool) {
+	cs, ok := l.Base.ConnStats()
+	cs.Unverified = l.mux.evicted.Load() + l.mux.expired.Load()
+	return cs, ok
+}
+
 // FoldStats adds the counters of the listener's associations to sum, and
 // the datagrams its socket reader dropped under DropUnexpected: from an
 // address with no association, all but a whole first ClientHello (and
