@@ -470,3 +470,33 @@ func TestHelloCookie(t *testing.T) {
 		t.Fatalf("%d verified, want 1", v)
 	}
 }
+
+// TestUnverifiedExpires: an unverified association whose client never
+// returns the cookie is closed after unverifiedLifetime, and its
+// goroutines end.
+func TestUnverifiedExpires(t *testing.T) {
+	s := startTestServer(t)
+	before := runtime.NumGoroutine()
+	c := dialMany(t, s.addr, 1, nil)[0]
+	defer c.Close()
+	if _, err := c.Write(appendClientHello(nil, defaultHello())); err != nil {
+		t.Fatal(err)
+	}
+	s.settle(t, 1)
+	start := time.Now()
+	testenv.Eventually(t, unverifiedLifetime+20*time.Second, func() error {
+		if all, _ := s.associations(); all != 0 || s.m.expired.Load() != 1 {
+			return fmt.Errorf("%d associations, %d expired", all, s.m.expired.Load())
+		}
+		return nil
+	})
+	if d := time.Since(start); d < unverifiedLifetime-time.Second {
+		t.Fatalf("closed after %v, before its lifetime %v", d, unverifiedLifetime)
+	}
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if g := runtime.NumGoroutine(); g > before+2 {
+			return fmt.Errorf("%d goroutines, %d before", g, before)
+		}
+		return nil
+	})
+}

@@ -130,8 +130,9 @@ type assoc struct {
 	// client, seen in Write.
 	cookie atomic.Pointer[[]byte]
 	// expire closes the association if it is still unverified at
-	// unverifiedLifetime.
-	expire *time.Timer
+	// unverifiedLifetime; its own callback may stop it (Close), so it is
+	// atomic.
+	expire atomic.Pointer[time.Timer]
 	// Guarded by mux.mu: neighbours on mux.unv, whether listed, and
 	// whether counted in mux.pending.
 	prev, next      *assoc
@@ -254,7 +255,7 @@ func (m *dtlsMux) open(b []byte, from netip.AddrPort) *assoc {
 		m.drops.Add(1)
 		return nil
 	}
-	a.expire = time.AfterFunc(unverifiedLifetime, func() {
+	a.expire.Store(time.AfterFunc(unverifiedLifetime, func() {
 		// Off the list means verified (or being verified), or closed.
 		m.mu.Lock()
 		listed := a.listed
@@ -263,7 +264,7 @@ func (m *dtlsMux) open(b []byte, from netip.AddrPort) *assoc {
 			m.expired.Add(1)
 			a.Close()
 		}
-	})
+	}))
 	select {
 	case m.accept <- a:
 	default:
@@ -316,8 +317,8 @@ func (a *assoc) verify(b []byte) bool {
 		m.pending--
 	}
 	m.mu.Unlock()
-	if a.expire != nil {
-		a.expire.Stop()
+	if t := a.expire.Load(); t != nil {
+		t.Stop()
 	}
 	a.verified.Store(true)
 	return true
@@ -537,8 +538,8 @@ func (a *assoc) Close() error {
 		}
 		a.mux.unv.remove(a)
 		a.mux.mu.Unlock()
-		if a.expire != nil {
-			a.expire.Stop()
+		if t := a.expire.Load(); t != nil {
+			t.Stop()
 		}
 	})
 	return nil
