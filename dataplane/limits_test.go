@@ -6,40 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tern-gw/tern/dataplane/config"
 	"github.com/tern-gw/tern/internal/testenv"
 )
-
-// TestDefaultLimitsReachTheEngine: a config that sets no limits runs with
-// the quotas and the throttle on; NoLimit turns each off.
-func TestDefaultLimitsReachTheEngine(t *testing.T) {
-	cfg := testConfig(t, 29900, 29999)
-	st, err := engineSettings(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.AllocationsPerIP != config.DefaultAllocationsPerIP || st.MaxAllocations != 0 || st.AllocationsPerUser != 0 ||
-		st.AuthFailureBurst != config.DefaultAuthFailureBurst || st.AuthFailureRate != config.DefaultAuthFailureRate {
-		t.Errorf("engine settings from defaults: %+v", st)
-	}
-	cfg.Limits.AllocationsPerIP, cfg.Limits.MaxAllocations, cfg.Limits.AuthFailureRate = config.NoLimit, config.NoLimit, config.NoLimit
-	if st, _ = engineSettings(cfg); st.AllocationsPerIP != 0 || st.MaxAllocations != 0 || st.AuthFailureBurst != 0 {
-		t.Errorf("engine settings with NoLimit: %+v", st)
-	}
-	// Channel numbers: RFC 5766's range unless limits.strictChannelNumbers;
-	// the deprecated legacyChannelNumbers changes nothing.
-	if st.StrictChannelNumbers {
-		t.Error("StrictChannelNumbers on by default")
-	}
-	cfg.Limits.LegacyChannelNumbers = true
-	if st, _ = engineSettings(cfg); st.StrictChannelNumbers {
-		t.Error("legacyChannelNumbers turned StrictChannelNumbers on")
-	}
-	cfg.Limits.StrictChannelNumbers = true
-	if st, _ = engineSettings(cfg); !st.StrictChannelNumbers {
-		t.Error("limits.strictChannelNumbers did not reach the engine")
-	}
-}
 
 // TestQuotaRefusalIsCounted: one client address over its quota gets 486,
 // counted in tern_refused_requests_total.

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
 	"github.com/tern-gw/tern/dataplane/listener"
 	"github.com/tern-gw/tern/dataplane/promtext"
 	"github.com/tern-gw/tern/dataplane/stats"
@@ -31,6 +31,10 @@ func (c *listenerCounts) add(o *listenerCounts) {
 	c.conns.Idle += o.conns.Idle
 	c.conns.Frame += o.conns.Frame
 	c.conns.Unverified += o.conns.Unverified
+	c.conns.Routed.TURN += o.conns.Routed.TURN
+	c.conns.Routed.Upstream += o.conns.Routed.Upstream
+	c.conns.Routed.BadHello += o.conns.Routed.BadHello
+	c.conns.Routed.Unreachable += o.conns.Routed.Unreachable
 }
 
 func foldListener(l listener.Listener) *listenerCounts {
@@ -83,7 +87,7 @@ func (s *Server) writeMetrics(w io.Writer) {
 		}
 	}
 	s.listenersMu.Unlock()
-	snap := promtext.Snapshot{Engine: s.engine, Offload: promtext.Offload{Requested: config.OffloadNone, Attached: config.OffloadNone}}
+	snap := promtext.Snapshot{Engine: s.engine, Offload: promtext.Offload{Requested: offloadmode.None, Attached: offloadmode.None}}
 	if s.offload != nil {
 		// What the kernel relayed counts as if the sockets had.
 		kernel := map[string]*stats.Sum{}
@@ -106,7 +110,10 @@ func (s *Server) writeMetrics(w io.Writer) {
 	for _, l := range running {
 		c := l.counts.conns
 		snap.Listeners = append(snap.Listeners, promtext.Listener{Name: l.name, Sum: l.counts.sum, Connections: l.counts.hasConns,
-			Conns: promtext.Conns{Active: c.Active, Accepted: c.Accepted, RefusedPerIP: c.RefusedPerIP, RefusedTotal: c.RefusedTotal, Shed: c.Shed, Idle: c.Idle, Frame: c.Frame, Unverified: c.Unverified}})
+			Conns: promtext.Conns{Active: c.Active, Accepted: c.Accepted, RefusedPerIP: c.RefusedPerIP, RefusedTotal: c.RefusedTotal, Shed: c.Shed, Idle: c.Idle, Frame: c.Frame,
+				RoutedTURN: c.Routed.TURN, RoutedUpstream: c.Routed.Upstream, BadHello: c.Routed.BadHello, Unreachable: c.Routed.Unreachable,
+				Unverified: c.Unverified},
+			Upstream: c.HasUpstream})
 	}
 	var relays stats.Sum
 	s.relays.FoldStats(&relays)

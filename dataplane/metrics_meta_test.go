@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
 	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
@@ -29,9 +30,14 @@ func TestMetricsMetadata(t *testing.T) {
 	cfg := testConfig(t, 28700, 28719)
 	// None: what an idle server reports must not depend on whether this
 	// machine can attach the offload programs.
-	cfg.Offload = config.Offload{Engine: config.OffloadNone}
+	cfg.Offload = config.Offload{Engine: offloadmode.None}
 	cfg.Listeners = append(cfg.Listeners, config.Listener{Name: "tcp", Protocol: protocol.TURNTCP,
 		Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}})
+	// A TURN-TLS listener beside HTTPS, for tern_listener_tls_routed_total.
+	cert, key := writeTestCert(t, t.TempDir(), "tern-test")
+	cfg.Listeners = append(cfg.Listeners, config.Listener{Name: "tls", Protocol: protocol.TURNTLS,
+		Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}, Cert: cert, Key: key,
+		Upstream: &config.TLSUpstream{Address: "127.0.0.1:9"}})
 	srv := startWith(t, cfg)
 	var b bytes.Buffer
 	srv.writeMetrics(&b)

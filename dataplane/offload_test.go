@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
 	"github.com/tern-gw/tern/dataplane/stats"
 	"github.com/tern-gw/tern/internal/testenv"
 )
@@ -71,7 +72,7 @@ func relayEchoes(t *testing.T, cfg *config.Config, n int) {
 // counts as always, and /metrics says offload is off.
 func TestOffloadNoneChangesNothing(t *testing.T) {
 	cfg := testConfig(t, 24700, 24719)
-	cfg.Offload = config.Offload{Engine: config.OffloadNone}
+	cfg.Offload = config.Offload{Engine: offloadmode.None}
 	srv, logs, err := startOffload(t, cfg, "")
 	if err != nil {
 		t.Fatal(err)
@@ -113,13 +114,13 @@ func TestOffloadAuto(t *testing.T) {
 		return
 	}
 	cfg := testConfig(t, 24720, 24739)
-	cfg.Offload = config.Offload{Engine: config.OffloadAuto}
+	cfg.Offload = config.Offload{Engine: offloadmode.Auto}
 	srv, logs, err := startOffload(t, cfg, "")
 	if err != nil {
 		t.Fatalf("Auto must not fail to start: %v", err)
 	}
 	attached := srv.offload.Attached()
-	if attached == config.OffloadNone {
+	if attached == offloadmode.None {
 		if n := strings.Count(logs.String(), "offload unavailable, relaying through sockets"); n != 1 {
 			t.Errorf("fallback logged %d times:\n%s", n, logs)
 		}
@@ -131,7 +132,7 @@ func TestOffloadAuto(t *testing.T) {
 	const n = 200
 	relayEchoes(t, cfg, n)
 	want, wantPaths := 0.0, 0.0
-	if attached != config.OffloadNone {
+	if attached != offloadmode.None {
 		want, wantPaths = 1, 1 // the channel pion bound
 	}
 	// Whichever path carried them, every echo is counted once each way.
@@ -158,7 +159,7 @@ func TestOffloadAuto(t *testing.T) {
 	srv.offload.Fold(kernel)
 	if k := kernel["udp"]; k != nil {
 		t.Logf("relayed in the kernel: %d to the peer, %d from it, of %d each way", k.PeerTx, k.PeerRx, n)
-	} else if attached != config.OffloadNone {
+	} else if attached != offloadmode.None {
 		t.Errorf("attached, but the kernel relayed nothing: stats %+v", srv.offload.Status().Kernel)
 	}
 }
@@ -180,7 +181,7 @@ func TestOffloadFlag(t *testing.T) {
 		if !strings.Contains(err.Error(), "offload engine XDP") {
 			t.Errorf("XDP refused without naming it: %v", err)
 		}
-	case srv.offload.Attached() != config.OffloadXDP:
+	case srv.offload.Attached() != offloadmode.XDP:
 		t.Errorf("XDP requested, %s attached", srv.offload.Attached())
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/tern-gw/tern/dataplane/config"
 	"github.com/tern-gw/tern/dataplane/listener"
 	"github.com/tern-gw/tern/dataplane/relay"
+	"github.com/tern-gw/tern/dataplane/relaybind"
 	"github.com/tern-gw/tern/dataplane/secretfile"
 )
 
@@ -46,7 +47,7 @@ func (s *Server) Reconfigure(next *config.Config) error {
 		return fmt.Errorf("config rejected, running config kept: %w", err)
 	}
 	// Checked here, applied (and logged) below if the relay changed.
-	if _, err := relay.ParseAddrs(bindAdvertised(next.Relay, slog.New(slog.DiscardHandler))); err != nil {
+	if _, err := relay.ParseAddrs(relaybind.Addresses(next.Relay, slog.New(slog.DiscardHandler))); err != nil {
 		return fmt.Errorf("config rejected, running config kept: %w", err)
 	}
 	s.changeMu.Lock()
@@ -85,7 +86,7 @@ func (s *Server) Reconfigure(next *config.Config) error {
 	}
 	if relayChanged {
 		// Every allocation went with the listeners.
-		nextRelays, _ := relay.ParseAddrs(bindAdvertised(next.Relay, s.log)) // checked above
+		nextRelays, _ := relay.ParseAddrs(relaybind.Addresses(next.Relay, s.log)) // checked above
 		s.relays.Reset(nextRelays)
 	}
 
@@ -132,7 +133,7 @@ func (s *Server) Reconfigure(next *config.Config) error {
 	}
 	if s.offload != nil {
 		// Listeners that went have withdrawn their paths (CloseTransport).
-		s.offload.SetListeners(next, bindAdvertised(next.Relay, slog.New(slog.DiscardHandler)))
+		s.offload.SetListeners(next, relaybind.Addresses(next.Relay, slog.New(slog.DiscardHandler)))
 	}
 	if err := s.startListeners(next, start); err != nil {
 		errs = append(errs, err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/relaybind"
 	"github.com/tern-gw/tern/dataplane/stats"
 	"github.com/tern-gw/tern/internal/testenv"
 	"github.com/tern-gw/tern/turn"
@@ -188,11 +189,11 @@ func TestRelayBindsLocalPublicAddress(t *testing.T) {
 	// Not the host's: advertised, and the socket stays on relay.address.
 	next := *cfg
 	next.Relay.PublicAddress = "192.0.2.1"
-	if got := bindAdvertised(next.Relay, srv.log); got.Address != "127.0.0.1" || got.PublicAddress != "192.0.2.1" {
+	if got := relaybind.Addresses(next.Relay, srv.log); got.Address != "127.0.0.1" || got.PublicAddress != "192.0.2.1" {
 		t.Fatalf("bind %s advertising %s, want 127.0.0.1 advertising 192.0.2.1", got.Address, got.PublicAddress)
 	}
 	next.Relay.ExtraAddresses = []config.RelayAddress{{Address: "127.0.0.3", PublicAddress: "127.0.0.4"}}
-	if got := bindAdvertised(next.Relay, srv.log); got.ExtraAddresses[0].Address != "127.0.0.4" || next.Relay.ExtraAddresses[0].Address != "127.0.0.3" {
+	if got := relaybind.Addresses(next.Relay, srv.log); got.ExtraAddresses[0].Address != "127.0.0.4" || next.Relay.ExtraAddresses[0].Address != "127.0.0.3" {
 		t.Fatalf("extra address binds %s (config left %s), want 127.0.0.4 (config unchanged)", got.ExtraAddresses[0].Address, next.Relay.ExtraAddresses[0].Address)
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
+	"net"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -18,12 +18,18 @@ import (
 
 	"github.com/tern-gw/tern/dataplane/admin"
 	"github.com/tern-gw/tern/dataplane/allowlist"
+	"github.com/tern-gw/tern/dataplane/alternates"
+	"github.com/tern-gw/tern/dataplane/coarseclock"
 	"github.com/tern-gw/tern/dataplane/config"
 	"github.com/tern-gw/tern/dataplane/config/loglevel"
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
+	"github.com/tern-gw/tern/dataplane/enginesettings"
 	"github.com/tern-gw/tern/dataplane/listener"
+	"github.com/tern-gw/tern/dataplane/memlimit"
 	"github.com/tern-gw/tern/dataplane/mountwatch"
 	"github.com/tern-gw/tern/dataplane/offload/mirror"
 	"github.com/tern-gw/tern/dataplane/relay"
+	"github.com/tern-gw/tern/dataplane/relaybind"
 	"github.com/tern-gw/tern/dataplane/secretfile"
 	"github.com/tern-gw/tern/dataplane/udpio"
 	"github.com/tern-gw/tern/turn"
@@ -60,7 +66,7 @@ type Options struct {
 	StateBudgetMiB int
 	// MemoryLimit is the container's memory limit in bytes, from which
 	// the default state budget is derived (half of it); 0 reads it from
-	// the cgroup (MemoryLimit), negative means none.
+	// the cgroup (memlimit.Read), negative means none.
 	MemoryLimit int64
 	// SocketBuffer is SO_RCVBUF/SO_SNDBUF of listener sockets in bytes;
 	// default 4 MiB (as coturn).
@@ -103,7 +109,7 @@ const (
 type Server struct {
 	opts   Options
 	log    *slog.Logger
-	clock  *coarseClock
+	clock  *coarseclock.Clock
 	engine *turn.Engine
 	relays *relay.Pool
 	dns    *allowlist.Resolver // STRICT_DNS clusters' answers; see dns.go
@@ -176,10 +182,10 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Server{opts: opts, log: opts.Logger, clock: newCoarseClock(), cfg: cfg,
+	s := &Server{opts: opts, log: opts.Logger, clock: coarseclock.New(), cfg: cfg,
 		listeners: map[string]listener.Listener{}, retired: map[string]*listenerCounts{}, stop: make(chan struct{})}
 	if s.opts.MemoryLimit == 0 {
-		s.opts.MemoryLimit, _ = MemoryLimit()
+		s.opts.MemoryLimit, _ = memlimit.Read()
 	}
 	s.setClusters(cfg)
 	settings, err := s.settingsFor(cfg)
@@ -195,15 +201,15 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.relays, err = relay.NewPool(bindAdvertised(cfg.Relay, opts.Logger), relay.Options{Workers: opts.RelayThreads, Mode: udpio.Mode(opts.IOMode), GSO: opts.GSO, NoCounters: opts.NoCounters, Linger: opts.Linger})
+	s.relays, err = relay.NewPool(relaybind.Addresses(cfg.Relay, opts.Logger), relay.Options{Workers: opts.RelayThreads, Mode: udpio.Mode(opts.IOMode), GSO: opts.GSO, NoCounters: opts.NoCounters, Linger: opts.Linger})
 	if err != nil {
 		return nil, fmt.Errorf("relay workers: %w", err)
 	}
 	var paths turn.PathObserver
-	if mode != config.OffloadNone {
+	if mode != offloadmode.None {
 		// The mirror takes the relay addresses the sockets bind, as the
-		// pool does (bindAdvertised logged them already).
-		if s.offload, err = mirror.Open(mode, attach, cfg, bindAdvertised(cfg.Relay, slog.New(slog.DiscardHandler)), s.log); err != nil {
+		// pool does (relaybind.Addresses logged them already).
+		if s.offload, err = mirror.Open(mode, attach, cfg, relaybind.Addresses(cfg.Relay, slog.New(slog.DiscardHandler)), s.log); err != nil {
 			s.relays.Close()
 			return nil, err
 		}
@@ -229,57 +235,15 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	return s, nil
 }
 
-// settingsFor is engineSettings(cfg) with what ternd's flags add or
-// override: strict channel numbers and the state budget.
+// settingsFor is enginesettings.From(cfg) with what ternd's flags add or
+// override (strict channel numbers and the state budget: memlimit) and
+// the alternates, resolved (alternates.Resolve).
 func (s *Server) settingsFor(cfg *config.Config) (turn.Settings, error) {
-	st, err := engineSettings(cfg)
+	st, err := enginesettings.From(cfg)
 	st.StrictChannelNumbers = st.StrictChannelNumbers || s.opts.StrictChannelNumbers
-	st.StateBudget = stateBudget(s.opts.StateBudgetMiB, cfg.Limits.StateBudgetMiB, max(s.opts.MemoryLimit, 0))
+	st.StateBudget = memlimit.StateBudget(s.opts.StateBudgetMiB, cfg.Limits.StateBudgetMiB, max(s.opts.MemoryLimit, 0))
+	st.Alternates = alternates.Resolve(cfg, net.DefaultResolver.LookupNetIP, s.log)
 	return st, err
-}
-
-// engineSettings maps the config's stunMode, auth and limits to the engine's. The
-// config's NoLimit (-1) is the engine's 0 (off); defaults are already in
-// cfg (config.SetDefaults). It reads the credential files the config names
-// (auth.passwordFile, auth.sharedSecretFile) and fails when one cannot be
-// read.
-func engineSettings(cfg *config.Config) (turn.Settings, error) {
-	on := func(v int) int { return max(v, 0) }
-	st := turn.Settings{
-		Realm:                cfg.Auth.Realm,
-		MaxLifetime:          time.Duration(cfg.Limits.MaxLifetime) * time.Second,
-		NonceLifetime:        time.Duration(cfg.Limits.NonceLifetime) * time.Second,
-		AllocationsPerUser:   on(cfg.Limits.AllocationsPerUser),
-		AllocationsPerIP:     on(cfg.Limits.AllocationsPerIP),
-		MaxAllocations:       on(cfg.Limits.MaxAllocations),
-		StrictChannelNumbers: cfg.Limits.StrictChannelNumbers,
-		STUNOnly:             cfg.STUNMode,
-	}
-	if cfg.Limits.AuthFailureBurst > 0 && cfg.Limits.AuthFailureRate > 0 {
-		st.AuthFailureBurst, st.AuthFailureRate = cfg.Limits.AuthFailureBurst, float64(cfg.Limits.AuthFailureRate)
-	}
-	if cfg.STUNMode {
-		// No TURN request is authenticated in STUN mode, so credentials
-		// are optional (config.Validate) and not read; the engine still
-		// wants an Authenticator, and one that knows no user will do.
-		st.Auth = turn.StaticAuth{Username: "\x00"}
-		return st, nil
-	}
-	// Credentials in files (a mounted Secret) are read here, so that a
-	// file that cannot be read rejects the config like any invalid field.
-	auth, err := secretfile.Read(cfg.Auth, os.ReadFile)
-	if err != nil {
-		return st, err
-	}
-	switch auth.Type {
-	case config.AuthStatic:
-		st.Auth = turn.StaticAuth{Username: auth.Username, Password: auth.Password}
-	case config.AuthEphemeral:
-		st.Auth = turn.EphemeralAuth{Secret: auth.SharedSecret}
-	default:
-		return st, fmt.Errorf("auth.type: unknown %q", cfg.Auth.Type)
-	}
-	return st, nil
 }
 
 // setClusters publishes cfg's cluster names for /metrics.
@@ -441,12 +405,14 @@ func (s *Server) Config() *config.Config {
 }
 
 // Drain starts a graceful shutdown: /ready turns false at once and new
-// allocations are refused (508), while existing ones keep relaying until
-// they expire or Close is called.
+// allocations are redirected to the config's alternates (300 Try
+// Alternate, RFC 8489 §10) or, with none, refused (508), while existing
+// ones keep relaying, refreshing and binding channels until they end or
+// Close is called.
 func (s *Server) Drain() {
 	s.draining.Store(true)
 	s.engine.SetDraining(true)
-	s.log.Info("draining: new allocations are refused", "allocations", s.engine.Allocations())
+	s.log.Info("draining: new allocations are redirected to an alternate or refused", "allocations", s.engine.Allocations())
 }
 
 // Close stops the listeners, deletes every allocation (closing relay
@@ -484,7 +450,7 @@ func (s *Server) Close() {
 // expired allocations, permissions, channels and reservations every second.
 func (s *Server) background() {
 	defer s.bg.Done()
-	tick := time.NewTicker(coarseClockPeriod)
+	tick := time.NewTicker(coarseclock.Period)
 	defer tick.Stop()
 	lastSweep := time.Now()
 	for {
@@ -492,7 +458,7 @@ func (s *Server) background() {
 		case <-s.stop:
 			return
 		case now := <-tick.C:
-			s.clock.set(now)
+			s.clock.Set(now)
 			if now.Sub(lastSweep) >= time.Second {
 				lastSweep = now
 				s.engine.Sweep()

@@ -130,6 +130,15 @@ type Settings struct {
 	// coturn's turnutils_uclient uses, then get 400 Bad Request. Off (the
 	// default), 0x4000-0x7FFF are accepted, as coturn and pion/turn do.
 	StrictChannelNumbers bool
+	// Alternates are the servers an Allocate is redirected to with 300
+	// Try Alternate and ALTERNATE-SERVER (RFC 8489 §10) when the engine is
+	// draining or at its capacity (MaxAllocations, StateBudget, no free
+	// relay port); with none
+	// of the client's address family, such an Allocate gets 508 as before.
+	// A port of 0 stands for the port of the listener the request arrived
+	// on. An alternate equal to that listener address is never offered
+	// (alternate.go).
+	Alternates []netip.AddrPort
 	// STUNOnly makes the engine a STUN server (STUNner's stunMode):
 	// Binding requests are answered and every TURN request gets 403
 	// Forbidden unauthenticated (see refuseTURN), so no allocation is made.
@@ -181,6 +190,8 @@ type Engine struct {
 	trustedSrc    trusted
 	// allocErrors counts Allocate error responses by code.
 	allocErrors allocErrors
+	// redirects counts 300 Try Alternate responses by reason.
+	redirects redirectCounts
 	// state counts the bytes of allocations, permissions and channel
 	// bindings against Settings.StateBudget.
 	state stateBudget
@@ -246,9 +257,11 @@ func (e *Engine) Reconfigure(s Settings) error {
 	return nil
 }
 
-// SetDraining makes the engine refuse new allocations (508) while existing
-// ones keep relaying, refreshing and binding channels, for a graceful
-// shutdown; false lifts it.
+// SetDraining makes the engine refuse new allocations while existing ones
+// keep relaying, refreshing and binding channels, for a graceful shutdown:
+// an Allocate is redirected to one of Settings.Alternates (300 Try
+// Alternate, RFC 8489 §10) or, with none, refused with 508 Insufficient
+// Capacity. false lifts it.
 func (e *Engine) SetDraining(v bool) { e.draining.Store(v) }
 
 // Allocations returns the number of live allocations.

@@ -303,6 +303,9 @@ func (q *req) unknownAttrs() []stun.AttrType {
 
 // turn authenticates and dispatches the TURN methods.
 func (q *req) turn() []byte {
+	if resp, ok := q.redirectUnsigned(); ok {
+		return resp
+	}
 	if resp := q.authenticate(); resp != nil {
 		return resp
 	}
@@ -362,7 +365,7 @@ func (q *req) allocate() []byte {
 		return q.fail(stun.CodeAllocMismatch, nil)
 	}
 	if e.draining.Load() {
-		return q.fail(stun.CodeInsufficientCapacity, nil)
+		return q.refuseCapacity(RedirectDraining)
 	}
 	tv, err := q.m.Get(stun.AttrRequestedTransport)
 	if err != nil || len(tv) < 1 {
@@ -400,7 +403,7 @@ func (q *req) allocate() []byte {
 	}
 	if !e.state.take(cost) {
 		e.refused(RefusedStateAllocate, q.ft)
-		return q.fail(stun.CodeInsufficientCapacity, nil)
+		return q.refuseCapacity(RedirectCapacity)
 	}
 	charged := true
 	defer func() {
@@ -423,7 +426,7 @@ func (q *req) allocate() []byte {
 		if res := e.reserveQuota(q.s, q.usr, clientIP, slots); res != quotaOK {
 			e.refused(res.refusal(), q.ft)
 			if res == quotaTotal {
-				return q.fail(stun.CodeInsufficientCapacity, nil)
+				return q.refuseCapacity(RedirectCapacity)
 			}
 			return q.fail(stun.CodeAllocQuotaReached, nil)
 		}
@@ -446,7 +449,7 @@ func (q *req) allocate() []byte {
 		if e.logs(slog.LevelDebug) {
 			e.log.Debug("relay allocation failed", "client", q.ft.String(), "error", err)
 		}
-		return q.fail(stun.CodeInsufficientCapacity, nil)
+		return q.refuseCapacity(RedirectCapacity)
 	}
 	if slots == 2 {
 		if token != 0 {

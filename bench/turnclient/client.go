@@ -27,6 +27,10 @@ type Client struct {
 	nonce   string
 	relayed netip.AddrPort
 
+	// tried are the servers an Allocate was sent to, which a 300 Try
+	// Alternate may not send the client back to (RFC 8489 §10).
+	tried map[netip.AddrPort]bool
+
 	// Timeout is the wait for a response before a retransmission; it
 	// doubles on each retry (RFC 8489 §6.2.1), up to Retries sends.
 	Timeout time.Duration
@@ -62,11 +66,21 @@ func (c *Client) Nonce() string { return c.nonce }
 // an earlier socket on the same address) so the first request is signed.
 func (c *Client) SetAuth(realm, nonce string) { c.realm, c.nonce = realm, nonce }
 
+// Server is the server the client talks to: the one it was made for, or
+// the alternate a 300 Try Alternate sent it to. Zero for a client made by
+// NewOver.
+func (c *Client) Server() netip.AddrPort { return c.server }
+
 // ErrorResponse is a TURN error response, e.g. 508 Insufficient Capacity.
 type ErrorResponse struct {
 	Method stun.Method
 	Code   stun.ErrorCode
 	Reason string
+	// Alternate is the first ALTERNATE-SERVER of a 300 Try Alternate that
+	// the client did not follow: one it had tried already (RFC 8489 §10's
+	// loop rule), or any over NewOver's transport, which the client cannot
+	// redial (the caller may, over the same transport protocol).
+	Alternate netip.AddrPort
 }
 
 func (e *ErrorResponse) Error() string {
@@ -173,9 +187,24 @@ type setterFunc func(*stun.Message) error
 
 func (f setterFunc) AddTo(m *stun.Message) error { return f(m) }
 
+// maxRedirects bounds the servers one client tries: every redirect goes to
+// a server not tried before, and this bounds a chain of servers that each
+// name a new one.
+const maxRedirects = 8
+
 // do runs one request, signing it once the realm and nonce are known and
 // answering a 401 or 438 by signing (again) with the nonce it carries.
+// An Allocate answered with 300 Try Alternate is sent again to the
+// ALTERNATE-SERVER, with the same credentials and no nonce (the
+// alternate's 401 gives its own), unless the client has sent the Allocate
+// to that server before (RFC 8489 §10) or talks over a NewOver transport.
 func (c *Client) do(method stun.Method, extra ...stun.Setter) (*stun.Message, error) {
+	if method == stun.MethodAllocate && c.tr == nil {
+		if c.tried == nil {
+			c.tried = map[netip.AddrPort]bool{}
+		}
+		c.tried[c.server] = true
+	}
 	for attempt := 0; attempt < 3; attempt++ {
 		setters := []stun.Setter{stun.TransactionID, stun.NewType(method, stun.ClassRequest)}
 		setters = append(setters, extra...)
@@ -212,11 +241,26 @@ func (c *Client) do(method stun.Method, extra ...stun.Setter) (*stun.Message, er
 			signed := c.nonce != ""
 			c.nonce = nonce.String()
 			if ec.Code == stun.CodeUnauthorized && signed && attempt > 0 {
-				return nil, &ErrorResponse{method, ec.Code, string(ec.Reason)}
+				return nil, &ErrorResponse{Method: method, Code: ec.Code, Reason: string(ec.Reason)}
 			}
 			continue
 		}
-		return nil, &ErrorResponse{method, ec.Code, string(ec.Reason)}
+		if ec.Code == stun.CodeTryAlternate && method == stun.MethodAllocate {
+			var as stun.AlternateServer
+			if err := as.GetFrom(res); err != nil {
+				return nil, fmt.Errorf("%v: 300 without ALTERNATE-SERVER", method)
+			}
+			ip, _ := netip.AddrFromSlice(as.IP)
+			alt := netip.AddrPortFrom(ip.Unmap(), uint16(as.Port))
+			if c.tr != nil || c.tried[alt] || len(c.tried) > maxRedirects {
+				return nil, &ErrorResponse{method, ec.Code, string(ec.Reason), alt}
+			}
+			c.tried[alt] = true
+			c.server, c.nonce = alt, ""
+			attempt = -1 // a new server: authentication starts over
+			continue
+		}
+		return nil, &ErrorResponse{Method: method, Code: ec.Code, Reason: string(ec.Reason)}
 	}
 	return nil, fmt.Errorf("%v: too many authentication rounds", method)
 }

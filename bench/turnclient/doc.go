@@ -7,5 +7,8 @@
 // generator then sends without touching this package again.
 //
 // Setup is a plain request/response loop with retransmission; it is not on
-// the measured path. Messages are encoded with github.com/pion/stun/v2.
+// the measured path. Over a UDP socket of its own (New), an Allocate
+// answered with 300 Try Alternate is sent again to the ALTERNATE-SERVER,
+// never to a server the client has tried (RFC 8489 §10); Server says where
+// the client ended up. Messages are encoded with github.com/pion/stun/v2.
 package turnclient

@@ -13,6 +13,7 @@ import (
 	"github.com/tern-gw/tern/dataplane"
 	"github.com/tern-gw/tern/dataplane/config"
 	"github.com/tern-gw/tern/dataplane/config/loglevel"
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
 )
 
 // flags are ternd's command line. They take stunnerd's GNU-style spellings
@@ -150,7 +151,7 @@ func (f *flags) parse(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if f.offloadEngine != "" {
-		m, err := config.NormalizeOffloadEngine(f.offloadEngine)
+		m, err := offloadmode.NormalizeEngine(f.offloadEngine)
 		if err != nil {
 			fmt.Fprintf(stderr, "ternd: --offload-engine: %v\n", err)
 			return 2
@@ -158,7 +159,7 @@ func (f *flags) parse(args []string, stdout, stderr io.Writer) int {
 		f.offloadEngine = m
 	}
 	if f.offloadAttach != "" {
-		a, err := config.NormalizeOffloadAttach(f.offloadAttach)
+		a, err := offloadmode.NormalizeAttach(f.offloadAttach)
 		if err != nil {
 			fmt.Fprintf(stderr, "ternd: --offload-attach: %v\n", err)
 			return 2

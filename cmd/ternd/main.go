@@ -22,6 +22,7 @@ import (
 	"github.com/tern-gw/tern/dataplane/config"
 	"github.com/tern-gw/tern/dataplane/config/loglevel"
 	"github.com/tern-gw/tern/dataplane/k8sconfig"
+	"github.com/tern-gw/tern/dataplane/memlimit"
 	"github.com/tern-gw/tern/dataplane/stunnerdconf"
 	"github.com/tern-gw/tern/internal/version"
 )
@@ -227,7 +228,7 @@ func startServer(f *flags, cfg *config.Config, lvl *slog.LevelVar, fromFlags boo
 
 // memoryLimit returns the memory limit ternd runs under: flagMiB
 // (--memory-limit-mib) when positive, else the container's
-// (dataplane.MemoryLimit); -1 when there is none. It derives the default
+// (memlimit.Read); -1 when there is none. It derives the default
 // state budget. With a limit, and unless GOMEMLIMIT is set, it also sets
 // Go's soft memory limit to 90% of it, so that the collector works harder
 // as the heap nears the limit instead of letting it grow to twice the live
@@ -235,7 +236,7 @@ func startServer(f *flags, cfg *config.Config, lvl *slog.LevelVar, fromFlags boo
 func memoryLimit(flagMiB int, log *slog.Logger) int64 {
 	limit, ok := int64(flagMiB)<<20, flagMiB > 0
 	if !ok {
-		if limit, ok = dataplane.MemoryLimit(); !ok {
+		if limit, ok = memlimit.Read(); !ok {
 			return -1
 		}
 	}
@@ -308,15 +309,23 @@ func waitForSignal(srv *dataplane.Server, sig <-chan os.Signal, grace time.Durat
 	log.Info("shutting down", "signal", s.String())
 }
 
-// drain refuses new allocations and waits until the existing ones are gone,
-// the grace period ends, or a second signal arrives.
+// drainPoll is how often drain looks at the allocation count: an atomic
+// load, so often enough that ternd exits within a blink of its last
+// allocation ending.
+const drainPoll = 50 * time.Millisecond
+
+// drain stops taking new allocations (redirecting them to the config's
+// alternates, or refusing them with 508 when there are none) and waits
+// until the existing ones are gone, the grace period ends, or a second
+// signal arrives.
 func drain(srv *dataplane.Server, sig <-chan os.Signal, grace time.Duration, log *slog.Logger) {
 	srv.Drain()
 	deadline := time.NewTimer(grace)
 	defer deadline.Stop()
-	tick := time.NewTicker(time.Second)
+	tick := time.NewTicker(drainPoll)
 	defer tick.Stop()
-	log.Info("SIGTERM: draining; send another signal to exit at once", "allocations", srv.Engine().Allocations(), "grace_period", grace.String())
+	log.Info("SIGTERM: draining; send another signal to exit at once", "allocations", srv.Engine().Allocations(),
+		"alternates", len(srv.Engine().Alternates()), "grace_period", grace.String())
 	for srv.Engine().Allocations() > 0 {
 		select {
 		case s := <-sig:

@@ -21,10 +21,9 @@
 package config
 
 import (
-	"fmt"
 	"slices"
-	"strings"
 
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
 	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
@@ -58,104 +57,23 @@ type Config struct {
 	// Offload is the kernel fast path for TURN-UDP ChannelData
 	// (docs/offload.md). Omitted, it is off.
 	Offload Offload `json:"offload,omitzero"`
+	// Alternates are the servers ("host:port", the host an IP address or
+	// a DNS name) an Allocate is redirected to with 300 Try Alternate and
+	// ALTERNATE-SERVER (RFC 8489 §10) while this dataplane drains or is
+	// at its capacity (limits.maxAllocations, limits.stateBudgetMiB, no
+	// free relay port); with
+	// no alternate of the client's address family it answers 508. For a
+	// Gateway they are its other replicas' client-facing addresses. Port
+	// 0 stands for the port of the listener the Allocate arrived on. Names
+	// are resolved when the config is loaded. Entries that are this
+	// dataplane's own listener or public addresses are ignored, so one list
+	// may name every replica. Changes in place on a reload.
+	Alternates []string `json:"alternates,omitempty"`
 }
 
-// Offload engines of Offload.Engine: STUNner's Dataplane.spec.offloadEngine
-// values (its TCMux is read as TC).
-const (
-	OffloadNone = "None"
-	OffloadAuto = "Auto"
-	OffloadXDP  = "XDP"
-	OffloadTC   = "TC"
-)
-
-// Offload selects the eBPF ChannelData fast path: the kernel relays
-// ChannelData of the channel bindings the TURN engine reports, between a
-// TURN-UDP listener's clients and their peers, without the packets reaching
-// a socket.
-type Offload struct {
-	// Engine is Auto (the default: XDP where the driver supports it, tc
-	// elsewhere, and the socket path with a log line where BPF is refused,
-	// the kernel is too old or forwarding is off), None (every packet
-	// through sockets), XDP or TC (that hook or ternd fails to start).
-	// Case-insensitive; TCMux is read as TC. SetDefaults normalizes the
-	// spelling and leaves "" alone: use EngineMode. tern-operator always
-	// renders it (None unless the Dataplane asks for offload, since
-	// offload needs a privileged container).
-	Engine string `json:"engine,omitempty"`
-	// Interfaces names the network interfaces to attach to; empty means
-	// those that carry a TURN-UDP listener's or a relay address.
-	Interfaces []string `json:"interfaces,omitempty"`
-	// Attach is how the tc program attaches: Auto (the default: tcx where
-	// the kernel has it, Linux 6.6 on, else a clsact qdisc with a
-	// direct-action bpf filter), TCX or Clsact (that way or ternd fails
-	// to start). Case-insensitive; SetDefaults normalizes the spelling
-	// and leaves "" alone: use AttachMode.
-	Attach string `json:"attach,omitempty"`
-}
-
-// Offload attach methods of Offload.Attach.
-const (
-	OffloadAttachAuto   = "Auto"
-	OffloadAttachTCX    = "TCX"
-	OffloadAttachClsact = "Clsact"
-)
-
-// AttachMode returns Attach normalized: OffloadAttachAuto when unset or
-// invalid (Validate reports that).
-func (o Offload) AttachMode() string {
-	a, err := NormalizeOffloadAttach(o.Attach)
-	if err != nil {
-		return OffloadAttachAuto
-	}
-	return a
-}
-
-// NormalizeOffloadAttach maps an attach method, case-insensitively, to
-// one of the OffloadAttach* constants ("" is OffloadAttachAuto); any other
-// string is an error naming the accepted values.
-func NormalizeOffloadAttach(s string) (string, error) {
-	switch strings.ToLower(s) {
-	case "", "auto":
-		return OffloadAttachAuto, nil
-	case "tcx":
-		return OffloadAttachTCX, nil
-	case "clsact":
-		return OffloadAttachClsact, nil
-	}
-	return "", fmt.Errorf("must be Auto, TCX or Clsact, got %q", s)
-}
-
-// EngineMode returns Engine normalized: OffloadAuto when unset (the
-// benchmark in BENCHMARKS.md, "Offload", showed that it pays), OffloadNone
-// when invalid (Validate reports that).
-func (o Offload) EngineMode() string {
-	if o.Engine == "" {
-		return OffloadAuto
-	}
-	e, err := NormalizeOffloadEngine(o.Engine)
-	if err != nil {
-		return OffloadNone
-	}
-	return e
-}
-
-// NormalizeOffloadEngine maps an engine name, case-insensitively, to one of
-// the Offload* constants ("" is OffloadNone, "TCMux" OffloadTC); any other
-// string is an error naming the accepted values.
-func NormalizeOffloadEngine(s string) (string, error) {
-	switch strings.ToLower(s) {
-	case "", "none":
-		return OffloadNone, nil
-	case "auto":
-		return OffloadAuto, nil
-	case "xdp":
-		return OffloadXDP, nil
-	case "tc", "tcmux":
-		return OffloadTC, nil
-	}
-	return "", fmt.Errorf("must be None, Auto, XDP or TC, got %q", s)
-}
+// Offload selects the eBPF ChannelData fast path (docs/offload.md); its
+// engines and attach methods live in package offloadmode.
+type Offload = offloadmode.Settings
 
 // Admin holds process-level settings.
 type Admin struct {
@@ -212,6 +130,29 @@ type Listener struct {
 	Key  string `json:"key,omitempty"`
 	// Routes names the clusters whose peers clients of this listener may reach.
 	Routes []string `json:"routes,omitempty"`
+	// Upstream (TURN-TLS only) shares the port with an HTTPS server (see
+	// TLSUpstream); nil: every connection is TURN-TLS. Changes apply to new
+	// connections without a restart.
+	Upstream *TLSUpstream `json:"upstream,omitempty"`
+}
+
+// DefaultClientHelloTimeout is TLSUpstream.ClientHelloTimeout's default, s.
+const DefaultClientHelloTimeout = 5
+
+// TLSUpstream is where a TURN-TLS listener splices, unterminated, the
+// connections whose ClientHello is not TURN's: TURN offers ALPN
+// "stun.turn" (RFC 7443), names one of TURNServerNames in SNI, or sends
+// neither ALPN nor SNI (libwebrtc to a turns: URL with an IP address).
+type TLSUpstream struct {
+	// Address is the upstream's host:port (IP or DNS name, resolved per
+	// connection), e.g. "ingress-nginx.ingress.svc:443".
+	Address string `json:"address"`
+	// TURNServerNames are SNI host names served as TURN-TLS whatever the
+	// ALPN, compared case-insensitively.
+	TURNServerNames []string `json:"turnServerNames,omitempty"`
+	// ClientHelloTimeout bounds the wait for a whole ClientHello, seconds;
+	// 0 takes DefaultClientHelloTimeout.
+	ClientHelloTimeout int `json:"clientHelloTimeout,omitempty"`
 }
 
 // Cluster is a set of peers that a route allows (a UDPRoute backend).

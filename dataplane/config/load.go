@@ -10,6 +10,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
 	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
@@ -185,10 +186,10 @@ func (c *Config) SetDefaults() {
 	c.Limits.MaxConnections = cmp.Or(c.Limits.MaxConnections, DefaultMaxConnections)
 	// An unset engine stays unset (it means None), so that configs without
 	// offload render and compare as before.
-	if e, err := NormalizeOffloadEngine(c.Offload.Engine); err == nil && c.Offload.Engine != "" {
+	if e, err := offloadmode.NormalizeEngine(c.Offload.Engine); err == nil && c.Offload.Engine != "" {
 		c.Offload.Engine = e
 	}
-	if a, err := NormalizeOffloadAttach(c.Offload.Attach); err == nil && c.Offload.Attach != "" {
+	if a, err := offloadmode.NormalizeAttach(c.Offload.Attach); err == nil && c.Offload.Attach != "" {
 		c.Offload.Attach = a
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
 	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
@@ -257,11 +258,11 @@ func TestQuotaDefaults(t *testing.T) {
 func TestParseOffload(t *testing.T) {
 	for _, tc := range []struct{ in, want, err string }{
 		{"", "", ""},
-		{"offload: {engine: none}", OffloadNone, ""},
-		{"offload: {engine: auto, interfaces: [eth0]}", OffloadAuto, ""},
-		{"offload: {engine: Xdp}", OffloadXDP, ""},
-		{"offload: {engine: TCMux}", OffloadTC, ""},
-		{"offload: {engine: tc}", OffloadTC, ""},
+		{"offload: {engine: none}", offloadmode.None, ""},
+		{"offload: {engine: auto, interfaces: [eth0]}", offloadmode.Auto, ""},
+		{"offload: {engine: Xdp}", offloadmode.XDP, ""},
+		{"offload: {engine: TCMux}", offloadmode.TC, ""},
+		{"offload: {engine: tc}", offloadmode.TC, ""},
 		{"offload: {engine: bpf}", "", `offload.engine: must be None, Auto, XDP or TC, got "bpf"`},
 		{"offload: {engin: Auto}", "", `unknown field "engin"`},
 	} {
@@ -279,7 +280,7 @@ func TestParseOffload(t *testing.T) {
 			if c.Offload.Engine != tc.want {
 				t.Errorf("engine %q, want %q", c.Offload.Engine, tc.want)
 			}
-			if want := cmpOr(tc.want, OffloadAuto); c.Offload.EngineMode() != want {
+			if want := cmpOr(tc.want, offloadmode.Auto); c.Offload.EngineMode() != want {
 				t.Errorf("EngineMode %q, want %q", c.Offload.EngineMode(), want)
 			}
 		})
@@ -291,10 +292,10 @@ func TestParseOffload(t *testing.T) {
 // field.
 func TestParseOffloadAttach(t *testing.T) {
 	for _, tc := range []struct{ in, want, err string }{
-		{"", OffloadAttachAuto, ""},
-		{"offload: {attach: auto}", OffloadAttachAuto, ""},
-		{"offload: {attach: tcx}", OffloadAttachTCX, ""},
-		{"offload: {engine: TC, attach: CLSACT}", OffloadAttachClsact, ""},
+		{"", offloadmode.AttachAuto, ""},
+		{"offload: {attach: auto}", offloadmode.AttachAuto, ""},
+		{"offload: {attach: tcx}", offloadmode.AttachTCX, ""},
+		{"offload: {engine: TC, attach: CLSACT}", offloadmode.AttachClsact, ""},
 		{"offload: {attach: tc}", "", `offload.attach: must be Auto, TCX or Clsact, got "tc"`},
 	} {
 		t.Run(tc.in, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/tern-gw/tern/dataplane/config/endpoint"
 	"github.com/tern-gw/tern/dataplane/config/loglevel"
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
 	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
@@ -172,6 +174,22 @@ func (c *Config) Validate() error {
 				bad(fmt.Sprintf("%s.routes[%d]", p, k), "no cluster named %q", r)
 			}
 		}
+		if u := l.Upstream; u != nil {
+			if l.Protocol != protocol.TURNTLS {
+				bad(p+".upstream", "only a %s listener can have an upstream, not %s", protocol.TURNTLS, l.Protocol)
+			}
+			if !endpoint.ValidHostPort(u.Address) {
+				bad(p+".upstream.address", "must be host:port with a numeric port, got %q", u.Address)
+			}
+			if u.ClientHelloTimeout < 0 {
+				bad(p+".upstream.clientHelloTimeout", "must be 0 (the default) or more seconds, got %d", u.ClientHelloTimeout)
+			}
+			for k, n := range u.TURNServerNames {
+				if n == "" || strings.ContainsAny(n, " /:") {
+					bad(fmt.Sprintf("%s.upstream.turnServerNames[%d]", p, k), "must be a host name, got %q", n)
+				}
+			}
+		}
 	}
 
 	// relay
@@ -243,12 +261,12 @@ func (c *Config) Validate() error {
 	}
 
 	// offload
-	if e, err := NormalizeOffloadEngine(c.Offload.Engine); err != nil {
+	if e, err := offloadmode.NormalizeEngine(c.Offload.Engine); err != nil {
 		bad("offload.engine", "%v", err)
 	} else if e != c.Offload.Engine && c.Offload.Engine != "" {
 		bad("offload.engine", "must be spelled %q (SetDefaults normalizes it), got %q", e, c.Offload.Engine)
 	}
-	if a, err := NormalizeOffloadAttach(c.Offload.Attach); err != nil {
+	if a, err := offloadmode.NormalizeAttach(c.Offload.Attach); err != nil {
 		bad("offload.attach", "%v", err)
 	} else if a != c.Offload.Attach && c.Offload.Attach != "" {
 		bad("offload.attach", "must be spelled %q (SetDefaults normalizes it), got %q", a, c.Offload.Attach)
@@ -265,7 +283,39 @@ func (c *Config) Validate() error {
 		}
 	}
 
+	checkAlternates(bad, c.Alternates)
+
 	return errors.Join(errs...)
+}
+
+// checkAlternates reports alternates that are not host:port with a host
+// name or IP address and a port 0-65535, and repeated ones.
+func checkAlternates(bad func(string, string, ...any), alts []string) {
+	seen := map[string]int{}
+	for i, a := range alts {
+		p := fmt.Sprintf("alternates[%d]", i)
+		host, port, err := net.SplitHostPort(a)
+		if err != nil || host == "" || !endpoint.ValidHostPort(a) {
+			bad(p, "must be host:port with a host name or IP address and a numeric port 0-65535, got %q", a)
+			continue
+		}
+		if ip, err := netip.ParseAddr(host); err == nil {
+			if ip.Zone() != "" || ip.IsUnspecified() || ip.IsMulticast() {
+				bad(p, "must name a unicast address without a zone, got %q", a)
+				continue
+			}
+			host = ip.Unmap().String()
+		} else if !endpoint.ValidHostname(host) {
+			bad(p, "must be host:port with a host name or IP address, got %q", a)
+			continue
+		}
+		key := strings.ToLower(net.JoinHostPort(host, port))
+		if j, dup := seen[key]; dup {
+			bad(p, "%q is already alternates[%d]", a, j)
+			continue
+		}
+		seen[key] = i
+	}
 }
 
 // checkSecret reports a credential given neither inline (auth.<name>) nor

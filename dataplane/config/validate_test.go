@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
 	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
@@ -33,11 +34,18 @@ func TestValidateOK(t *testing.T) {
 		{"relay single port", func(c *Config) { c.Relay.MinPort, c.Relay.MaxPort = 1, 1 }},
 		{"password file", func(c *Config) { c.Auth.Password, c.Auth.PasswordFile = "", "/etc/tern/auth/password" }},
 		{"shared secret file", func(c *Config) { c.Auth = Auth{Type: AuthEphemeral, Realm: "r", SharedSecretFile: "/s"} }},
-		{"offload auto", func(c *Config) { c.Offload = Offload{Engine: OffloadAuto, Interfaces: []string{"eth0", "lo"}} }},
-		{"offload clsact", func(c *Config) { c.Offload = Offload{Engine: OffloadTC, Attach: OffloadAttachClsact} }},
+		{"offload auto", func(c *Config) { c.Offload = Offload{Engine: offloadmode.Auto, Interfaces: []string{"eth0", "lo"}} }},
+		{"offload clsact", func(c *Config) { c.Offload = Offload{Engine: offloadmode.TC, Attach: offloadmode.AttachClsact} }},
 		{"offload unset", func(c *Config) { c.Offload = Offload{} }},
 		{"stun mode without credentials", func(c *Config) { c.STUNMode, c.Auth = true, Auth{Type: AuthStatic, Realm: "r"} }},
 		{"stun mode ephemeral without secret", func(c *Config) { c.STUNMode, c.Auth = true, Auth{Type: AuthEphemeral, Realm: "r"} }},
+		{"tls with upstream", func(c *Config) {
+			tlsListener(c)
+			c.Listeners[0].Upstream = &TLSUpstream{Address: "ingress.web.svc:443", TURNServerNames: []string{"turn.example.com"}, ClientHelloTimeout: 3}
+		}},
+		{"alternates", func(c *Config) {
+			c.Alternates = []string{"10.0.0.2:3478", "[2001:db8::2]:3478", "turn-1.example.com:443", "10.0.0.3:0"}
+		}},
 		{"node public addresses", func(c *Config) {
 			c.Relay.NodePublicAddresses = map[string]string{"node-a": "203.0.113.1", "node-b": "2001:db8::1"}
 		}},
@@ -60,6 +68,19 @@ func TestValidateRules(t *testing.T) {
 		modify func(*Config)
 		want   string
 	}{
+		{"upstream on tcp", func(c *Config) { c.Listeners[0].Upstream = &TLSUpstream{Address: "web:443"} },
+			`listeners[0].upstream: only a TURN-TLS listener can have an upstream, not TURN-UDP`},
+		{"upstream address", func(c *Config) { tlsListener(c); c.Listeners[0].Upstream = &TLSUpstream{Address: "web"} },
+			`listeners[0].upstream.address: must be host:port with a numeric port, got "web"`},
+		{"upstream timeout", func(c *Config) {
+			tlsListener(c)
+			c.Listeners[0].Upstream = &TLSUpstream{Address: "web:443", ClientHelloTimeout: -1}
+		},
+			`listeners[0].upstream.clientHelloTimeout: must be 0 (the default) or more seconds, got -1`},
+		{"upstream turn name", func(c *Config) {
+			tlsListener(c)
+			c.Listeners[0].Upstream = &TLSUpstream{Address: "web:443", TURNServerNames: []string{"ok.example", "a b"}}
+		}, `listeners[0].upstream.turnServerNames[1]: must be a host name, got "a b"`},
 		{"version empty", func(c *Config) { c.Version = "" }, `version: must be "v1", got ""`},
 		{"version wrong", func(c *Config) { c.Version = "v2" }, `version: must be "v1", got "v2"`},
 		{"offload engine unknown", func(c *Config) { c.Offload.Engine = "eBPF" }, `offload.engine: must be None, Auto, XDP or TC, got "eBPF"`},
@@ -70,6 +91,15 @@ func TestValidateRules(t *testing.T) {
 		{"offload interface too long", func(c *Config) { c.Offload.Interfaces = []string{"abcdefghijklmnop"} }, `offload.interfaces[0]: must be an interface name`},
 		{"offload interface slash", func(c *Config) { c.Offload.Interfaces = []string{"eth0", "a/b"} }, `offload.interfaces[1]: must be an interface name`},
 		{"offload interface twice", func(c *Config) { c.Offload.Interfaces = []string{"eth0", "eth0"} }, `offload.interfaces[1]: "eth0" is already offload.interfaces[0]`},
+
+		{"alternate without port", func(c *Config) { c.Alternates = []string{"10.0.0.2"} }, `alternates[0]: must be host:port`},
+		{"alternate named port", func(c *Config) { c.Alternates = []string{"10.0.0.2:3478", "10.0.0.3:turn"} }, `alternates[1]: must be host:port`},
+		{"alternate port range", func(c *Config) { c.Alternates = []string{"10.0.0.2:65536"} }, `alternates[0]: must be host:port`},
+		{"alternate empty host", func(c *Config) { c.Alternates = []string{":3478"} }, `alternates[0]: must be host:port`},
+		{"alternate bad name", func(c *Config) { c.Alternates = []string{"bad name:3478"} }, `alternates[0]: must be host:port with a host name or IP address, got`},
+		{"alternate unspecified", func(c *Config) { c.Alternates = []string{"0.0.0.0:3478"} }, `alternates[0]: must name a unicast address`},
+		{"alternate zone", func(c *Config) { c.Alternates = []string{"[fe80::1%eth0]:3478"} }, `alternates[0]: must name a unicast address`},
+		{"alternate twice", func(c *Config) { c.Alternates = []string{"10.0.0.2:3478", "[::ffff:10.0.0.2]:3478"} }, `alternates[1]: "[::ffff:10.0.0.2]:3478" is already alternates[0]`},
 
 		{"log level", func(c *Config) { c.Admin.LogLevel = "verbose" }, `admin.logLevel: unknown log level "verbose"`},
 		{"log level stunner form", func(c *Config) { c.Admin.LogLevel = "all:LOUD" }, `admin.logLevel: invalid log level "all:LOUD"`},
@@ -220,4 +250,9 @@ func TestPrefixes(t *testing.T) {
 			t.Errorf("endpoint %q: error %v, want one naming the cluster", bad, err)
 		}
 	}
+}
+
+// tlsListener makes c's first listener a TURN-TLS one.
+func tlsListener(c *Config) {
+	c.Listeners[0].Protocol, c.Listeners[0].Cert, c.Listeners[0].Key = protocol.TURNTLS, "/c.pem", "/k.pem"
 }

@@ -1,170 +1,38 @@
 package offload
 
 import (
-	"errors"
 	"fmt"
 	"net"
-	"strings"
 
-	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
+	"github.com/tern-gw/tern/dataplane/offload/tcattach"
 )
 
-// The clsact attachment's filter: its own priority and handle on the
-// interface's ingress hook, so that Tern's filter can be told from other
-// tools' (Cilium, say) and a stale one of a crashed ternd replaced.
-const (
-	clsactPriority = 0x7e4e
-	clsactHandle   = 1
-	clsactName     = "tern_tc"
-)
-
-// attachTCX is link.AttachTCX; TestAutoFallsBackToClsact makes it
+// attachTCX is tcattach.TCX; TestAutoFallsBackToClsact makes it
 // refuse, as a kernel before 6.6 does.
-var attachTCX = link.AttachTCX
-
-// detacher is an attachment Close removes: a bpf_link (tcx, XDP) or a
-// clsact filter.
-type detacher interface{ Close() error }
+var attachTCX = tcattach.TCX
 
 // attachTC attaches the tc program to ifc's ingress by attach: tcx, or a
-// clsact qdisc with a direct-action bpf filter through h where tcx is
+// clsact qdisc with a direct-action bpf filter through o.nl where tcx is
 // refused (AttachAuto) or asked for (AttachClsact). It returns the
 // attachment and "tcx" or "clsact", and why.
-func (o *Offload) attachTC(attach Attach, ifc *net.Interface) (detacher, string, string, error) {
+func (o *Offload) attachTC(attach Attach, ifc *net.Interface) (tcattach.Detacher, string, string, error) {
 	if attach != AttachClsact {
-		l, err := attachTCX(link.TCXOptions{Interface: ifc.Index, Program: o.objs.TernTc, Attach: ebpf.AttachTCXIngress})
+		l, err := attachTCX(o.objs.TernTc, ifc)
 		if err == nil {
 			return l, "tcx", "tcx attached", nil
 		}
-		if attach == AttachTCX || !tcxRefused(err) {
+		if attach == AttachTCX || !tcattach.TCXRefused(err) {
 			return nil, "", "", unsupported(fmt.Sprintf("attach tcx ingress to %s", ifc.Name), err)
 		}
-		c, cerr := attachClsact(o.nl, o.objs.TernTc, ifc)
+		c, cerr := tcattach.Clsact(o.nl, o.objs.TernTc, ifc)
 		if cerr != nil {
 			return nil, "", "", unsupported(fmt.Sprintf("attach clsact ingress filter to %s (tcx: %v)", ifc.Name, err), cerr)
 		}
 		return c, "clsact", fmt.Sprintf("tcx refused (%v)", err), nil
 	}
-	c, err := attachClsact(o.nl, o.objs.TernTc, ifc)
+	c, err := tcattach.Clsact(o.nl, o.objs.TernTc, ifc)
 	if err != nil {
 		return nil, "", "", unsupported(fmt.Sprintf("attach clsact ingress filter to %s", ifc.Name), err)
 	}
 	return c, "clsact", "clsact asked for", nil
-}
-
-// tcxRefused reports whether AttachTCX failed because the kernel has no
-// tcx (before Linux 6.6): cilium/ebpf's probe says ErrNotSupported, and a
-// kernel that does not know the attach type answers EINVAL.
-func tcxRefused(err error) bool {
-	return errors.Is(err, ebpf.ErrNotSupported) || errors.Is(err, unix.EINVAL)
-}
-
-// clsactFilter is the program attached as a direct-action bpf filter on
-// a clsact qdisc's ingress hook. Unlike a bpf_link it outlives the
-// process: Close removes the filter, and the qdisc where Open created it.
-type clsactFilter struct {
-	nl         *netlink.Handle
-	filter     *netlink.BpfFilter
-	qdisc      *netlink.Clsact // nil where the qdisc was there before
-	ifindex    int
-	ifname     string
-	removeOnce bool
-}
-
-// attachClsact adds a clsact qdisc to ifc unless it has one, and Tern's
-// filter on its ingress hook, replacing a filter of a previous ternd that
-// was killed before it could remove its own. A filter of another tool at
-// Tern's priority and handle is an error, not replaced.
-func attachClsact(h *netlink.Handle, prog *ebpf.Program, ifc *net.Interface) (*clsactFilter, error) {
-	c := &clsactFilter{nl: h, ifindex: ifc.Index, ifname: ifc.Name}
-	q := &netlink.Clsact{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: ifc.Index, Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_CLSACT}}
-	switch err := h.QdiscAdd(q); {
-	case err == nil:
-		c.qdisc = q
-	case errors.Is(err, unix.EEXIST):
-		// Someone's clsact (maybe a crashed ternd's): share it, and leave
-		// it when done.
-	default:
-		return nil, fmt.Errorf("add clsact qdisc: %w", err)
-	}
-	c.filter = &netlink.BpfFilter{
-		FilterAttrs: netlink.FilterAttrs{
-			LinkIndex: ifc.Index,
-			Parent:    netlink.HANDLE_MIN_INGRESS,
-			Handle:    netlink.MakeHandle(0, clsactHandle),
-			Protocol:  unix.ETH_P_ALL,
-			Priority:  clsactPriority,
-		},
-		Fd:           prog.FD(),
-		Name:         clsactName,
-		DirectAction: true,
-	}
-	if err := c.checkSlot(); err != nil {
-		c.removeQdisc()
-		return nil, err
-	}
-	if err := h.FilterReplace(c.filter); err != nil {
-		c.removeQdisc()
-		return nil, fmt.Errorf("add bpf filter: %w", err)
-	}
-	return c, nil
-}
-
-// checkSlot refuses to replace a filter at Tern's priority and handle
-// that is not Tern's.
-func (c *clsactFilter) checkSlot() error {
-	lnk, err := c.nl.LinkByIndex(c.ifindex)
-	if err != nil {
-		return fmt.Errorf("link %d: %w", c.ifindex, err)
-	}
-	fs, err := c.nl.FilterList(lnk, netlink.HANDLE_MIN_INGRESS)
-	if err != nil {
-		return fmt.Errorf("list ingress filters: %w", err)
-	}
-	for _, f := range fs {
-		a := f.Attrs()
-		if a.Priority != clsactPriority || a.Handle != c.filter.Handle {
-			continue
-		}
-		if bf, ok := f.(*netlink.BpfFilter); !ok || !strings.HasPrefix(bf.Name, clsactName) {
-			return fmt.Errorf("ingress filter priority %#x handle %d is another tool's (%s), not Tern's", clsactPriority, clsactHandle, f.Type())
-		}
-	}
-	return nil
-}
-
-func (c *clsactFilter) removeQdisc() error {
-	if c.qdisc == nil {
-		return nil
-	}
-	err := c.nl.QdiscDel(c.qdisc)
-	c.qdisc = nil
-	if err != nil && !gone(err) {
-		return fmt.Errorf("offload: remove clsact qdisc of %s: %w", c.ifname, err)
-	}
-	return nil
-}
-
-// Close removes the filter, and the clsact qdisc when attachClsact
-// created it. An interface already gone is no error.
-func (c *clsactFilter) Close() error {
-	if c.removeOnce {
-		return nil
-	}
-	c.removeOnce = true
-	var errs []error
-	if err := c.nl.FilterDel(c.filter); err != nil && !gone(err) {
-		errs = append(errs, fmt.Errorf("offload: remove bpf filter of %s: %w", c.ifname, err))
-	}
-	errs = append(errs, c.removeQdisc())
-	return errors.Join(errs...)
-}
-
-// gone reports a netlink error saying the interface, qdisc or filter no
-// longer exists.
-func gone(err error) bool {
-	return errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EINVAL)
 }

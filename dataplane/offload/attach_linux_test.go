@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
+
+	"github.com/tern-gw/tern/dataplane/offload/tcattach"
 )
 
 // tcState is what netlink says of an interface's tc ingress: whether it
@@ -110,7 +110,7 @@ func TestClsactAttach(t *testing.T) {
 					t.Errorf("%s: %+v, want TC clsact fib", ifn, m)
 				}
 				st := tcStateOf(t, tp.tern, ifn)
-				if want := fmt.Sprintf("%s prio %#x da true", clsactName, clsactPriority); !st.clsact || len(st.filters) != 1 || st.filters[0] != want {
+				if want := fmt.Sprintf("%s prio %#x da true", tcattach.Name, tcattach.Priority); !st.clsact || len(st.filters) != 1 || st.filters[0] != want {
 					t.Errorf("%s while attached: %+v, want a clsact qdisc with [%s]", ifn, st, want)
 				}
 			}
@@ -163,7 +163,7 @@ func TestClsactReplacesStale(t *testing.T) {
 func TestAutoFallsBackToClsact(t *testing.T) {
 	tp := newTopo(t)
 	orig := attachTCX
-	attachTCX = func(link.TCXOptions) (link.Link, error) {
+	attachTCX = func(*ebpf.Program, *net.Interface) (tcattach.Detacher, error) {
 		return nil, fmt.Errorf("attach tcx link: %w", ebpf.ErrNotSupported)
 	}
 	t.Cleanup(func() { attachTCX = orig })
@@ -197,31 +197,8 @@ func TestAutoFallsBackToClsact(t *testing.T) {
 	relayRounds(t, v4, client, peer, 3)
 }
 
-func TestTCXRefused(t *testing.T) {
-	for _, c := range []struct {
-		err  error
-		want bool
-	}{
-		{fmt.Errorf("attach: %w", ebpf.ErrNotSupported), true},
-		{fmt.Errorf("attach: %w", unix.EINVAL), true},
-		{fmt.Errorf("attach: %w", unix.EPERM), false},
-		{errors.New("other"), false},
-	} {
-		if got := tcxRefused(c.err); got != c.want {
-			t.Errorf("tcxRefused(%v) = %v, want %v", c.err, got, c.want)
-		}
-	}
-}
-
-func TestParseAttach(t *testing.T) {
-	for in, want := range map[string]Attach{"": AttachAuto, "auto": AttachAuto, "TCX": AttachTCX, "tcx": AttachTCX, "clsact": AttachClsact, "Clsact": AttachClsact} {
-		if got, err := ParseAttach(in); err != nil || got != want {
-			t.Errorf("ParseAttach(%q) = %q, %v; want %q", in, got, err, want)
-		}
-	}
-	if _, err := ParseAttach("tc"); err == nil || !bytes.Contains([]byte(err.Error()), []byte(`"tc"`)) {
-		t.Errorf("ParseAttach(tc): %v, want an error naming it", err)
-	}
+// TestValidateAttach: Open refuses an attach method it does not know.
+func TestValidateAttach(t *testing.T) {
 	if err := (Config{Mode: TC, Attach: "bogus"}).Validate(); err == nil {
 		t.Error("Validate accepted attach bogus")
 	}

@@ -7,8 +7,10 @@
 // its Expires instant. Anything the maps do not name passes to the socket
 // path untouched.
 //
-// This package imports nothing from Tern; the dataplane converts the
-// engine's channel events into Paths.
+// This package imports nothing from Tern but its own sub-packages (iface:
+// which interfaces and how packets leave them; tcattach: tcx and clsact;
+// kernel: version, capabilities, refusals); the dataplane converts the
+// engine's channel events into Paths (dataplane/offload/mirror).
 package offload
 
 import (
@@ -16,13 +18,17 @@ import (
 	"fmt"
 	"net/netip"
 	"time"
+
+	"github.com/tern-gw/tern/dataplane/offload/iface"
 )
 
 // Mode is STUNner's Dataplane.spec.offloadEngine, the config file's
-// offload.engine and ternd's --offload-engine.
+// offload.engine and ternd's --offload-engine, as
+// dataplane/config/offloadmode normalizes them.
 type Mode string
 
-// Modes. TCMux, which STUNner's enum also allows, is read as TC.
+// Modes. TCMux, which STUNner's enum also allows, is TC (offloadmode
+// reads it so).
 const (
 	// None relays every packet through sockets.
 	None Mode = "None"
@@ -39,37 +45,9 @@ const (
 	TC Mode = "TC"
 )
 
-// ParseMode returns the Mode s names: None, Auto, XDP, TC or TCMux (= TC),
-// case-insensitively; "" is None. Any other value is an error naming it.
-func ParseMode(s string) (Mode, error) {
-	switch {
-	case s == "" || equalFold(s, "None"):
-		return None, nil
-	case equalFold(s, "Auto"):
-		return Auto, nil
-	case equalFold(s, "XDP"):
-		return XDP, nil
-	case equalFold(s, "TC"), equalFold(s, "TCMux"):
-		return TC, nil
-	}
-	return "", fmt.Errorf("offload engine %q: want None, Auto, XDP or TC", s)
-}
-
-func equalFold(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		x, y := a[i]|0x20, b[i]|0x20
-		if x != y {
-			return false
-		}
-	}
-	return true
-}
-
 // Attach is how the tc program is attached (Config.Attach): the config
-// file's offload.attach and ternd's --offload-attach. XDP programs attach
+// file's offload.attach and ternd's --offload-attach, as
+// dataplane/config/offloadmode normalizes them. XDP programs attach
 // through XDP links whatever it says.
 type Attach string
 
@@ -85,37 +63,14 @@ const (
 	AttachClsact Attach = "Clsact"
 )
 
-// ParseAttach returns the Attach s names: Auto, TCX or Clsact,
-// case-insensitively; "" is Auto. Any other value is an error naming it.
-func ParseAttach(s string) (Attach, error) {
-	switch {
-	case s == "" || equalFold(s, "Auto"):
-		return AttachAuto, nil
-	case equalFold(s, "TCX"):
-		return AttachTCX, nil
-	case equalFold(s, "Clsact"):
-		return AttachClsact, nil
-	}
-	return "", fmt.Errorf("offload attach %q: want Auto, TCX or Clsact", s)
-}
+// Egress is how a relayed packet leaves, per interface (InterfaceMode);
+// iface.EgressFor chooses it.
+type Egress = iface.Egress
 
-// Egress is how a relayed packet leaves, per interface (InterfaceMode).
-type Egress string
-
-// Egress modes.
+// Egress modes (see iface).
 const (
-	// EgressFIB: bpf_fib_lookup finds the way out (any interface) and
-	// bpf_redirect_neigh (tc) or bpf_redirect (XDP) sends it. The lookup
-	// needs forwarding on the arrival interface.
-	EgressFIB Egress = "fib"
-	// EgressSameInterface: the packet goes back out the interface it
-	// arrived on, the kernel's neighbour code filling in the next hop's
-	// MAC (bpf_redirect_neigh without a next hop), and no FIB forwarding
-	// check applies; or up this host's stack when the destination is a
-	// local address. Chosen where forwarding is off and every route
-	// leaves by that interface (a pod's eth0, a node's single NIC), and
-	// on lo. tc only.
-	EgressSameInterface Egress = "same_interface"
+	EgressFIB           = iface.FIB
+	EgressSameInterface = iface.SameInterface
 )
 
 // InterfaceMode is how the programs run on one interface.

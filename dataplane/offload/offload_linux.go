@@ -7,7 +7,6 @@ import (
 	"maps"
 	"net"
 	"net/netip"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +16,10 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/tern-gw/tern/dataplane/offload/iface"
+	"github.com/tern-gw/tern/dataplane/offload/kernel"
+	"github.com/tern-gw/tern/dataplane/offload/tcattach"
 )
 
 // MaxPaths is the number of Paths the maps hold (each direction is one
@@ -28,7 +31,7 @@ const MaxPaths = 65536
 type Offload struct {
 	mu       sync.Mutex
 	objs     ternObjects
-	links    []detacher
+	links    []tcattach.Detacher
 	nl       *netlink.Handle // this network namespace's, for clsact and routes
 	attached Mode
 	ifaces   []string
@@ -43,7 +46,7 @@ type Offload struct {
 // program goes in a direct-action bpf filter on a clsact qdisc, which
 // Close removes (the qdisc too where Open added it) but a crash leaves
 // until the next Open replaces it. Each interface gets an Egress
-// (egressFor); Auto skips interfaces where neither egress works. Open
+// (iface.EgressFor); Auto skips interfaces where neither egress works. Open
 // returns an error wrapping ErrUnsupported where BPF is refused or the
 // kernel lacks what the programs need.
 func Open(cfg Config) (*Offload, error) {
@@ -62,45 +65,15 @@ func Open(cfg Config) (*Offload, error) {
 	}
 	// The handle's socket lives in the calling thread's network namespace:
 	// Close removes clsact filters through it from any thread.
+	v4, v6 := cfg.families()
 	nl, err := netlink.NewHandle(unix.NETLINK_ROUTE)
 	if err != nil {
 		return nil, fmt.Errorf("offload: netlink: %w", err)
 	}
-	type plan struct {
-		ifc         *net.Interface
-		egress      Egress
-		why, reason string
-	}
-	var plans []plan
-	var off []string
-	v4, v6 := cfg.families()
-	for _, name := range names {
-		ifc, err := net.InterfaceByName(name)
-		if err != nil {
-			nl.Close()
-			return nil, fmt.Errorf("offload: interface %q: %w", name, err)
-		}
-		if ifc.Flags&net.FlagLoopback != 0 && cfg.Mode == Auto {
-			// On lo every relayed packet goes from this host to itself:
-			// the host's own test or benchmark traffic, which Auto does
-			// not take over (ternbench's "ternd" row stays the socket
-			// path, and tests sharing the host's lo see no program they
-			// did not ask for). Forced TC relays it in the kernel.
-			off = append(off, name+" (loopback: Auto leaves it to the sockets; --offload-engine TC relays it in the kernel)")
-			continue
-		}
-		e, code, why, usable := egressFor(nl, ifc, v4, v6)
-		if !usable && cfg.Mode == Auto {
-			// bpf_fib_lookup refuses to route a packet that arrived on an
-			// interface with forwarding off, and packets may leave by
-			// another interface, so there the programs would only look
-			// at every packet and pass it. Auto leaves such interfaces
-			// alone (XDP and TC attach as asked, and count
-			// ForwardingDisabled).
-			off = append(off, name+" ("+why+")")
-			continue
-		}
-		plans = append(plans, plan{ifc, e, code, why})
+	plans, off, err := iface.Plans(nl, names, cfg.Mode == Auto, v4, v6)
+	if err != nil {
+		nl.Close()
+		return nil, fmt.Errorf("offload: %w", err)
 	}
 	if len(plans) == 0 {
 		nl.Close()
@@ -123,25 +96,25 @@ func Open(cfg Config) (*Offload, error) {
 	}
 	for _, p := range plans {
 		mode := cfg.Mode
-		if mode == Auto && p.egress == EgressSameInterface {
+		if mode == Auto && p.Egress == EgressSameInterface {
 			mode = TC // the XDP program knows only the FIB's way out
 		}
-		if err := o.setIface(p.ifc, p.egress); err != nil {
+		if err := o.setIface(p.Interface, p.Egress); err != nil {
 			o.Close()
-			return nil, fmt.Errorf("offload: interface %s settings: %w", p.ifc.Name, err)
+			return nil, fmt.Errorf("offload: interface %s settings: %w", p.Interface.Name, err)
 		}
-		l, im, err := o.attach(mode, cfg.Attach, p.ifc)
+		l, im, err := o.attach(mode, cfg.Attach, p.Interface)
 		if err != nil {
 			o.Close()
 			return nil, err
 		}
-		im.Egress, im.Why, im.Reason = p.egress, p.why, im.Reason+"; "+p.egress.String()+": "+p.reason
-		if im.Hook == XDP && p.egress != EgressFIB {
+		im.Egress, im.Why, im.Reason = p.Egress, p.Why, im.Reason+"; "+p.Egress.String()+": "+p.Reason
+		if im.Hook == XDP && p.Egress != EgressFIB {
 			im.Egress, im.Why, im.Reason = EgressFIB, "xdp", im.Reason+" (but the XDP program relays by FIB lookup only)"
 		}
 		o.links = append(o.links, l)
-		o.modes[p.ifc.Name] = im
-		o.ifaces = append(o.ifaces, p.ifc.Name)
+		o.modes[p.Interface.Name] = im
+		o.ifaces = append(o.ifaces, p.Interface.Name)
 	}
 	o.attached = XDP
 	for _, m := range o.modes {
@@ -152,9 +125,6 @@ func Open(cfg Config) (*Offload, error) {
 	return o, nil
 }
 
-// String returns e as the metrics and logs name it.
-func (e Egress) String() string { return string(e) }
-
 // attach attaches the program for mode to ifc and returns how. Auto
 // takes native (driver) XDP where the driver has it, except on lo and
 // veth, and tc elsewhere. A veth's XDP sees a local sender's
@@ -163,8 +133,8 @@ func (e Egress) String() string { return string(e) }
 // only where that peer runs XDP itself or has GRO on; tc has neither
 // problem. XDP mode takes native XDP, else generic (skb) XDP. tc attaches
 // as attachTC says.
-func (o *Offload) attach(mode Mode, attach Attach, ifc *net.Interface) (detacher, InterfaceMode, error) {
-	if mode == Auto && !xdpCandidate(ifc) {
+func (o *Offload) attach(mode Mode, attach Attach, ifc *net.Interface) (tcattach.Detacher, InterfaceMode, error) {
+	if mode == Auto && !iface.XDPCandidate(ifc) {
 		mode = TC
 	}
 	if mode == Auto || mode == XDP {
@@ -185,24 +155,6 @@ func (o *Offload) attach(mode Mode, attach Attach, ifc *net.Interface) (detacher
 		return nil, InterfaceMode{}, err
 	}
 	return l, InterfaceMode{Hook: TC, Attach: how, Reason: why}, nil
-}
-
-// xdpCandidate reports whether Auto tries native XDP on ifc: not on lo
-// and not on a veth (see attach).
-func xdpCandidate(ifc *net.Interface) bool {
-	if ifc.Flags&net.FlagLoopback != 0 {
-		return false
-	}
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return false
-	}
-	defer unix.Close(fd)
-	info, err := unix.IoctlGetEthtoolDrvinfo(fd, ifc.Name)
-	if err != nil {
-		return false
-	}
-	return unix.ByteSliceToString(info.Driver[:]) != "veth"
 }
 
 // Hooks returns each attached interface's hook, XDP or TC.
@@ -235,26 +187,13 @@ func loadObjects(objs *ternObjects) error {
 	if err != nil {
 		return err
 	}
-	if kernelAtLeast(6, 16) {
+	if kernel.AtLeast(6, 16) {
 		const bpfFIPv6 = 1 << 7
 		if err := spec.Variables["l4_csum_ipv6_flag"].Set(uint64(bpfFIPv6)); err != nil {
 			return err
 		}
 	}
 	return spec.LoadAndAssign(objs, nil)
-}
-
-// kernelAtLeast reports whether uname's release is major.minor or later.
-func kernelAtLeast(major, minor int) bool {
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		return false
-	}
-	var ma, mi int
-	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi); err != nil {
-		return false
-	}
-	return ma > major || ma == major && mi >= minor
 }
 
 // unsupported wraps err in ErrUnsupported where it says the kernel refused
@@ -266,68 +205,33 @@ func unsupported(what string, err error) error {
 		// programs as an unprivileged user's and refuses their pointer
 		// arithmetic: a missing privilege, which Auto falls back on. With
 		// it, a rejection is a bug in the programs.
-		if !hasCapability(unix.CAP_PERFMON) && !hasCapability(unix.CAP_SYS_ADMIN) {
+		if !kernel.HasCapability(unix.CAP_PERFMON) && !kernel.HasCapability(unix.CAP_SYS_ADMIN) {
 			return fmt.Errorf("%w: %s: the verifier refuses the programs without CAP_PERFMON: %v", ErrUnsupported, what, err)
 		}
 		return fmt.Errorf("offload: %s: %w", what, err)
 	}
-	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) ||
-		errors.Is(err, ebpf.ErrNotSupported) || errors.Is(err, unix.EINVAL) ||
-		errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EOPNOTSUPP) {
+	if kernel.Refused(err) {
 		return fmt.Errorf("%w: %s: %v", ErrUnsupported, what, err)
 	}
 	return fmt.Errorf("offload: %s: %w", what, err)
 }
 
 // interfaces returns cfg.Interfaces, or else the names of the interfaces
-// that carry a listener or relay address (every interface with an address
-// of that family for an unspecified one).
+// that carry a listener or relay address (iface.Carrying).
 func (c Config) interfaces() ([]string, error) {
 	if len(c.Interfaces) > 0 {
 		return c.Interfaces, nil
 	}
 	var want []netip.Addr
 	for _, l := range c.Listeners {
-		want = append(want, l.Addr().Unmap())
+		want = append(want, l.Addr())
 	}
-	for _, r := range c.Relays {
-		want = append(want, r.Unmap())
-	}
-	ifcs, err := net.Interfaces()
+	want = append(want, c.Relays...)
+	names, err := iface.Carrying(want)
 	if err != nil {
-		return nil, fmt.Errorf("offload: list interfaces: %w", err)
-	}
-	var names []string
-	for _, ifc := range ifcs {
-		addrs, err := ifc.Addrs()
-		if err != nil {
-			continue
-		}
-		if carries(addrs, want) {
-			names = append(names, ifc.Name)
-		}
+		return nil, fmt.Errorf("offload: %w", err)
 	}
 	return names, nil
-}
-
-func carries(addrs []net.Addr, want []netip.Addr) bool {
-	for _, a := range addrs {
-		n, ok := a.(*net.IPNet)
-		if !ok {
-			continue
-		}
-		ip, ok := netip.AddrFromSlice(n.IP)
-		if !ok {
-			continue
-		}
-		ip = ip.Unmap()
-		for _, w := range want {
-			if w == ip || (w.IsUnspecified() && w.Is4() == ip.Is4() && !ip.IsLinkLocalUnicast()) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // Attached returns the hook the programs run on: XDP when every interface
@@ -584,17 +488,6 @@ func addr16(a netip.Addr) [16]uint8 {
 	return out
 }
 
-// hasCapability reports whether the calling thread has capability c in its
-// effective set; false when capget fails.
-func hasCapability(c int) bool {
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		return false
-	}
-	return data[c/32].Effective&(1<<(uint(c)%32)) != 0
-}
-
 // families reports which IP families the listeners use (IPv4 when there
 // are none).
 func (c Config) families() (v4, v6 bool) {
@@ -609,15 +502,4 @@ func (c Config) families() (v4, v6 bool) {
 		}
 	}
 	return v4, v6
-}
-
-// sysctlOn reports whether the file at path reads as a non-zero number;
-// false when it cannot be read.
-func sysctlOn(path string) bool {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return false
-	}
-	v := strings.TrimSpace(string(b))
-	return v != "" && v != "0"
 }

@@ -25,6 +25,9 @@ type Engine interface {
 	StateBytes() int64
 	// StateBudget returns the state budget in force, bytes; 0 is none.
 	StateBudget() int64
+	// Redirects returns how many Allocate requests were answered with 300
+	// Try Alternate for reason.
+	Redirects(reason turn.RedirectReason) uint64
 }
 
 // Snapshot is what one scrape reports: the dataplane's per-worker
@@ -59,6 +62,9 @@ type Listener struct {
 	// whose Conns are connections (associations), reported in the
 	// tern_listener_connections families too.
 	Connections bool
+	// Upstream is true for a TURN-TLS listener with an upstream, whose
+	// Conns' routing counts are reported in tern_listener_tls_routed_total.
+	Upstream bool
 }
 
 // Conns are a listener's connection counts.
@@ -80,6 +86,11 @@ type Conns struct {
 	// Unverified counts TURN-DTLS associations closed before their
 	// client returned the HelloVerifyRequest's cookie.
 	Unverified uint64
+	// RoutedTURN, RoutedUpstream, BadHello and Unreachable count a
+	// TURN-TLS listener's connections by where their ClientHello sent them:
+	// TURN-TLS, the upstream, closed for a bad or slow ClientHello, closed
+	// for an upstream that could not be reached.
+	RoutedTURN, RoutedUpstream, BadHello, Unreachable uint64
 }
 
 // Cluster is one cluster's counters: packets and bytes from (Rx) and to
@@ -184,6 +195,17 @@ func Write(w io.Writer, s *Snapshot) {
 		}
 	}
 
+	p.family("tern_listener_tls_routed_total", counter, "Connections of a TURN-TLS listener with an upstream by where their ClientHello sent them: served as TURN-TLS (turn), spliced to the upstream (upstream), closed for a ClientHello not whole within clientHelloTimeout, over 16 KiB, malformed or cut short (bad_hello), or closed for an upstream that could not be reached (upstream_unreachable).")
+	for _, l := range s.Listeners {
+		if l.Upstream {
+			n := label("name", l.Name)
+			p.sample("tern_listener_tls_routed_total", n+`,route="turn"`, l.Conns.RoutedTURN)
+			p.sample("tern_listener_tls_routed_total", n+`,route="upstream"`, l.Conns.RoutedUpstream)
+			p.sample("tern_listener_tls_routed_total", n+`,route="bad_hello"`, l.Conns.BadHello)
+			p.sample("tern_listener_tls_routed_total", n+`,route="upstream_unreachable"`, l.Conns.Unreachable)
+		}
+	}
+
 	p.family("tern_dropped_packets_total", counter, "Packets dropped, by reason.")
 	for i := 1; i < turn.NumDropReasons; i++ {
 		p.sample("tern_dropped_packets_total", label("reason", turn.DropReason(i).String()), s.All.Drops[i])
@@ -208,6 +230,10 @@ func Write(w io.Writer, s *Snapshot) {
 		p.sample("tern_allocation_errors_total", label("code", strconv.Itoa(code)), s.Engine.AllocationErrors(code))
 	}
 	p.sample("tern_allocation_errors_total", label("code", "other"), s.Engine.AllocationErrors(0))
+	p.family("tern_redirects_total", counter, "Allocate requests redirected to an alternate server with 300 Try Alternate (RFC 8489 §10), by reason: draining (SIGTERM) or capacity (limits.maxAllocations, the state budget or no free relay port).")
+	for r, name := range turn.RedirectReasons {
+		p.sample("tern_redirects_total", label("reason", name), s.Engine.Redirects(turn.RedirectReason(r)))
+	}
 	writeOffload(p, &s.Offload)
 	p.flush()
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
 	"github.com/tern-gw/tern/dataplane/config/placeholder"
 	"github.com/tern-gw/tern/dataplane/config/protocol"
 	"sigs.k8s.io/yaml"
@@ -230,12 +231,12 @@ func (s *File) Convert(opts Options) (*config.Config, []string, error) {
 		}
 	}
 	if e := s.Admin.OffloadEngine; e != "" {
-		if m, err := config.NormalizeOffloadEngine(e); err != nil {
+		if m, err := offloadmode.NormalizeEngine(e); err != nil {
 			note("admin.offload_engine: %q ignored: %v", e, err)
 		} else {
 			// Kept even when None: ternd's own default is Auto.
 			c.Offload.Engine = m
-			if m != config.OffloadNone {
+			if m != offloadmode.None {
 				note("admin.offload_engine: %q read as offload.engine %s", e, m)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
 	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
@@ -56,7 +57,7 @@ func TestParseStunnerdFiles(t *testing.T) {
 				AllocationsPerUser: 10, AllocationsPerIP: config.DefaultAllocationsPerIP,
 				AuthFailureBurst: config.DefaultAuthFailureBurst, AuthFailureRate: config.DefaultAuthFailureRate,
 				ConnectionIdleTimeout: config.DefaultConnectionIdleTimeout, ConnectionsPerIP: config.DefaultConnectionsPerIP, MaxConnections: config.DefaultMaxConnections},
-			Offload: config.Offload{Engine: config.OffloadNone},
+			Offload: config.Offload{Engine: offloadmode.None},
 		},
 	}} {
 		t.Run(tc.file, func(t *testing.T) {
@@ -138,7 +139,7 @@ listeners: [{name: udp}]
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Offload.Engine != config.OffloadXDP {
+	if c.Offload.Engine != offloadmode.XDP {
 		t.Errorf("offload %+v", c.Offload)
 	}
 	if c.Admin.HealthAddress != "" || c.Admin.MetricsAddress != ":9090" || c.Auth.Type != config.AuthStatic {

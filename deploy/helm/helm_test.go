@@ -285,6 +285,15 @@ var cases = []struct {
 		"gateway": map[string]any{"name": "stunner-gateway", "namespace": "stunner"},
 		"keda":    map[string]any{"enabled": true, "serverAddress": "http://mimir.monitoring.svc:8080/prometheus", "tenant": "tern"},
 	}},
+	{"tls443", map[string]any{
+		"gateway": map[string]any{"name": "tls-gateway", "namespace": "stunner", "tls443": map[string]any{
+			"enabled": true, "certificateSecret": "turn-example-com-tls", "targetPort": 44321,
+			"upstream": map[string]any{
+				"address":         "ingress-nginx-controller.ingress-nginx.svc:443",
+				"turnServerNames": []any{"turn.example.com"},
+			},
+		}},
+	}},
 	{"authServiceOff", map[string]any{"authService": map[string]any{"enabled": false}}},
 	{"authServicePublicAddr", map[string]any{"authService": map[string]any{"publicAddr": "turn.example.com"}}},
 	{"authServiceLimits", map[string]any{
@@ -490,6 +499,9 @@ func TestSchemaRejects(t *testing.T) {
 		{"unknown auth type", map[string]any{"gatewayClass": map[string]any{"enabled": true, "gatewayConfig": map[string]any{"authType": "oauth"}}}, "authType"},
 		{"protocol not UDP or TCP", map[string]any{"networkPolicy": map[string]any{"turnPorts": []any{map[string]any{"port": 3478, "protocol": "SCTP"}}}}, "protocol"},
 		{"port out of range", map[string]any{"networkPolicy": map[string]any{"turnPorts": []any{map[string]any{"port": 70000, "protocol": "UDP"}}}}, "port"},
+		{"tls443 without a gateway name", map[string]any{"gateway": map[string]any{"tls443": map[string]any{"enabled": true, "certificateSecret": "c"}}}, "name"},
+		{"tls443 without a certificate", map[string]any{"gateway": map[string]any{"name": "g", "tls443": map[string]any{"enabled": true}}}, "certificateSecret"},
+		{"tls443 upstream without a port", map[string]any{"gateway": map[string]any{"name": "g", "tls443": map[string]any{"upstream": map[string]any{"address": "web.svc"}}}}, "address"},
 		{"hpa without a gateway name", map[string]any{"hpa": map[string]any{"enabled": true}}, "name"},
 		{"hpa and keda together", map[string]any{
 			"gateway": map[string]any{"name": "g"},

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
 	stnrv1 "github.com/tern-gw/tern/operator/api/v1"
 )
 
@@ -115,7 +115,7 @@ func (r *renderer) podTemplate(gw *gwapiv1.Gateway, dp *stnrv1.Dataplane, listen
 		}
 	}
 	lowPort := lowestPort(c.Ports)
-	offloading := offloadEngine(dp) != config.OffloadNone
+	offloading := offloadEngine(dp) != offloadmode.None
 	c.SecurityContext = containerSecurity(spec.ContainerSecurityContext, lowPort, offloading)
 	if !spec.DisableHealthCheck {
 		c.Ports = append(c.Ports, corev1.ContainerPort{Name: "health", ContainerPort: HealthPort, Protocol: corev1.ProtocolTCP})

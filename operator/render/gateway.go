@@ -11,6 +11,7 @@ import (
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
 	"github.com/tern-gw/tern/dataplane/config/placeholder"
 	stnrv1 "github.com/tern-gw/tern/operator/api/v1"
 )
@@ -135,7 +136,7 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 	}
 
 	res.Status = r.gatewayStatus(gw, &res, listeners, fatal, dpProblem, addrs, usable)
-	if mode := offloadEngine(dp); mode != config.OffloadNone && res.Config != nil {
+	if mode := offloadEngine(dp); mode != offloadmode.None && res.Config != nil {
 		res.Status.Conditions = append(res.Status.Conditions, offloadCondition(mode, gw.Generation))
 	}
 	return res
@@ -266,6 +267,7 @@ func (r *renderer) buildConfig(gw *gwapiv1.Gateway, gc *stnrv1.GatewayConfig, au
 		}
 	}
 	used := map[string]bool{}
+	upstreams := r.tlsUpstreams(gw, listeners)
 	for _, ls := range listeners {
 		if !ls.usable() {
 			continue
@@ -283,6 +285,7 @@ func (r *renderer) buildConfig(gw *gwapiv1.Gateway, gc *stnrv1.GatewayConfig, au
 		if ls.tlsSecret != "" {
 			l.Cert, l.Key = tlsFiles(r.opts.TLSDir, ls.tlsSecret)
 		}
+		l.Upstream = upstreams[string(ls.l.Name)]
 		for _, c := range l.Routes {
 			used[c] = true
 		}
@@ -327,8 +330,8 @@ func (r *renderer) buildConfig(gw *gwapiv1.Gateway, gc *stnrv1.GatewayConfig, au
 	cfg.STUNMode = gc.Spec.STUNMode
 	// Always said, since ternd's own default is Auto: a pod without the
 	// privileges offload needs runs None rather than trying and logging.
-	cfg.Offload = config.Offload{Engine: config.OffloadNone}
-	if mode := offloadEngine(dp); mode != config.OffloadNone {
+	cfg.Offload = config.Offload{Engine: offloadmode.None}
+	if mode := offloadEngine(dp); mode != offloadmode.None {
 		cfg.Offload = config.Offload{Engine: mode, Interfaces: slices.Clone(dp.Spec.OffloadInterfaces)}
 	}
 	cfg.SetDefaults()

@@ -3,9 +3,8 @@ package render
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
 	stnrv1 "github.com/tern-gw/tern/operator/api/v1"
-
-	"github.com/tern-gw/tern/dataplane/config"
 )
 
 // ConditionOffloadRequested is the Gateway condition that reports a
@@ -17,15 +16,15 @@ import (
 const ConditionOffloadRequested = "OffloadRequested"
 
 // offloadEngine returns the offload engine dp asks for, normalized
-// (TCMux is TC); config.OffloadNone when dp is nil, sets none, or names
+// (TCMux is TC); offloadmode.None when dp is nil, sets none, or names
 // one the CRD's enum would have refused.
 func offloadEngine(dp *stnrv1.Dataplane) string {
 	if dp == nil {
-		return config.OffloadNone
+		return offloadmode.None
 	}
-	mode, err := config.NormalizeOffloadEngine(dp.Spec.OffloadEngine)
+	mode, err := offloadmode.NormalizeEngine(dp.Spec.OffloadEngine)
 	if err != nil {
-		return config.OffloadNone
+		return offloadmode.None
 	}
 	return mode
 }
@@ -34,7 +33,7 @@ func offloadEngine(dp *stnrv1.Dataplane) string {
 // Dataplane asks for mode.
 func offloadCondition(mode string, generation int64) metav1.Condition {
 	msg := "the eBPF ChannelData fast path is requested (" + mode + "); each pod reports whether it attached in tern_offload_active"
-	if mode == config.OffloadAuto {
+	if mode == offloadmode.Auto {
 		msg += ", and falls back to sockets with a log line where BPF is refused"
 	} else {
 		msg += "; a pod that cannot attach it fails to start"

@@ -109,6 +109,11 @@ type config struct {
 	Clusters  []cluster  `json:"clusters,omitempty"`
 	Relay     relay      `json:"relay"`
 	Limits    limits     `json:"limits"`
+	// Alternates is the top-level redirect list; scripts outside the
+	// project write this key, so its name is part of the format.
+	Alternates []string `json:"alternates,omitempty"`
+	// Offload is offload.engine and offload.interfaces.
+	Offload map[string]any `json:"offload,omitempty"`
 }
 
 type admin struct {

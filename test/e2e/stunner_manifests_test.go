@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	dpconfig "github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
 	"github.com/tern-gw/tern/dataplane/config/protocol"
 	"github.com/tern-gw/tern/internal/testenv"
 	"github.com/tern-gw/tern/operator/render"
@@ -95,7 +96,7 @@ func relayRendered(t *testing.T, g *render.GatewayResult, peer *peer) {
 	cfg.Admin.HealthAddress = "127.0.0.1:" + strconv.Itoa(healthPort)
 	cfg.Admin.MetricsAddress = ""
 	cfg.Admin.LogLevel = "debug"
-	cfg.Offload = dpconfig.Offload{Engine: dpconfig.OffloadNone}
+	cfg.Offload = dpconfig.Offload{Engine: offloadmode.None}
 	// The test cases' certificate Secrets hold placeholders; a pod would
 	// mount a real certificate where the config says, so this test does.
 	cert, key := writeTestCert(t, dir)

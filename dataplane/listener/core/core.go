@@ -120,6 +120,25 @@ type ConnStats struct {
 	// returned the HelloVerifyRequest's cookie: the oldest, for a new one
 	// at the cap of unverified associations, or one past its lifetime.
 	Unverified uint64
+	// Routed counts the connections of a TURN-TLS listener with an
+	// upstream (config.Listener.Upstream) by where their ClientHello sent
+	// them; HasUpstream is whether the listener has one now.
+	Routed      TLSRouted
+	HasUpstream bool
+}
+
+// TLSRouted counts a TURN-TLS listener's connections by where their
+// ClientHello sent them (config.TLSUpstream).
+type TLSRouted struct {
+	// TURN counts those served as TURN-TLS, Upstream those spliced to
+	// the upstream.
+	TURN, Upstream uint64
+	// BadHello counts those closed for a ClientHello not whole within
+	// the deadline, over the size cap, malformed or cut short.
+	BadHello uint64
+	// Unreachable counts those for the upstream closed because it could
+	// not be reached.
+	Unreachable uint64
 }
 
 // Limits of connection-oriented transports (TURN-TCP, TURN-TLS, TURN-DTLS).

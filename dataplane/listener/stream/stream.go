@@ -6,6 +6,11 @@
 // workers write what peers send through the connection's outConn, which
 // never blocks.
 //
+// A TURN-TLS listener with an upstream (config.TLSUpstream) reads each
+// connection's ClientHello first, without terminating TLS (package tlshello):
+// TURN goes on to the TLS handshake with the bytes read replayed
+// (helloConn), anything else is spliced to the upstream (upstream.go).
+//
 // It has one lock, outConn.mu, which serialises a connection's writers
 // (its reader's replies and relay workers' messages) and the flusher; no
 // call out of the package is made under it but the socket's write. The
@@ -19,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/tern-gw/tern/dataplane/allowlist"
@@ -36,6 +42,10 @@ type Listener struct {
 	ln    net.Listener
 	certs *certs.Holder // TURN-TLS only
 	tls   *tls.Config   // TURN-TLS only
+
+	// routed counts connections by where their ClientHello sent them
+	// (TURN-TLS with an upstream).
+	routedTURN, routedUpstream, badHello, unreachable atomic.Uint64
 }
 
 // LocalAddr is the bound address, for logs.
@@ -109,8 +119,17 @@ func (l *Listener) accept() {
 			continue
 		}
 		cc.Raw, cc.C, cc.W, cc.Relay = tc, o, o, o
+		var up *config.TLSUpstream
+		var hc *helloConn
 		if l.tls != nil {
-			cc.C = tls.Server(o, l.tls)
+			var under net.Conn = o
+			if up = l.Spec().Upstream; up != nil {
+				// The ClientHello is read before the TLS server sees it
+				// and replayed to it by hc.
+				hc = &helloConn{outConn: o}
+				under = hc
+			}
+			cc.C = tls.Server(under, l.tls)
 			cc.W = cc.C
 			cc.Relay = &tlsRelay{o: o, w: cc.C}
 		}
@@ -123,14 +142,18 @@ func (l *Listener) accept() {
 			return
 		}
 		_ = o.SetNoDelay(true)
-		go l.serveConn(cc)
+		go l.serveConn(cc, up, hc)
 	}
 }
 
 // serveConn reads framed messages until the client goes away, stays idle
-// past its limit or breaks the framing.
-func (l *Listener) serveConn(c *core.Conn) {
+// past its limit or breaks the framing. With an upstream up (TURN-TLS),
+// it first routes the connection by its ClientHello, read through hc.
+func (l *Listener) serveConn(c *core.Conn, up *config.TLSUpstream, hc *helloConn) {
 	defer c.Finish()
+	if up != nil && !l.route(c, up, hc) {
+		return
+	}
 	if tc, ok := c.C.(*tls.Conn); ok {
 		_ = c.C.SetDeadline(time.Now().Add(core.HandshakeTimeout))
 		if err := tc.Handshake(); err != nil {
@@ -168,6 +191,16 @@ func (l *Listener) serveConn(c *core.Conn) {
 		}
 		limit = c.IdleLimit()
 	}
+}
+
+// ConnStats returns the listener's connection counts (core.Base's), with
+// those of its ClientHello routing.
+func (l *Listener) ConnStats() (core.ConnStats, bool) {
+	cs, ok := l.Base.ConnStats()
+	cs.Routed = core.TLSRouted{TURN: l.routedTURN.Load(), Upstream: l.routedUpstream.Load(),
+		BadHello: l.badHello.Load(), Unreachable: l.unreachable.Load()}
+	cs.HasUpstream = l.tls != nil && l.Spec().Upstream != nil
+	return cs, ok
 }
 
 // Close stops accepting, closes every connection and deletes their

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
 	"github.com/tern-gw/tern/dataplane/config/protocol"
 	"github.com/tern-gw/tern/dataplane/offload"
 	"github.com/tern-gw/tern/dataplane/stats"
@@ -40,7 +41,7 @@ const putErrorLogInterval = 10 * time.Second
 type Mirror struct {
 	log       *slog.Logger
 	requested string // config.Offload* mode asked for
-	attach    string // config.OffloadAttach* method asked for
+	attach    string // offloadmode.Attach* method asked for
 	ifaces    []string
 
 	mu  sync.Mutex
@@ -85,11 +86,11 @@ type slotKey struct {
 
 // Mode returns the engine mode in force: override (ternd's
 // --offload-engine, Options.OffloadEngine) when not empty, else cfg's
-// offload.engine; one of config.OffloadNone, Auto, XDP or TC. An override
+// offload.engine; one of offloadmode.None, Auto, XDP or TC. An override
 // that names no engine is an error naming --offload-engine.
 func Mode(cfg *config.Config, override string) (string, error) {
 	if override != "" {
-		m, err := config.NormalizeOffloadEngine(override)
+		m, err := offloadmode.NormalizeEngine(override)
 		if err != nil {
 			return "", fmt.Errorf("--offload-engine: %w", err)
 		}
@@ -100,11 +101,11 @@ func Mode(cfg *config.Config, override string) (string, error) {
 
 // Attach returns the tc attach method in force: override (ternd's
 // --offload-attach, Options.OffloadAttach) when not empty, else cfg's
-// offload.attach; one of config.OffloadAttachAuto, TCX or Clsact. An
+// offload.attach; one of offloadmode.AttachAuto, TCX or Clsact. An
 // override that names no method is an error naming --offload-attach.
 func Attach(cfg *config.Config, override string) (string, error) {
 	if override != "" {
-		a, err := config.NormalizeOffloadAttach(override)
+		a, err := offloadmode.NormalizeAttach(override)
 		if err != nil {
 			return "", fmt.Errorf("--offload-attach: %w", err)
 		}
@@ -175,14 +176,14 @@ func relayAddrs(r config.Relay) map[netip.Addr]netip.Addr {
 	return m
 }
 
-// Open opens the offload programs in mode (config.OffloadAuto, XDP or TC)
+// Open opens the offload programs in mode (offloadmode.Auto, XDP or TC)
 // for the TURN-UDP listeners of cfg and its offload.interfaces, attaching
-// the tc program as attach says (config.OffloadAttachAuto, TCX or Clsact;
+// the tc program as attach says (offloadmode.AttachAuto, TCX or Clsact;
 // "" is Auto). relay is
 // the relay config whose addresses the relay sockets bind (the dataplane's
 // relay config with publicAddresses of this host bound instead, as the
 // relay pool is given it): peers' datagrams arrive there, and a wildcard
-// listener is taken at its addresses. With config.OffloadNone, Open
+// listener is taken at its addresses. With offloadmode.None, Open
 // returns a Mirror that is not Active.
 //
 // Under Auto, a kernel or a process that cannot run the programs
@@ -192,7 +193,7 @@ func relayAddrs(r config.Relay) map[netip.Addr]netip.Addr {
 func Open(mode, attach string, cfg *config.Config, relay config.Relay, log *slog.Logger) (*Mirror, error) {
 	m := &Mirror{log: log, requested: mode, attach: attach, ifaces: slices.Clone(cfg.Offload.Interfaces),
 		paths: map[pathKey]*mirroredPath{}, slotOf: map[slotKey]uint32{}}
-	if mode == config.OffloadNone {
+	if mode == offloadmode.None {
 		return m, nil
 	}
 	m.relay = relay
@@ -204,7 +205,7 @@ func Open(mode, attach string, cfg *config.Config, relay config.Relay, log *slog
 		m.off = off
 		log.Info("offload attached", "engine", string(off.Attached()), "requested", mode, "listeners", len(m.listeners))
 		m.logInterfaces()
-	case mode == config.OffloadAuto && errors.Is(err, offload.ErrUnsupported):
+	case mode == offloadmode.Auto && errors.Is(err, offload.ErrUnsupported):
 		log.Warn("offload unavailable, relaying through sockets", "requested", mode, "reason", err.Error())
 	default:
 		return nil, fmt.Errorf("offload engine %s: %w", mode, err)
@@ -246,14 +247,14 @@ func (m *Mirror) Active() bool {
 	return m.off != nil
 }
 
-// Attached returns the hook in use, config.OffloadXDP or config.OffloadTC,
-// or config.OffloadNone when the programs are not attached (a fallen-back
+// Attached returns the hook in use, offloadmode.XDP or offloadmode.TC,
+// or offloadmode.None when the programs are not attached (a fallen-back
 // Auto, a failed reopen, or after Close).
 func (m *Mirror) Attached() string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.off == nil {
-		return config.OffloadNone
+		return offloadmode.None
 	}
 	return string(m.off.Attached())
 }
@@ -506,8 +507,8 @@ func addStats(a, b offload.Stats) offload.Stats {
 
 // Status is what the kernel fast path does and did, for /metrics.
 type Status struct {
-	// Requested is the engine mode asked for (config.OffloadAuto, XDP or
-	// TC; config.OffloadNone for a Mirror opened with None).
+	// Requested is the engine mode asked for (offloadmode.Auto, XDP or
+	// TC; offloadmode.None for a Mirror opened with None).
 	Requested string
 	// Attached is the hook in use, as Attached returns it.
 	Attached string
@@ -530,7 +531,7 @@ type Status struct {
 func (m *Mirror) Status() Status {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	st := Status{Requested: m.requested, Attached: config.OffloadNone, PutErrors: m.putErrors, Kernel: m.baseStats}
+	st := Status{Requested: m.requested, Attached: offloadmode.None, PutErrors: m.putErrors, Kernel: m.baseStats}
 	if m.off != nil {
 		st.Attached = string(m.off.Attached())
 		st.Kernel = addStats(st.Kernel, m.off.Stats())

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
 	"github.com/tern-gw/tern/dataplane/config/protocol"
 )
 
@@ -18,11 +19,11 @@ func TestMode(t *testing.T) {
 	for _, tc := range []struct {
 		engine, override, want, err string
 	}{
-		{"", "", config.OffloadAuto, ""},
-		{"None", "", config.OffloadNone, ""},
-		{"XDP", "", config.OffloadXDP, ""},
-		{"None", "tc", config.OffloadTC, ""},
-		{"XDP", "none", config.OffloadNone, ""},
+		{"", "", offloadmode.Auto, ""},
+		{"None", "", offloadmode.None, ""},
+		{"XDP", "", offloadmode.XDP, ""},
+		{"None", "tc", offloadmode.TC, ""},
+		{"XDP", "none", offloadmode.None, ""},
 		{"", "ebpf", "", "--offload-engine"},
 	} {
 		got, err := Mode(&config.Config{Offload: config.Offload{Engine: tc.engine}}, tc.override)
@@ -67,12 +68,12 @@ func TestListenerAddrs(t *testing.T) {
 // TestOpenNone: a Mirror opened with None is inactive, attaches nothing,
 // and reports None.
 func TestOpenNone(t *testing.T) {
-	m, err := Open(config.OffloadNone, "", &config.Config{}, config.Relay{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	m, err := Open(offloadmode.None, "", &config.Config{}, config.Relay{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	if st := m.Status(); m.Active() || st.Attached != config.OffloadNone || st.Requested != config.OffloadNone || st.Paths != 0 {
+	if st := m.Status(); m.Active() || st.Attached != offloadmode.None || st.Requested != offloadmode.None || st.Paths != 0 {
 		t.Errorf("None: active %v, status %+v", m.Active(), st)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/pion/stun/v2"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
 	"github.com/tern-gw/tern/dataplane/config/protocol"
 	"github.com/tern-gw/tern/dataplane/stats"
 	"github.com/tern-gw/tern/internal/testenv"
@@ -91,7 +92,7 @@ func newPathRig(t *testing.T) *pathRig {
 		Listeners: []config.Listener{{Name: "udp", Protocol: protocol.TURNUDP, Address: "127.0.0.1", Port: int(laddr.Port())}},
 		Relay:     config.Relay{Address: "127.0.99.1"},
 	}
-	m, err := Open(config.OffloadTC, "", cfg, cfg.Relay, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	m, err := Open(offloadmode.TC, "", cfg, cfg.Relay, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

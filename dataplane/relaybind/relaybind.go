@@ -1,4 +1,8 @@
-package dataplane
+// Package relaybind decides which addresses the relay sockets bind: the
+// config's relay.address (and each extra address), or its publicAddress
+// where that is an address of this host. It takes a config.Relay and
+// returns one with the addresses to bind; dataplane/relay binds them.
+package relaybind
 
 import (
 	"log/slog"
@@ -8,7 +12,7 @@ import (
 	"github.com/tern-gw/tern/dataplane/config"
 )
 
-// bindAdvertised returns the relay config whose addresses the relay
+// Addresses returns the relay config whose addresses the relay
 // sockets bind: r, except that an address whose publicAddress is an
 // address of this host binds its publicAddress instead. A peer's packet to
 // the advertised address (XOR-RELAYED-ADDRESS) then reaches the socket, and
@@ -22,7 +26,7 @@ import (
 // Whether an address is this host's is asked of the kernel, by binding a
 // UDP socket to it for a moment: that honours the local routing table
 // (127.0.0.0/8 is all local, as is an address on any interface).
-func bindAdvertised(r config.Relay, log *slog.Logger) config.Relay {
+func Addresses(r config.Relay, log *slog.Logger) config.Relay {
 	local := func(addr, public string) bool {
 		if public == "" || public == addr {
 			return false

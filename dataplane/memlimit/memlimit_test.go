@@ -1,13 +1,11 @@
-package dataplane
+package memlimit
 
 import (
 	"io/fs"
 	"testing"
-
-	"github.com/tern-gw/tern/dataplane/config"
 )
 
-func TestParseMemoryLimit(t *testing.T) {
+func TestParse(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
 		want int64
@@ -24,16 +22,16 @@ func TestParseMemoryLimit(t *testing.T) {
 		{"12abc\n", 0, false},
 		{"99999999999999999999\n", 0, false}, // overflows int64
 	} {
-		got, ok := ParseMemoryLimit(tc.in)
+		got, ok := Parse(tc.in)
 		if got != tc.want || ok != tc.ok {
-			t.Errorf("ParseMemoryLimit(%q) = %d, %v; want %d, %v", tc.in, got, ok, tc.want, tc.ok)
+			t.Errorf("Parse(%q) = %d, %v; want %d, %v", tc.in, got, ok, tc.want, tc.ok)
 		}
 	}
 }
 
-// TestMemoryLimitFrom: cgroup v2's memory.max wins; v1's file is read
+// TestReadFrom: cgroup v2's memory.max wins; v1's file is read
 // where v2's is missing; neither, or an unlimited one, is no limit.
-func TestMemoryLimitFrom(t *testing.T) {
+func TestReadFrom(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		files map[string]string
@@ -52,7 +50,7 @@ func TestMemoryLimitFrom(t *testing.T) {
 			}
 			return nil, fs.ErrNotExist
 		}
-		if got, ok := memoryLimitFrom(read); got != tc.want || ok != tc.ok {
+		if got, ok := readFrom(read); got != tc.want || ok != tc.ok {
 			t.Errorf("%s: %d, %v; want %d, %v", tc.name, got, ok, tc.want, tc.ok)
 		}
 	}
@@ -71,26 +69,26 @@ func TestStateBudgetRule(t *testing.T) {
 		{0, 0, 512 * mib, 256 * mib},
 		{0, 0, 2048 * mib, 1024 * mib},
 		{0, 64, 512 * mib, 64 * mib},
-		{0, config.NoLimit, 512 * mib, 0},
+		{0, -1 /* config.NoLimit */, 512 * mib, 0},
 		{32, 64, 512 * mib, 32 * mib},
 		{-1, 64, 512 * mib, 0},
 	} {
-		if got := stateBudget(tc.flag, tc.cfg, tc.limit); got != tc.want {
-			t.Errorf("stateBudget(flag %d, cfg %d, limit %d) = %d, want %d", tc.flag, tc.cfg, tc.limit, got, tc.want)
+		if got := StateBudget(tc.flag, tc.cfg, tc.limit); got != tc.want {
+			t.Errorf("StateBudget(flag %d, cfg %d, limit %d) = %d, want %d", tc.flag, tc.cfg, tc.limit, got, tc.want)
 		}
 	}
 }
 
-// FuzzParseMemoryLimit: any contents give a positive limit below 2^62, or
+// FuzzParse: any contents give a positive limit below 2^62, or
 // none, and never a panic.
-func FuzzParseMemoryLimit(f *testing.F) {
+func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
-		n, ok := ParseMemoryLimit(s)
+		n, ok := Parse(s)
 		if ok && (n <= 0 || n >= unlimitedV1) {
-			t.Fatalf("ParseMemoryLimit(%q) = %d", s, n)
+			t.Fatalf("Parse(%q) = %d", s, n)
 		}
 		if !ok && n != 0 {
-			t.Fatalf("ParseMemoryLimit(%q) = %d without a limit", s, n)
+			t.Fatalf("Parse(%q) = %d without a limit", s, n)
 		}
 	})
 }

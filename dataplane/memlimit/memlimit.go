@@ -1,4 +1,10 @@
-package dataplane
+// Package memlimit reads the memory limit of the container ternd runs in
+// (cgroup v2's memory.max, else cgroup v1's memory.limit_in_bytes, in
+// bytes) and holds the rule that turns it, ternd's --state-budget-mib and
+// the config's limits.stateBudgetMiB into the TURN engine's state budget
+// (turn.Settings.StateBudget, bytes; docs/security.md, "State budget").
+// It imports nothing from Tern.
+package memlimit
 
 import (
 	"os"
@@ -24,20 +30,20 @@ var cgroupMemoryFiles = []string{
 	"/sys/fs/cgroup/memory/memory.limit_in_bytes",
 }
 
-// MemoryLimit returns the memory limit of the container ternd runs in, in
-// bytes, and true; or false when no limit is set ("max", or cgroup v1's
+// Read returns the memory limit of the container ternd runs in, in bytes,
+// and true; or false when no limit is set ("max", or cgroup v1's
 // near-2^63 "unlimited") or neither file can be read.
-func MemoryLimit() (int64, bool) {
-	return memoryLimitFrom(os.ReadFile)
+func Read() (int64, bool) {
+	return readFrom(os.ReadFile)
 }
 
-func memoryLimitFrom(read func(string) ([]byte, error)) (int64, bool) {
+func readFrom(read func(string) ([]byte, error)) (int64, bool) {
 	for _, f := range cgroupMemoryFiles {
 		b, err := read(f)
 		if err != nil {
 			continue
 		}
-		return ParseMemoryLimit(string(b))
+		return Parse(string(b))
 	}
 	return 0, false
 }
@@ -47,12 +53,12 @@ func memoryLimitFrom(read func(string) ([]byte, error)) (int64, bool) {
 // an unlimited cgroup, and no container has 2^62 bytes.
 const unlimitedV1 = 1 << 62
 
-// ParseMemoryLimit parses the contents of memory.max (cgroup v2: a
+// Parse parses the contents of memory.max (cgroup v2: a
 // number of bytes or "max") or memory.limit_in_bytes (cgroup v1: a number
 // of bytes) with its trailing newline. It returns the limit and true, or
 // false for "max", a value of 2^62 or more (v1's unlimited), 0, or
 // anything that is not a number.
-func ParseMemoryLimit(s string) (int64, bool) {
+func Parse(s string) (int64, bool) {
 	s = strings.TrimSpace(s)
 	if s == "max" {
 		return 0, false
@@ -64,7 +70,7 @@ func ParseMemoryLimit(s string) (int64, bool) {
 	return n, true
 }
 
-// stateBudget is the state budget in bytes (0: none) from ternd's flag
+// StateBudget is the state budget in bytes (0: none) from ternd's flag
 // (flagMiB: >0 MiB, <0 none, 0 not given), else the config's
 // limits.stateBudgetMiB (>0 MiB, NoLimit none, 0 not given), else half
 // the container's memory limit (limit, 0 when none), else
@@ -72,7 +78,7 @@ func ParseMemoryLimit(s string) (int64, bool) {
 // collector lets the heap grow to twice its live size between collections
 // (GOGC=100), and the rest of ternd (listeners, buffers, goroutines) needs
 // room beside it.
-func stateBudget(flagMiB, cfgMiB int, limit int64) int64 {
+func StateBudget(flagMiB, cfgMiB int, limit int64) int64 {
 	switch {
 	case flagMiB > 0:
 		return int64(flagMiB) << 20
