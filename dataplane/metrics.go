@@ -30,6 +30,7 @@ func (c *listenerCounts) add(o *listenerCounts) {
 	c.conns.Shed += o.conns.Shed
 	c.conns.Idle += o.conns.Idle
 	c.conns.Frame += o.conns.Frame
+	c.conns.Unverified += o.conns.Unverified
 	c.conns.Routed.TURN += o.conns.Routed.TURN
 	c.conns.Routed.Upstream += o.conns.Routed.Upstream
 	c.conns.Routed.BadHello += o.conns.Routed.BadHello
@@ -110,7 +111,8 @@ func (s *Server) writeMetrics(w io.Writer) {
 		c := l.counts.conns
 		snap.Listeners = append(snap.Listeners, promtext.Listener{Name: l.name, Sum: l.counts.sum, Connections: l.counts.hasConns,
 			Conns: promtext.Conns{Active: c.Active, Accepted: c.Accepted, RefusedPerIP: c.RefusedPerIP, RefusedTotal: c.RefusedTotal, Shed: c.Shed, Idle: c.Idle, Frame: c.Frame,
-				RoutedTURN: c.Routed.TURN, RoutedUpstream: c.Routed.Upstream, BadHello: c.Routed.BadHello, Unreachable: c.Routed.Unreachable},
+				RoutedTURN: c.Routed.TURN, RoutedUpstream: c.Routed.Upstream, BadHello: c.Routed.BadHello, Unreachable: c.Routed.Unreachable,
+				Unverified: c.Unverified},
 			Upstream: c.HasUpstream})
 	}
 	var relays stats.Sum

@@ -86,6 +86,9 @@ type Conns struct {
 	// not completed within limits.partialFrameTimeout, or whose buffer
 	// the frame-buffer budget could not hold.
 	Frame uint64
+	// Unverified counts TURN-DTLS associations closed before their
+	// client returned the HelloVerifyRequest's cookie.
+	Unverified uint64
 	// RoutedTURN, RoutedUpstream, BadHello and Unreachable count a
 	// TURN-TLS listener's connections by where their ClientHello sent them:
 	// TURN-TLS, the upstream, closed for a bad or slow ClientHello, closed
@@ -185,12 +188,13 @@ func Write(w io.Writer, s *Snapshot) {
 			p.sample("tern_listener_connections_refused_total", label("name", l.Name)+`,reason="total"`, l.Conns.RefusedTotal)
 		}
 	}
-	p.family("tern_listener_connections_closed_total", counter, "Connections closed by ternd for a limit: to make room at limits.maxConnections (shed), silent past the idle limit (idle), or a TURN-TCP/TLS frame not completed within limits.partialFrameTimeout or over the frame-buffer budget (frame).")
+	p.family("tern_listener_connections_closed_total", counter, "Connections closed by ternd for a limit: to make room at limits.maxConnections (shed), silent past the idle limit (idle), a TURN-TCP/TLS frame not completed within limits.partialFrameTimeout or over the frame-buffer budget (frame), or a TURN-DTLS association whose client did not return the cookie in time or before newer ones filled the cap of unverified associations (unverified).")
 	for _, l := range s.Listeners {
 		if l.Connections {
 			p.sample("tern_listener_connections_closed_total", label("name", l.Name)+`,reason="shed"`, l.Conns.Shed)
 			p.sample("tern_listener_connections_closed_total", label("name", l.Name)+`,reason="idle"`, l.Conns.Idle)
 			p.sample("tern_listener_connections_closed_total", label("name", l.Name)+`,reason="frame"`, l.Conns.Frame)
+			p.sample("tern_listener_connections_closed_total", label("name", l.Name)+`,reason="unverified"`, l.Conns.Unverified)
 		}
 	}
 

@@ -100,8 +100,8 @@ func (s *Set[C]) Counts() Counts {
 
 // Admit registers a new connection under lim. With countIP it takes a
 // slot of the client address's share at once (TCP and TLS, whose
-// handshake proved the address); DTLS takes it with ClaimIP after its
-// handshake. At lim.Max it gives the slots of the oldest connection that
+// handshake proved the address, and DTLS, whose cookie did); without, the
+// caller may take it later with ClaimIP. At lim.Max it gives the slots of the oldest connection that
 // holds no allocation to e and returns that connection as victim, for the
 // caller to close; it refuses e when every connection holds one.
 func (s *Set[C]) Admit(e *Entry[C], lim Limits, countIP bool) (d Decision, victim *Entry[C]) {
@@ -155,7 +155,7 @@ func (s *Set[C]) Admit(e *Entry[C], lim Limits, countIP bool) (d Decision, victi
 }
 
 // ClaimIP takes a slot of the client address's share for a connection
-// admitted without one (DTLS, once its handshake is done). It reports
+// admitted without one. It reports
 // false, and counts a refusal, when the share is used up or when e was
 // shed meanwhile.
 func (s *Set[C]) ClaimIP(e *Entry[C], lim Limits) bool {

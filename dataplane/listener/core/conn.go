@@ -88,8 +88,9 @@ func (b *Base) admissionLimits() admission.Limits {
 // Admit registers a new connection under the listener's limits (package
 // admission), and on admission closes the connection it pushed out
 // (Conn.Abort). With countIP the connection takes its client address's
-// share at once (TCP and TLS); DTLS takes it with ClaimIP after its
-// handshake. An admitted connection's reader must end with Finish.
+// share at once (TCP and TLS after their handshake, DTLS when the client
+// returns its cookie). An admitted connection's reader must end with
+// Finish.
 func (b *Base) Admit(c *Conn, countIP bool) admission.Decision {
 	d, victim := b.admission.Admit(c.entry, b.admissionLimits(), countIP)
 	if d != admission.Admitted {
@@ -108,13 +109,6 @@ func (b *Base) Admit(c *Conn, countIP bool) admission.Decision {
 		victim.Conn.Abort()
 	}
 	return admission.Admitted
-}
-
-// ClaimIP takes a slot of the client address's share for a connection
-// admitted without one (DTLS, once its handshake is done). It reports
-// false when the share is used up, or when c was shed meanwhile.
-func (b *Base) ClaimIP(c *Conn) bool {
-	return b.admission.ClaimIP(c.entry, b.admissionLimits())
 }
 
 // remove forgets a connection whose goroutines have ended, keeping its

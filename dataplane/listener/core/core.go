@@ -116,6 +116,10 @@ type ConnStats struct {
 	// not completed within PartialFrameTimeout, or whose read buffer the
 	// frame-buffer budget could not hold.
 	Frame uint64
+	// Unverified counts TURN-DTLS associations closed before their client
+	// returned the HelloVerifyRequest's cookie: the oldest, for a new one
+	// at the cap of unverified associations, or one past its lifetime.
+	Unverified uint64
 	// Routed counts the connections of a TURN-TLS listener with an
 	// upstream (config.Listener.Upstream) by where their ClientHello sent
 	// them; HasUpstream is whether the listener has one now.

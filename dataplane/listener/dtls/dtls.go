@@ -2,16 +2,31 @@
 // socket, with pion/dtls (v2) for the handshake and Tern's own socket
 // reader (mux) and AES-GCM record layer (package record, keyed from pion's
 // key log) for application data. The reader finds each datagram's
-// association by source address; once an association's handshake is done
+// association by source address. From an address with none, only a whole
+// first ClientHello makes one (hello.go); it is unverified, under a cap of
+// its own (mux.go: unverifiedMax, unverifiedLifetime) and outside the
+// listener's connection limits, until the client returns the cookie of
+// pion's HelloVerifyRequest (RFC 6347 §4.2.1), which the reader reads as
+// pion writes it; the listener then admits it (admitVerified). Once an
+// association's handshake is done
 // with an ECDHE AES-GCM suite it opens application data records and sends
 // what they carry through the listener's one delivery step
 // (core.Conn.Handle) right there, batching what goes to peers.
 //
-// Lock order. The package has three locks, none ever held while another
-// of them is taken (package record's Keys.mu, taken when pion writes
-// through an association, is a leaf: nothing is taken under it):
-//   - dtlsMux.mu guards the address-to-association map; held only to read
-//     or change the map.
+// Lock order. The package has four locks (package record's Keys.mu, taken
+// when pion writes through an association, is a leaf: nothing is taken
+// under it). assoc.amu is the only one held while others are taken:
+//   - assoc.amu serialises an association's admission by the reader
+//     (dtlsMux.verify, which calls the listener's Admit under it) with
+//     the end of its handshake goroutine (assoc.ended). Admit takes
+//     admission's and core's locks and may close another association
+//     (its shed victim), which takes that one's hmu, qmu and dtlsMux.mu,
+//     never an amu; so amu comes first, and no other lock is held when it
+//     is taken.
+//
+// The other three are never held while another of them is taken:
+//   - dtlsMux.mu guards the address-to-association map and the list and
+//     count of unverified associations; held only to read or change them.
 //   - assoc.qmu guards an association's queue of datagrams for pion/dtls
 //     and its read deadline; held only to change them.
 //   - assoc.hmu serialises the reader's handling of an association's
@@ -100,27 +115,29 @@ func Start(env core.Env, lc config.Listener, al *allowlist.List) (*Listener, err
 		h.Close()
 		return nil, fmt.Errorf("listener %q: %w", lc.Name, err)
 	}
+	l.mux.admit = l.admitVerified
 	go l.mux.run()
 	go l.accept()
 	return l, nil
 }
 
 func (l *Listener) accept() {
-	for c := range l.mux.accept {
-		cc := l.NewConn(c)
-		// A datagram's source address can be forged, so an association
-		// takes its address's share only once the handshake, whose cookie
-		// exchange proves the address, is done.
-		switch l.Admit(cc, false) {
-		case admission.Refused:
-			c.Close()
-			continue
-		case admission.Closing:
-			c.Close()
-			continue // until the reader closes the channel
-		}
-		go l.serveConn(cc, c)
+	for a := range l.mux.accept {
+		// Unverified: the association runs pion's handshake, which starts
+		// with a HelloVerifyRequest, but takes no share of the listener's
+		// limits until its client returns the cookie (admitVerified).
+		a.conn = l.NewConn(a)
+		go l.serveConn(a.conn, a)
 	}
+}
+
+// admitVerified admits association a, whose client has just returned the
+// cookie of pion's HelloVerifyRequest, which proves its address: it takes
+// its address's share of connectionsPerIP and a place under
+// maxConnections at once, as a TCP connection does after its handshake.
+// It is called by the listener's reader (dtlsMux.verify).
+func (l *Listener) admitVerified(a *assoc) bool {
+	return l.Admit(a.conn, true) == admission.Admitted
 }
 
 // dtlsReadBuffer holds the largest record pion/dtls hands on: it reads
@@ -139,18 +156,29 @@ func (l *Listener) assocConfig(a *assoc) *dtls.Config {
 }
 
 func (l *Listener) serveConn(c *core.Conn, a *assoc) {
-	defer c.Finish()
 	ctx, cancel := context.WithTimeout(context.Background(), core.HandshakeTimeout)
 	dc, err := dtls.ServerWithContext(ctx, a, l.assocConfig(a))
 	cancel()
+	if err == nil && !a.verified.Load() {
+		// pion checks the cookie too, so this does not happen; but only
+		// an admitted association may serve.
+		err = errors.New("handshake done before the cookie was seen")
+		dc.Close()
+	}
 	if err != nil {
+		if !a.ended() {
+			a.Close() // unverified: nothing admitted to finish
+			return
+		}
+		defer c.Finish()
 		l.Env.Log.Debug("dtls handshake failed", "client", c.FT.String(), "error", err)
 		return
 	}
+	defer func() {
+		a.ended()
+		c.Finish()
+	}()
 	c.W = dc
-	if !l.ClaimIP(c) {
-		return
-	}
 	// With an AES-GCM suite the listener's reader handles application
 	// data from now on; this goroutine only reads what pion still gets
 	// (records queued before the switch, alerts) and keeps the idle
@@ -250,10 +278,21 @@ func (l *Listener) Close() {
 	l.CloseAll()
 }
 
+// ConnStats returns the listener's connection counts, with the unverified
+// associations closed by the reader (evicted or expired) under Unverified.
+func (l *Listener) ConnStats() (core.ConnStats, bool) {
+	cs, ok := l.Base.ConnStats()
+	cs.Unverified = l.mux.evicted.Load() + l.mux.expired.Load()
+	return cs, ok
+}
+
 // FoldStats adds the counters of the listener's associations to sum, and
-// the datagrams its socket reader dropped (from an address with no
-// association that do not open a handshake, or with pion's queue full)
-// under DropUnexpected.
+// the datagrams its socket reader dropped under DropUnexpected: from an
+// address with no association, all but a whole first ClientHello (and
+// that one too while 2 × unverifiedMax unverified associations still have
+// goroutines, or the accept backlog is full); to an unverified association,
+// all but a ClientHello without a cookie or with pion's; and those that
+// found pion's queue full.
 func (l *Listener) FoldStats(sum *stats.Sum) {
 	l.Base.FoldStats(sum)
 	sum.Drops[turn.DropUnexpected] += l.mux.drops.Load()

@@ -1,6 +1,7 @@
 package dtls
 
 import (
+	"crypto/subtle"
 	"encoding/binary"
 	"io"
 	"net"
@@ -17,7 +18,9 @@ import (
 )
 
 // The TURN-DTLS listener's socket layer: one UDP socket, read by one
-// goroutine, which finds each datagram's association by its source address.
+// goroutine, which finds each datagram's association by its source address
+// (and makes one only for a first ClientHello, keeping it unverified until
+// the client returns pion's cookie: open, verify).
 // Until an association's handshake is done its datagrams queue for
 // pion/dtls (through assoc, a net.Conn); after it, application data records
 // are opened and handed to the engine right there (record.Records), with no
@@ -46,7 +49,44 @@ type dtlsMux struct {
 	// snd sends what the reader's records carry to peers, after each
 	// batch; only the reader uses it.
 	snd *peerSender
+
+	// unv lists the open unverified associations, oldest first; at
+	// unverifiedMax a new one closes the oldest. pending counts the
+	// unverified associations whose handshake goroutine has not ended
+	// (open or closed), at most 2 × unverifiedMax. Both guarded by mu.
+	unv     unvList
+	pending int
+	// admit is called by the reader when an association's client returns
+	// the cookie of pion's HelloVerifyRequest: it admits the association
+	// under the listener's limits (which count verified associations
+	// alone) and reports whether it may go on.
+	admit func(*assoc) bool
+	// evicted counts unverified associations closed to make room for a
+	// new one; expired, those closed at unverifiedLifetime.
+	evicted, expired atomic.Uint64
 }
+
+// Unverified associations. pion/dtls answers a first ClientHello with a
+// HelloVerifyRequest and keeps the handshake's state meanwhile, in the
+// association and its goroutines, so until the client has returned the
+// cookie (which proves its address, RFC 6347 §4.2.1) an association is
+// unverified: there are at most unverifiedMax of them open, each lives at
+// most unverifiedLifetime, a new one closes the oldest at the cap, and none
+// counts toward the listener's connection limits. A closed one's
+// goroutines take a few milliseconds to end; while 2 × unverifiedMax
+// unverified associations still have theirs, a new ClientHello is dropped,
+// so that a flood faster than they end cannot pile them up.
+const (
+	// unverifiedMax bounds the open unverified associations: each has
+	// four goroutines and about 40 KiB (TestUnverifiedCost,
+	// docs/security.md), so at most 2 × 256 × 4 = 2,048 goroutines and
+	// about 20 MiB, open and closing together.
+	unverifiedMax = 256
+	// unverifiedLifetime is how long a client has to return the cookie:
+	// a round trip and a retransmission or two of its ClientHello (RFC
+	// 6347 §4.2.4: the first after 1 s, then 2 s).
+	unverifiedLifetime = 4 * time.Second
+)
 
 func newDTLSMux(conn *net.UDPConn, backlog int) (*dtlsMux, error) {
 	rc, err := conn.SyscallConn()
@@ -54,7 +94,7 @@ func newDTLSMux(conn *net.UDPConn, backlog int) (*dtlsMux, error) {
 		return nil, err
 	}
 	return &dtlsMux{conn: conn, rc: rc, local: conn.LocalAddr().(*net.UDPAddr), m: map[netip.AddrPort]*assoc{},
-		accept: make(chan *assoc, backlog), snd: newPeerSender()}, nil
+		accept: make(chan *assoc, backlog), snd: newPeerSender(), admit: func(*assoc) bool { return true }}, nil
 }
 
 // assoc is one association: the net.Conn pion/dtls runs the handshake
@@ -81,6 +121,63 @@ type assoc struct {
 	// keys gathers what the handshake shows of the record keys, until the
 	// record layer takes over.
 	keys record.Keys
+
+	// verified is set by the reader when the client returned the cookie
+	// (before the ClientHello carrying it goes to pion), after m.admit
+	// admitted the association.
+	verified atomic.Bool
+	// cookie is the cookie of pion's last HelloVerifyRequest to the
+	// client, seen in Write.
+	cookie atomic.Pointer[[]byte]
+	// expire closes the association if it is still unverified at
+	// unverifiedLifetime; its own callback may stop it (Close), so it is
+	// atomic.
+	expire atomic.Pointer[time.Timer]
+	// Guarded by mux.mu: neighbours on mux.unv, whether listed, and
+	// whether counted in mux.pending.
+	prev, next      *assoc
+	listed, pending bool
+	// conn is the listener's connection of the association, set before
+	// pion's handshake starts; admitted, under amu, whether m.admit
+	// admitted it, and ended, whether its handshake goroutine has ended.
+	conn          *core.Conn
+	amu           sync.Mutex
+	admitted, end bool
+}
+
+// unvList is a doubly linked list of associations, oldest first.
+type unvList struct {
+	head, tail *assoc
+	n          int
+}
+
+func (l *unvList) pushBack(a *assoc) {
+	a.prev, a.next, a.listed = l.tail, nil, true
+	if l.tail != nil {
+		l.tail.next = a
+	} else {
+		l.head = a
+	}
+	l.tail = a
+	l.n++
+}
+
+func (l *unvList) remove(a *assoc) {
+	if !a.listed {
+		return
+	}
+	if a.prev != nil {
+		a.prev.next = a.next
+	} else {
+		l.head = a.next
+	}
+	if a.next != nil {
+		a.next.prev = a.prev
+	} else {
+		l.tail = a.prev
+	}
+	a.prev, a.next, a.listed = nil, nil, false
+	l.n--
 }
 
 // fastAssoc is what the reader needs to handle an association's
@@ -97,36 +194,152 @@ type fastAssoc struct {
 var muxBufPool = sync.Pool{New: func() any { b := make([]byte, dtlsReadBuffer); return &b }}
 
 // dispatch hands one datagram from the socket to its association, making
-// one when it opens a handshake. b is the reader's buffer: what pion/dtls
-// gets is copied, and what a record carries to a peer goes out by m.snd
-// before the buffer is reused.
+// an unverified one when it is a first ClientHello. b is the reader's
+// buffer: what pion/dtls gets is copied, and what a record carries to a
+// peer goes out by m.snd before the buffer is reused.
 func (m *dtlsMux) dispatch(b []byte, from netip.AddrPort, res *turn.Result) {
 	from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
 	m.mu.Lock()
 	a := m.m[from]
 	m.mu.Unlock()
 	if a == nil {
-		// Only a datagram that opens a handshake makes an association.
-		if len(b) <= record.Header || b[0] != record.ContentHandshake || m.closed.Load() {
-			m.drops.Add(1)
+		a = m.open(b, from)
+		if a == nil {
 			return
 		}
-		a = m.newAssoc(from)
-		select {
-		case m.accept <- a:
-			m.mu.Lock()
-			m.m[from] = a
-			m.mu.Unlock()
-		default:
-			m.drops.Add(1)
-			return
-		}
+	} else if !a.verified.Load() && !a.verify(b) {
+		return
 	}
 	if f := a.fast.Load(); f != nil {
 		a.handleFast(f, b, res)
 		return
 	}
 	a.pushCopy(b)
+}
+
+// open makes an unverified association for b from an address with none,
+// when b is a first ClientHello (hello.go: one whole, well-formed
+// ClientHello, message_seq 0 and no cookie, which is all pion/dtls takes up
+// a handshake with); anything else is dropped and counted, keeping
+// nothing. At unverifiedMax it closes the oldest unverified association;
+// with 2 × unverifiedMax still pending it drops b.
+func (m *dtlsMux) open(b []byte, from netip.AddrPort) *assoc {
+	ch, err := parseClientHello(b)
+	if err != nil || ch.messageSeq != 0 || len(ch.cookie) != 0 || m.closed.Load() {
+		m.drops.Add(1)
+		return nil
+	}
+	a := m.newAssoc(from)
+	var oldest *assoc
+	// In the map before the accept loop can see it: the loop may close it
+	// at once, and Close must find it there to take it out, or the
+	// address would stay tied to a closed association.
+	m.mu.Lock()
+	if m.unv.n >= unverifiedMax {
+		oldest = m.unv.head
+		m.unv.remove(oldest)
+	}
+	full := m.pending >= 2*unverifiedMax
+	if !full {
+		m.m[from] = a
+		m.unv.pushBack(a)
+		m.pending++
+		a.pending = true
+	}
+	m.mu.Unlock()
+	if oldest != nil {
+		m.evicted.Add(1)
+		oldest.Close()
+	}
+	if full {
+		m.drops.Add(1)
+		return nil
+	}
+	a.expire.Store(time.AfterFunc(unverifiedLifetime, func() {
+		// Off the list means verified (or being verified), or closed.
+		m.mu.Lock()
+		listed := a.listed
+		m.mu.Unlock()
+		if listed {
+			m.expired.Add(1)
+			a.Close()
+		}
+	}))
+	select {
+	case m.accept <- a:
+	default:
+		m.drops.Add(1)
+		a.Close()
+		a.ended() // it has no goroutine
+		return nil
+	}
+	return a
+}
+
+// verify looks at datagram b for unverified association a: a ClientHello
+// carrying the cookie of pion's HelloVerifyRequest (compared in constant
+// time) verifies a, which m.admit then admits or refuses; a first
+// ClientHello (a retransmission) goes to pion, which answers it again;
+// anything else is dropped, and verify reports false.
+func (a *assoc) verify(b []byte) bool {
+	ch, err := parseClientHello(b)
+	if err != nil {
+		a.mux.drops.Add(1)
+		return false
+	}
+	if len(ch.cookie) == 0 {
+		return true
+	}
+	c := a.cookie.Load()
+	if c == nil || subtle.ConstantTimeCompare(*c, ch.cookie) != 1 {
+		a.mux.drops.Add(1)
+		return false
+	}
+	m := a.mux
+	m.mu.Lock()
+	listed := a.listed
+	m.unv.remove(a)
+	m.mu.Unlock()
+	if !listed { // closed meanwhile
+		return false
+	}
+	a.amu.Lock()
+	ok := !a.end && m.admit(a)
+	a.admitted = ok
+	a.amu.Unlock()
+	if !ok {
+		a.Close() // pending until its goroutine ends
+		return false
+	}
+	m.mu.Lock()
+	if a.pending {
+		a.pending = false
+		m.pending--
+	}
+	m.mu.Unlock()
+	if t := a.expire.Load(); t != nil {
+		t.Stop()
+	}
+	a.verified.Store(true)
+	return true
+}
+
+// ended tells a that its handshake goroutine is ending (pion's have
+// ended), and reports whether the association was admitted (its
+// connection must then be finished).
+func (a *assoc) ended() bool {
+	a.amu.Lock()
+	a.end = true
+	admitted := a.admitted
+	a.amu.Unlock()
+	m := a.mux
+	m.mu.Lock()
+	if a.pending {
+		a.pending = false
+		m.pending--
+	}
+	m.mu.Unlock()
+	return admitted
 }
 
 // pushCopy queues a copy of b for pion/dtls.
@@ -283,6 +496,12 @@ func (a *assoc) Read(p []byte) (int, error) {
 // (the socket is the listener's, closed with it).
 func (a *assoc) Write(p []byte) (int, error) {
 	if a.fast.Load() == nil {
+		if !a.verified.Load() {
+			if c, ok := parseHelloVerifyRequest(p); ok {
+				c = append([]byte(nil), c...)
+				a.cookie.Store(&c)
+			}
+		}
 		a.keys.Observe(p)
 	}
 	if err := a.mux.send(p, a.remote); err != nil {
@@ -317,7 +536,11 @@ func (a *assoc) Close() error {
 		if a.mux.m[a.remote] == a {
 			delete(a.mux.m, a.remote)
 		}
+		a.mux.unv.remove(a)
 		a.mux.mu.Unlock()
+		if t := a.expire.Load(); t != nil {
+			t.Stop()
+		}
 	})
 	return nil
 }
