@@ -3,7 +3,7 @@
 // reader (mux) and AES-GCM record layer (package record, keyed from pion's
 // key log) for application data. The reader finds each datagram's
 // association by source address. From an address with none, only a whole
-// first ClientHello makes one (hello.go); it is unverified, under a cap of
+// first ClientHello makes one (package hello); it is unverified, under a cap of
 // its own (mux.go: unverifiedMax, unverifiedLifetime) and outside the
 // listener's connection limits, until the client returns the cookie of
 // pion's HelloVerifyRequest (RFC 6347 §4.2.1), which the reader reads as
@@ -60,6 +60,7 @@ import (
 	"github.com/tern-gw/tern/dataplane/listener/core"
 	"github.com/tern-gw/tern/dataplane/listener/dtls/record"
 	"github.com/tern-gw/tern/dataplane/stats"
+	"github.com/tern-gw/tern/dataplane/udpio"
 	"github.com/tern-gw/tern/turn"
 )
 
@@ -108,7 +109,7 @@ func Start(env core.Env, lc config.Listener, al *allowlist.List) (*Listener, err
 	if env.SocketBuffer > 0 {
 		// One socket carries every association: the default buffers
 		// (about 200 KiB) overflow in a burst of a few hundred records.
-		setDTLSBuffers(uc, env.SocketBuffer)
+		udpio.SetConnBuffers(uc, env.SocketBuffer)
 	}
 	if l.mux, err = newDTLSMux(uc, dtlsBacklog); err != nil {
 		uc.Close()

@@ -16,6 +16,8 @@ import (
 	"github.com/pion/dtls/v2"
 	"github.com/pion/dtls/v2/pkg/crypto/selfsign"
 
+	"github.com/tern-gw/tern/dataplane/listener/dtls/hello"
+	"github.com/tern-gw/tern/dataplane/udpio"
 	"github.com/tern-gw/tern/internal/testenv"
 )
 
@@ -47,7 +49,7 @@ func startTestServer(t *testing.T) *testServer {
 	}
 	// Room for the floods' windows of datagrams whatever the host's
 	// default buffer.
-	setDTLSBuffers(uc, 4<<20)
+	udpio.SetConnBuffers(uc, 4<<20)
 	m, err := newDTLSMux(uc, dtlsBacklog)
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +106,7 @@ func startTestServer(t *testing.T) *testServer {
 func (s *testServer) associations() (all, unverified int) {
 	s.m.mu.Lock()
 	defer s.m.mu.Unlock()
-	return len(s.m.m), s.m.unv.n
+	return len(s.m.m), s.m.unv.Len()
 }
 
 // settle waits until the reader has handled n datagrams from addresses
@@ -199,9 +201,9 @@ func TestUnverifiedCost(t *testing.T) {
 	defer closeAll(conns)
 	buf := make([]byte, 2048)
 	for i, c := range conns {
-		h := defaultHello()
-		h.random = byte(i)
-		if _, err := c.Write(appendClientHello(nil, h)); err != nil {
+		h := hello.Default()
+		h.Random = byte(i)
+		if _, err := c.Write(hello.AppendClientHello(nil, h)); err != nil {
 			t.Fatal(err)
 		}
 		if i%50 == 49 { // within the accept backlog
@@ -214,7 +216,7 @@ func TestUnverifiedCost(t *testing.T) {
 		if err != nil {
 			t.Fatalf("socket %d: no HelloVerifyRequest: %v", i, err)
 		}
-		if _, ok := parseHelloVerifyRequest(buf[:m]); !ok {
+		if _, ok := hello.ParseHelloVerifyRequest(buf[:m]); !ok {
 			t.Fatalf("socket %d: answer % x is no HelloVerifyRequest", i, buf[:m])
 		}
 	}
@@ -286,9 +288,9 @@ func TestHelloFloodBoundsUnverified(t *testing.T) {
 		// back, and its 5-tuple still have an association.
 		conns := dialMany(t, s.addr, sockets, net.IPv4(127, 0, 1, byte(b+1)))
 		for i, c := range conns {
-			h := defaultHello()
-			h.random, h.recordSeq = byte(i), uint64(b)
-			if _, err := c.Write(appendClientHello(nil, h)); err != nil {
+			h := hello.Default()
+			h.Random, h.RecordSeq = byte(i), uint64(b)
+			if _, err := c.Write(hello.AppendClientHello(nil, h)); err != nil {
 				t.Fatal(err)
 			}
 			sent++
@@ -298,7 +300,7 @@ func TestHelloFloodBoundsUnverified(t *testing.T) {
 			s.settle(t, base+sent)
 			maxG = max(maxG, runtime.NumGoroutine())
 			s.m.mu.Lock()
-			maxUnv, maxPending = max(maxUnv, s.m.unv.n), max(maxPending, s.m.pending)
+			maxUnv, maxPending = max(maxUnv, s.m.unv.Len()), max(maxPending, s.m.pending)
 			a := s.m.m[clientAddr]
 			s.m.mu.Unlock()
 			// The design lets an unverified association outlive the next
@@ -408,18 +410,18 @@ func TestHelloCookie(t *testing.T) {
 	c := dialMany(t, s.addr, 1, nil)[0]
 	defer c.Close()
 	buf := make([]byte, 2048)
-	h := defaultHello()
-	h.extensions = []byte{0x00, 0x17, 0x00, 0x00, 0x00, 0x0a, 0x00, 0x04, 0x00, 0x02, 0x00, 0x1d}
+	h := hello.Default()
+	h.Extensions = []byte{0x00, 0x17, 0x00, 0x00, 0x00, 0x0a, 0x00, 0x04, 0x00, 0x02, 0x00, 0x1d}
 	withCookie := h
-	withCookie.messageSeq, withCookie.recordSeq, withCookie.cookie = 1, 1, bytes.Repeat([]byte{1}, 20)
-	if _, err := c.Write(appendClientHello(nil, withCookie)); err != nil {
+	withCookie.MessageSeq, withCookie.RecordSeq, withCookie.Cookie = 1, 1, bytes.Repeat([]byte{1}, 20)
+	if _, err := c.Write(hello.AppendClientHello(nil, withCookie)); err != nil {
 		t.Fatal(err)
 	}
 	s.settle(t, 1)
 	if a := s.accepted.Load(); a != 0 {
 		t.Fatalf("a ClientHello with a cookie from a new address made %d associations", a)
 	}
-	first := appendClientHello(nil, h)
+	first := hello.AppendClientHello(nil, h)
 	if _, err := c.Write(first); err != nil {
 		t.Fatal(err)
 	}
@@ -428,15 +430,15 @@ func TestHelloCookie(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cookie, ok := parseHelloVerifyRequest(buf[:n])
+	cookie, ok := hello.ParseHelloVerifyRequest(buf[:n])
 	if !ok {
 		t.Fatalf("answer % x is no HelloVerifyRequest", buf[:n])
 	}
 	cookie = bytes.Clone(cookie)
 	wrong := withCookie
-	wrong.cookie = append(bytes.Clone(cookie[:len(cookie)-1]), cookie[len(cookie)-1]^0x80)
+	wrong.Cookie = append(bytes.Clone(cookie[:len(cookie)-1]), cookie[len(cookie)-1]^0x80)
 	drops := s.m.drops.Load()
-	if _, err := c.Write(appendClientHello(nil, wrong)); err != nil {
+	if _, err := c.Write(hello.AppendClientHello(nil, wrong)); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 10*time.Second, func() error {
@@ -450,8 +452,8 @@ func TestHelloCookie(t *testing.T) {
 	}
 	s.refuse.Store(true)
 	right := withCookie
-	right.cookie = cookie
-	if _, err := c.Write(appendClientHello(nil, right)); err != nil {
+	right.Cookie = cookie
+	if _, err := c.Write(hello.AppendClientHello(nil, right)); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 10*time.Second, func() error {
@@ -479,7 +481,7 @@ func TestUnverifiedExpires(t *testing.T) {
 	before := runtime.NumGoroutine()
 	c := dialMany(t, s.addr, 1, nil)[0]
 	defer c.Close()
-	if _, err := c.Write(appendClientHello(nil, defaultHello())); err != nil {
+	if _, err := c.Write(hello.AppendClientHello(nil, hello.Default())); err != nil {
 		t.Fatal(err)
 	}
 	s.settle(t, 1)

@@ -1,6 +1,7 @@
 package dtls
 
 import (
+	"container/list"
 	"crypto/subtle"
 	"encoding/binary"
 	"io"
@@ -13,7 +14,9 @@ import (
 	"time"
 
 	"github.com/tern-gw/tern/dataplane/listener/core"
+	"github.com/tern-gw/tern/dataplane/listener/dtls/hello"
 	"github.com/tern-gw/tern/dataplane/listener/dtls/record"
+	"github.com/tern-gw/tern/dataplane/udpio"
 	"github.com/tern-gw/tern/turn"
 )
 
@@ -36,6 +39,7 @@ const assocQueue = 64
 type dtlsMux struct {
 	conn  *net.UDPConn
 	rc    syscall.RawConn
+	out   *udpio.ConnSender // sends on the socket from any goroutine
 	local *net.UDPAddr
 	mu    sync.Mutex
 	m     map[netip.AddrPort]*assoc
@@ -48,13 +52,13 @@ type dtlsMux struct {
 	drops atomic.Uint64
 	// snd sends what the reader's records carry to peers, after each
 	// batch; only the reader uses it.
-	snd *peerSender
+	snd *udpio.Sends
 
 	// unv lists the open unverified associations, oldest first; at
 	// unverifiedMax a new one closes the oldest. pending counts the
 	// unverified associations whose handshake goroutine has not ended
 	// (open or closed), at most 2 × unverifiedMax. Both guarded by mu.
-	unv     unvList
+	unv     list.List
 	pending int
 	// admit is called by the reader when an association's client returns
 	// the cookie of pion's HelloVerifyRequest: it admits the association
@@ -93,8 +97,12 @@ func newDTLSMux(conn *net.UDPConn, backlog int) (*dtlsMux, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &dtlsMux{conn: conn, rc: rc, local: conn.LocalAddr().(*net.UDPAddr), m: map[netip.AddrPort]*assoc{},
-		accept: make(chan *assoc, backlog), snd: newPeerSender(), admit: func(*assoc) bool { return true }}, nil
+	out, err := udpio.NewConnSender(conn)
+	if err != nil {
+		return nil, err
+	}
+	return &dtlsMux{conn: conn, rc: rc, out: out, local: conn.LocalAddr().(*net.UDPAddr), m: map[netip.AddrPort]*assoc{},
+		accept: make(chan *assoc, backlog), snd: udpio.NewSends(udpio.BatchSize), admit: func(*assoc) bool { return true }}, nil
 }
 
 // assoc is one association: the net.Conn pion/dtls runs the handshake
@@ -133,10 +141,10 @@ type assoc struct {
 	// unverifiedLifetime; its own callback may stop it (Close), so it is
 	// atomic.
 	expire atomic.Pointer[time.Timer]
-	// Guarded by mux.mu: neighbours on mux.unv, whether listed, and
-	// whether counted in mux.pending.
-	prev, next      *assoc
-	listed, pending bool
+	// Guarded by mux.mu: its element of mux.unv while listed (nil
+	// otherwise), and whether counted in mux.pending.
+	unv     *list.Element
+	pending bool
 	// conn is the listener's connection of the association, set before
 	// pion's handshake starts; admitted, under amu, whether m.admit
 	// admitted it, and ended, whether its handshake goroutine has ended.
@@ -145,39 +153,12 @@ type assoc struct {
 	admitted, end bool
 }
 
-// unvList is a doubly linked list of associations, oldest first.
-type unvList struct {
-	head, tail *assoc
-	n          int
-}
-
-func (l *unvList) pushBack(a *assoc) {
-	a.prev, a.next, a.listed = l.tail, nil, true
-	if l.tail != nil {
-		l.tail.next = a
-	} else {
-		l.head = a
+// unlist takes a off the unverified list, if it is there; under m.mu.
+func (m *dtlsMux) unlist(a *assoc) {
+	if a.unv != nil {
+		m.unv.Remove(a.unv)
+		a.unv = nil
 	}
-	l.tail = a
-	l.n++
-}
-
-func (l *unvList) remove(a *assoc) {
-	if !a.listed {
-		return
-	}
-	if a.prev != nil {
-		a.prev.next = a.next
-	} else {
-		l.head = a.next
-	}
-	if a.next != nil {
-		a.next.prev = a.prev
-	} else {
-		l.tail = a.prev
-	}
-	a.prev, a.next, a.listed = nil, nil, false
-	l.n--
 }
 
 // fastAssoc is what the reader needs to handle an association's
@@ -218,14 +199,14 @@ func (m *dtlsMux) dispatch(b []byte, from netip.AddrPort, res *turn.Result) {
 }
 
 // open makes an unverified association for b from an address with none,
-// when b is a first ClientHello (hello.go: one whole, well-formed
+// when b is a first ClientHello (package hello: one whole, well-formed
 // ClientHello, message_seq 0 and no cookie, which is all pion/dtls takes up
 // a handshake with); anything else is dropped and counted, keeping
 // nothing. At unverifiedMax it closes the oldest unverified association;
 // with 2 × unverifiedMax still pending it drops b.
 func (m *dtlsMux) open(b []byte, from netip.AddrPort) *assoc {
-	ch, err := parseClientHello(b)
-	if err != nil || ch.messageSeq != 0 || len(ch.cookie) != 0 || m.closed.Load() {
+	ch, err := hello.ParseClientHello(b)
+	if err != nil || ch.MessageSeq != 0 || len(ch.Cookie) != 0 || m.closed.Load() {
 		m.drops.Add(1)
 		return nil
 	}
@@ -235,14 +216,14 @@ func (m *dtlsMux) open(b []byte, from netip.AddrPort) *assoc {
 	// at once, and Close must find it there to take it out, or the
 	// address would stay tied to a closed association.
 	m.mu.Lock()
-	if m.unv.n >= unverifiedMax {
-		oldest = m.unv.head
-		m.unv.remove(oldest)
+	if m.unv.Len() >= unverifiedMax {
+		oldest = m.unv.Front().Value.(*assoc)
+		m.unlist(oldest)
 	}
 	full := m.pending >= 2*unverifiedMax
 	if !full {
 		m.m[from] = a
-		m.unv.pushBack(a)
+		a.unv = m.unv.PushBack(a)
 		m.pending++
 		a.pending = true
 	}
@@ -258,7 +239,7 @@ func (m *dtlsMux) open(b []byte, from netip.AddrPort) *assoc {
 	a.expire.Store(time.AfterFunc(unverifiedLifetime, func() {
 		// Off the list means verified (or being verified), or closed.
 		m.mu.Lock()
-		listed := a.listed
+		listed := a.unv != nil
 		m.mu.Unlock()
 		if listed {
 			m.expired.Add(1)
@@ -282,23 +263,23 @@ func (m *dtlsMux) open(b []byte, from netip.AddrPort) *assoc {
 // ClientHello (a retransmission) goes to pion, which answers it again;
 // anything else is dropped, and verify reports false.
 func (a *assoc) verify(b []byte) bool {
-	ch, err := parseClientHello(b)
+	ch, err := hello.ParseClientHello(b)
 	if err != nil {
 		a.mux.drops.Add(1)
 		return false
 	}
-	if len(ch.cookie) == 0 {
+	if len(ch.Cookie) == 0 {
 		return true
 	}
 	c := a.cookie.Load()
-	if c == nil || subtle.ConstantTimeCompare(*c, ch.cookie) != 1 {
+	if c == nil || subtle.ConstantTimeCompare(*c, ch.Cookie) != 1 {
 		a.mux.drops.Add(1)
 		return false
 	}
 	m := a.mux
 	m.mu.Lock()
-	listed := a.listed
-	m.unv.remove(a)
+	listed := a.unv != nil
+	m.unlist(a)
 	m.mu.Unlock()
 	if !listed { // closed meanwhile
 		return false
@@ -415,13 +396,13 @@ func (a *assoc) handleFast(f *fastAssoc, b []byte, res *turn.Result) {
 // snd's batch, which leaves after the reader's batch.
 type recordSink struct {
 	c   *core.Conn
-	snd *peerSender
+	snd *udpio.Sends
 }
 
 func (s *recordSink) Reply(msg []byte, client netip.AddrPort) error { return s.c.Reply(msg, client) }
 
 func (s *recordSink) Forward(fd int, p []byte, peer netip.AddrPort) error {
-	s.snd.add(fd, p, peer)
+	s.snd.Add(fd, p, peer)
 	return nil
 }
 
@@ -497,14 +478,14 @@ func (a *assoc) Read(p []byte) (int, error) {
 func (a *assoc) Write(p []byte) (int, error) {
 	if a.fast.Load() == nil {
 		if !a.verified.Load() {
-			if c, ok := parseHelloVerifyRequest(p); ok {
+			if c, ok := hello.ParseHelloVerifyRequest(p); ok {
 				c = append([]byte(nil), c...)
 				a.cookie.Store(&c)
 			}
 		}
 		a.keys.Observe(p)
 	}
-	if err := a.mux.send(p, a.remote); err != nil {
+	if err := a.mux.out.SendTo(p, a.remote); err != nil {
 		return 0, err
 	}
 	return len(p), nil
@@ -536,7 +517,7 @@ func (a *assoc) Close() error {
 		if a.mux.m[a.remote] == a {
 			delete(a.mux.m, a.remote)
 		}
-		a.mux.unv.remove(a)
+		a.mux.unlist(a)
 		a.mux.mu.Unlock()
 		if t := a.expire.Load(); t != nil {
 			t.Stop()

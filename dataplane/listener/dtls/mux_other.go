@@ -3,11 +3,8 @@
 package dtls
 
 import (
-	"net"
-	"net/netip"
 	"time"
 
-	"github.com/tern-gw/tern/dataplane/udpio"
 	"github.com/tern-gw/tern/turn"
 )
 
@@ -27,23 +24,4 @@ func (m *dtlsMux) run() {
 		}
 		m.dispatch(buf[:n], from, &res)
 	}
-}
-
-// peerSender sends each datagram to a peer at once.
-type peerSender struct{}
-
-func newPeerSender() *peerSender { return &peerSender{} }
-
-func (*peerSender) add(fd int, p []byte, to netip.AddrPort) { _ = udpio.SendTo(fd, p, to) }
-
-// setDTLSBuffers sets the socket's receive and send buffers to size bytes.
-func setDTLSBuffers(c *net.UDPConn, size int) {
-	_ = c.SetReadBuffer(size)
-	_ = c.SetWriteBuffer(size)
-}
-
-// send sends p to `to` on the listener socket.
-func (m *dtlsMux) send(p []byte, to netip.AddrPort) error {
-	_, err := m.conn.WriteToUDPAddrPort(p, to)
-	return err
 }

@@ -130,7 +130,7 @@ func TestRecordKeysMatchPion(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := a.mux.send(sealed, a.remote); err != nil {
+			if err := a.mux.out.SendTo(sealed, a.remote); err != nil {
 				t.Fatal(err)
 			}
 			buf := make([]byte, 1500)

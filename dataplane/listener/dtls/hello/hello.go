@@ -1,4 +1,12 @@
-package dtls
+// Package hello reads the first flight of a DTLS 1.2 handshake as a
+// TURN-DTLS listener's reader sees it, before and beside pion/dtls: a
+// ClientHello, parsed before any association exists (RFC 6347 §4.2.1,
+// §4.3.2; RFC 5246 §7.4.1.2) and again, for its cookie, until the
+// association is verified; and pion's HelloVerifyRequest, parsed for the
+// cookie it gives the client. It keeps no state and never panics on any
+// input; Spec and AppendClientHello encode ClientHellos for tests and
+// floods.
+package hello
 
 import (
 	"encoding/binary"
@@ -6,12 +14,6 @@ import (
 
 	"github.com/tern-gw/tern/dataplane/listener/dtls/record"
 )
-
-// The first flight of a DTLS 1.2 handshake as the listener's reader sees
-// it: a ClientHello, parsed before any association exists (RFC 6347
-// §4.2.1, §4.3.2; RFC 5246 §7.4.1.2) and again, for its cookie, until the
-// association is verified; and pion's HelloVerifyRequest, parsed for the
-// cookie it gives the client.
 
 // Handshake message types (RFC 5246 §7.4, RFC 6347 §4.3.2).
 const (
@@ -28,97 +30,97 @@ var (
 	versionDTLS12 = [2]byte{0xfe, 0xfd}
 )
 
-// errNotClientHello is why a datagram from an address with no association
+// ErrNotClientHello is why a datagram from an address with no association
 // is dropped: it does not start with a whole, unfragmented, well-formed
 // DTLS 1.0 or 1.2 ClientHello record of epoch 0.
-var errNotClientHello = errors.New("not a ClientHello")
+var ErrNotClientHello = errors.New("not a ClientHello")
 
-// clientHello is what the listener reads of a ClientHello. Its slices point
+// ClientHello is what the listener reads of a ClientHello. Its slices point
 // into the datagram it was parsed from.
-type clientHello struct {
-	// recordSeq is the record's sequence number (48 bits), which the
+type ClientHello struct {
+	// RecordSeq is the record's sequence number (48 bits), which the
 	// HelloVerifyRequest echoes (RFC 6347 §4.2.1).
-	recordSeq uint64
-	// messageSeq is the handshake message_seq: 0 in a client's first
+	RecordSeq uint64
+	// MessageSeq is the handshake message_seq: 0 in a client's first
 	// ClientHello, 1 in the one answering a HelloVerifyRequest.
-	messageSeq uint16
-	// version is client_version.
-	version [2]byte
-	random  []byte // 32 bytes
-	session []byte // session_id, up to 32 bytes
-	cookie  []byte // up to 255 bytes; empty in a first ClientHello
-	suites  []byte // cipher_suites, 2 bytes each, at least one
-	comp    []byte // compression_methods, at least one
+	MessageSeq uint16
+	// Version is client_version.
+	Version [2]byte
+	Random  []byte // 32 bytes
+	Session []byte // session_id, up to 32 bytes
+	Cookie  []byte // up to 255 bytes; empty in a first ClientHello
+	Suites  []byte // cipher_suites, 2 bytes each, at least one
+	Comp    []byte // compression_methods, at least one
 }
 
-// parseClientHello reads the ClientHello that datagram d starts with: a
+// ParseClientHello reads the ClientHello that datagram d starts with: a
 // handshake record of epoch 0 with record version DTLS 1.0 or 1.2 (a
 // first ClientHello may use 1.0, RFC 6347 §4.1), whose first handshake
 // message is a ClientHello carried whole, not fragmented, with its
 // lengths consistent (the extensions, if any, fill the rest of the
 // message; they are not read). Further records in the datagram are not
 // read here: pion/dtls reads the datagram again. It returns
-// errNotClientHello for anything else, and never panics.
+// ErrNotClientHello for anything else, and never panics.
 //
 // A ClientHello split over several records or datagrams is not taken: a
 // listener keeping no state for an address cannot reassemble it (OpenSSL's
 // DTLSv1_listen makes the same choice), and the ClientHellos of browsers,
 // coturn and pion are a few hundred bytes.
-func parseClientHello(d []byte) (clientHello, error) {
-	var ch clientHello
+func ParseClientHello(d []byte) (ClientHello, error) {
+	var ch ClientHello
 	if len(d) < record.Header+handshakeHeaderLen || d[0] != record.ContentHandshake {
-		return ch, errNotClientHello
+		return ch, ErrNotClientHello
 	}
 	if v := [2]byte{d[1], d[2]}; v != versionDTLS10 && v != versionDTLS12 {
-		return ch, errNotClientHello
+		return ch, ErrNotClientHello
 	}
 	es := binary.BigEndian.Uint64(d[3:11])
 	if es>>48 != 0 { // epoch
-		return ch, errNotClientHello
+		return ch, ErrNotClientHello
 	}
-	ch.recordSeq = es & (1<<48 - 1)
+	ch.RecordSeq = es & (1<<48 - 1)
 	rlen := int(binary.BigEndian.Uint16(d[11:13]))
 	if record.Header+rlen > len(d) {
-		return ch, errNotClientHello
+		return ch, ErrNotClientHello
 	}
 	h := d[record.Header : record.Header+rlen]
 	if len(h) < handshakeHeaderLen || h[0] != handshakeClientHello {
-		return ch, errNotClientHello
+		return ch, ErrNotClientHello
 	}
 	mlen := uint24(h[1:4])
-	ch.messageSeq = binary.BigEndian.Uint16(h[4:6])
+	ch.MessageSeq = binary.BigEndian.Uint16(h[4:6])
 	if uint24(h[6:9]) != 0 || uint24(h[9:12]) != mlen || handshakeHeaderLen+mlen > len(h) {
-		return ch, errNotClientHello
+		return ch, ErrNotClientHello
 	}
 	b := h[handshakeHeaderLen : handshakeHeaderLen+mlen]
 	if len(b) < 2+32 {
-		return ch, errNotClientHello
+		return ch, ErrNotClientHello
 	}
-	ch.version = [2]byte{b[0], b[1]}
-	ch.random = b[2:34]
+	ch.Version = [2]byte{b[0], b[1]}
+	ch.Random = b[2:34]
 	b = b[34:]
 	var ok bool
-	if ch.session, b, ok = vector8(b, 32); !ok {
-		return ch, errNotClientHello
+	if ch.Session, b, ok = vector8(b, 32); !ok {
+		return ch, ErrNotClientHello
 	}
-	if ch.cookie, b, ok = vector8(b, 255); !ok {
-		return ch, errNotClientHello
+	if ch.Cookie, b, ok = vector8(b, 255); !ok {
+		return ch, ErrNotClientHello
 	}
 	if len(b) < 2 {
-		return ch, errNotClientHello
+		return ch, ErrNotClientHello
 	}
 	n := int(binary.BigEndian.Uint16(b))
 	if n < 2 || n%2 != 0 || 2+n > len(b) {
-		return ch, errNotClientHello
+		return ch, ErrNotClientHello
 	}
-	ch.suites, b = b[2:2+n], b[2+n:]
-	if ch.comp, b, ok = vector8(b, 255); !ok || len(ch.comp) == 0 {
-		return ch, errNotClientHello
+	ch.Suites, b = b[2:2+n], b[2+n:]
+	if ch.Comp, b, ok = vector8(b, 255); !ok || len(ch.Comp) == 0 {
+		return ch, ErrNotClientHello
 	}
 	// Extensions, when present, are one vector filling the rest of the
 	// message (RFC 5246 §7.4.1.2).
 	if len(b) != 0 && (len(b) < 2 || int(binary.BigEndian.Uint16(b)) != len(b)-2) {
-		return ch, errNotClientHello
+		return ch, ErrNotClientHello
 	}
 	return ch, nil
 }
@@ -138,12 +140,12 @@ func vector8(b []byte, max int) (v, rest []byte, ok bool) {
 
 func uint24(b []byte) int { return int(b[0])<<16 | int(b[1])<<8 | int(b[2]) }
 
-// parseHelloVerifyRequest reads the cookie of the HelloVerifyRequest that
+// ParseHelloVerifyRequest reads the cookie of the HelloVerifyRequest that
 // datagram d, written by pion/dtls to a client, starts with (RFC 6347
 // §4.2.1, §4.3.2): a handshake record of epoch 0 whose message is a whole
 // HelloVerifyRequest. It reports false for anything else. The cookie
 // points into d.
-func parseHelloVerifyRequest(d []byte) (cookie []byte, ok bool) {
+func ParseHelloVerifyRequest(d []byte) (cookie []byte, ok bool) {
 	if len(d) < record.Header+handshakeHeaderLen || d[0] != record.ContentHandshake ||
 		binary.BigEndian.Uint16(d[3:5]) != 0 {
 		return nil, false
