@@ -23,31 +23,44 @@ import (
 //
 // Objects of a Gateway that is still managed are kept even when render produced none this
 // time (its GatewayConfig went invalid, the Dataplane is missing): a broken edit should stop
-// configuration changes, not take running TURN servers away. The one exception is the
-// dataplane workload of the other kind: when render returns a DaemonSet for a Gateway, its
-// Deployment is deleted, and the other way round (the Dataplane's dataplaneResource changed),
-// as STUNner's operator does.
+// configuration changes, not take running TURN servers away. The exceptions are objects that
+// a Gateway rendered with a dataplane workload no longer has, because its Dataplane changed
+// what they run: the workload of the other kind (when render returns a DaemonSet for a
+// Gateway, its Deployment is deleted, and the other way round: the Dataplane's
+// dataplaneResource changed, as STUNner's operator does), and the Role and RoleBinding once
+// its pods no longer read the ConfigMap through the API (configSource CDS).
 func (r *Reconciler) prune(ctx context.Context, in *render.Input, res *render.Result) error {
 	names := map[types.NamespacedName]*render.GatewayResult{}
 	for i, g := range res.Gateways {
 		names[types.NamespacedName{Namespace: g.Namespace, Name: g.Name}] = &res.Gateways[i]
 	}
 	managed := map[types.UID]bool{}
-	// stale holds, per managed Gateway that has a workload rendered, the kind of workload it
+	// stale holds, per managed Gateway that has a workload rendered, the kinds of object it
 	// must not have.
-	stale := map[types.UID]string{}
+	stale := map[types.UID]map[string]bool{}
 	for _, gw := range in.Gateways {
 		g := names[types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}]
 		if g == nil {
 			continue
 		}
 		managed[gw.UID] = true
+		if g.Deployment == nil && g.DaemonSet == nil {
+			continue
+		}
+		kinds := map[string]bool{}
 		switch {
 		case g.Deployment != nil:
-			stale[gw.UID] = "DaemonSet"
+			kinds["DaemonSet"] = true
 		case g.DaemonSet != nil:
-			stale[gw.UID] = "Deployment"
+			kinds["Deployment"] = true
 		}
+		if g.Role == nil {
+			kinds["Role"] = true
+		}
+		if g.RoleBinding == nil {
+			kinds["RoleBinding"] = true
+		}
+		stale[gw.UID] = kinds
 	}
 
 	var errs []error
@@ -64,10 +77,15 @@ func (r *Reconciler) prune(ctx context.Context, in *render.Input, res *render.Re
 				continue
 			}
 			if managed[owner.UID] {
-				if kind := stale[owner.UID]; kind == "" || kindOf(obj) != kind {
+				kind := kindOf(obj)
+				if !stale[owner.UID][kind] {
 					continue
 				}
-				r.log.Info("deleting the dataplane "+kindOf(obj)+" of a Gateway whose Dataplane now asks for another kind",
+				why := "whose Dataplane now asks for another kind"
+				if kind == "Role" || kind == "RoleBinding" {
+					why = "whose pods no longer read their ConfigMap through the API (configSource CDS)"
+				}
+				r.log.Info("deleting the "+kind+" of a Gateway "+why,
 					"namespace", obj.GetNamespace(), "name", obj.GetName(), "gateway", owner.Name)
 			} else {
 				r.log.Info("deleting object of a Gateway no longer managed", "kind", fmt.Sprintf("%T", obj),

@@ -19,12 +19,21 @@ func serviceAccountName(gw *gwapiv1.Gateway) string { return gw.Name }
 // list and watch are limited by resourceNames too: the API server honours that for requests
 // with the field selector metadata.name=<name>, which is how k8sconfig watches, so the pods
 // can read no other ConfigMap.
-func dataplaneAccess(gw *gwapiv1.Gateway, configMap string) (*corev1.ServiceAccount, *rbacv1.Role, *rbacv1.RoleBinding) {
+//
+// When the pods do not read the ConfigMap (readsConfigMap false: their Dataplane's
+// configSource is CDS, and they get no ServiceAccount token) the Role and RoleBinding are nil:
+// there is nothing to grant. The ServiceAccount stays, bound to nothing, so that the pods keep
+// an identity of their own rather than share the namespace's default account, whose grants
+// Tern does not control, and a switch of configSource changes no pod's account.
+func dataplaneAccess(gw *gwapiv1.Gateway, configMap string, readsConfigMap bool) (*corev1.ServiceAccount, *rbacv1.Role, *rbacv1.RoleBinding) {
 	sa := &corev1.ServiceAccount{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
 		ObjectMeta: objectMeta(gw),
 	}
 	sa.Name = serviceAccountName(gw)
+	if !readsConfigMap {
+		return sa, nil, nil
+	}
 	role := &rbacv1.Role{
 		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "Role"},
 		ObjectMeta: objectMeta(gw),

@@ -52,6 +52,47 @@ func TestNoAccessWithoutDeployment(t *testing.T) {
 	}
 }
 
+// TestNoRoleFromCDS: pods that take their config from the config discovery service get no
+// token and no Role or RoleBinding, only their own ServiceAccount; under
+// disable-managed-dataplane the user's pods may still read the ConfigMap, so the Role stays.
+func TestNoRoleFromCDS(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		unmanaged bool
+		wantKinds string
+	}{
+		{"managed", false, "[ServiceAccount Secret ConfigMap Service Deployment]"},
+		{"unmanaged", true, "[ServiceAccount Role RoleBinding Secret ConfigMap Service]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := minimalInput()
+			in.Gateways[0].UID = "gw-uid"
+			if tc.unmanaged {
+				in.Gateways[0].Annotations = map[string]string{AnnotationDisableManagedDataplane: "true"}
+			}
+			in.WithDefaultDataplane()
+			in.Dataplanes[0].Spec.ConfigSource = ConfigSourceCDS
+			g := Render(in, Options{}).Gateway("ns", "g")
+			if g == nil || g.ConfigMap == nil {
+				t.Fatal("Gateway g not rendered")
+			}
+			var kinds []string
+			for _, o := range g.Objects() {
+				kinds = append(kinds, o.GetObjectKind().GroupVersionKind().Kind)
+			}
+			if fmt.Sprint(kinds) != tc.wantKinds {
+				t.Errorf("Objects() kinds %v, want %s", kinds, tc.wantKinds)
+			}
+			if d := g.PodTemplate(); d != nil {
+				if a := d.Spec.AutomountServiceAccountToken; a == nil || *a {
+					t.Errorf("pods automountServiceAccountToken %v, want false", a)
+				}
+			}
+			checkObjectsComplete(t, &in.Gateways[0], g)
+		})
+	}
+}
+
 // checkObjectsComplete fails unless every object of g is as the controller applies it:
 // in the Gateway's namespace, labelled managed-by, controlled by gw (which prune and the
 // controller's cache rely on), and the Deployment's account is one g renders.
@@ -80,9 +121,16 @@ func checkObjectsComplete(t *testing.T, gw *gwapiv1.Gateway, g *GatewayResult) {
 	}
 	if d := g.PodTemplate(); d != nil {
 		sa := g.ServiceAccount
-		if sa == nil || g.Role == nil || g.RoleBinding == nil || d.Spec.ServiceAccountName != sa.Name {
-			t.Errorf("Gateway %s/%s: the dataplane pods run as %q without the rendered ServiceAccount, Role and RoleBinding",
+		if sa == nil || d.Spec.ServiceAccountName != sa.Name {
+			t.Errorf("Gateway %s/%s: the dataplane pods run as %q without the rendered ServiceAccount",
 				g.Namespace, g.Name, d.Spec.ServiceAccountName)
+		}
+		// A token mounted means the pods read the ConfigMap through the API: they need the
+		// Role; without one (configSource CDS) they are granted nothing.
+		tokenless := d.Spec.AutomountServiceAccountToken != nil && !*d.Spec.AutomountServiceAccountToken
+		if granted := g.Role != nil && g.RoleBinding != nil; granted == tokenless {
+			t.Errorf("Gateway %s/%s: pods with automountServiceAccountToken %v, Role and RoleBinding rendered: %v",
+				g.Namespace, g.Name, !tokenless, granted)
 		}
 	}
 }

@@ -119,7 +119,8 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 			// and watch the ConfigMap like ours.
 			res.UnmanagedDataplane = annotationTrue(gw.Annotations, AnnotationDisableManagedDataplane)
 			if dp != nil || res.UnmanagedDataplane {
-				res.ServiceAccount, res.Role, res.RoleBinding = dataplaneAccess(gw, res.ConfigMap.Name)
+				readsConfigMap := res.UnmanagedDataplane || dp.Spec.ConfigSource != ConfigSourceCDS
+				res.ServiceAccount, res.Role, res.RoleBinding = dataplaneAccess(gw, res.ConfigMap.Name, readsConfigMap)
 			}
 			if dp != nil && !res.UnmanagedDataplane {
 				res.Deployment, res.DaemonSet = r.dataplane(gw, dp, listeners, res.TLSSecrets, res.Secret)

@@ -68,7 +68,9 @@ type GatewayResult struct {
 	DaemonSet *appsv1.DaemonSet `json:"daemonSet,omitempty"`
 	Service   *corev1.Service   `json:"service,omitempty"`
 	// ServiceAccount, Role and RoleBinding let the Deployment's pods read
-	// ConfigMap through the API.
+	// ConfigMap through the API. Pods whose Dataplane's configSource is CDS
+	// read nothing through it: they run as the ServiceAccount with Role and
+	// RoleBinding nil.
 	ServiceAccount *corev1.ServiceAccount `json:"serviceAccount,omitempty"`
 	Role           *rbacv1.Role           `json:"role,omitempty"`
 	RoleBinding    *rbacv1.RoleBinding    `json:"roleBinding,omitempty"`
