@@ -34,6 +34,13 @@
 // that case. Only whole field values are replaced, so passwords containing
 // "$(" are never touched.
 //
+// Alternates (the ALTERNATE-SERVER redirect targets, RFC 8489 §10): with
+// hostNetwork the config lists every ready replica of the Gateway at its
+// node's client-facing address with port 0, from the EndpointSlices of the
+// Gateway's own Service (replicaAlternates); the same list goes to every
+// replica, each of which leaves itself out. On the pod network the replicas
+// share the Service's address and none are listed.
+//
 // Credentials: the password or shared secret is never in the ConfigMap. It
 // goes to the Secret CredentialsSecretName (key CredentialsKeyPassword or
 // CredentialsKeySharedSecret), which the Deployment mounts at

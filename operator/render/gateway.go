@@ -309,6 +309,9 @@ func (r *renderer) buildConfig(gw *gwapiv1.Gateway, gc *stnrv1.GatewayConfig, au
 			// Clients are given the node's ExternalIP where it has one.
 			cfg.Relay.Address = placeholder.NodeIP
 			cfg.Relay.NodePublicAddresses = r.nodePublicAddresses()
+			// Each replica is reached at its node's address, so a redirect
+			// can name one. Behind a shared Service address it could not.
+			cfg.Alternates = r.replicaAlternates(gw)
 		}
 	}
 	if policy, _ := r.ipFamilyPolicy(gw, serviceAnnotations(gw, gc)); dualStack(policy) {
