@@ -304,6 +304,7 @@ var cases = []struct {
 		"gatewayAPI": map[string]any{"crds": map[string]any{"enabled": false}},
 	}},
 	{"allOn", allOn},
+	{"offload", map[string]any{"dataplane": map[string]any{"offloadEngine": "Auto"}}},
 	{"customImages", map[string]any{
 		"image": map[string]any{
 			"tag": "v0.2.0-rc.1", "pullPolicy": "IfNotPresent", "pullSecrets": []any{"regcred"},
@@ -519,6 +520,7 @@ func TestSchemaRejects(t *testing.T) {
 		{"bad image tag", map[string]any{"image": map[string]any{"tag": "v1:2"}}, "tag"},
 		{"bad pull policy", map[string]any{"image": map[string]any{"pullPolicy": "always"}}, "pullPolicy"},
 		{"Dataplane field the chart sets, in extraSpec", map[string]any{"dataplane": map[string]any{"extraSpec": map[string]any{"image": "x"}}}, "extraSpec"},
+		{"unknown offload engine", map[string]any{"dataplane": map[string]any{"offloadEngine": "tc"}}, "offloadEngine"},
 		{"upper case namespace", map[string]any{"gateway": map[string]any{"namespace": "Stunner"}}, "namespace"},
 		{"number for a threshold string", map[string]any{"keda": map[string]any{"threshold": 100}}, "threshold"},
 		{"URL for the auth service's public address", map[string]any{"authService": map[string]any{"publicAddr": "https://turn.example.com"}}, "publicAddr"},

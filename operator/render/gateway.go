@@ -334,9 +334,13 @@ func (r *renderer) buildConfig(gw *gwapiv1.Gateway, gc *stnrv1.GatewayConfig, au
 	cfg.STUNMode = gc.Spec.STUNMode
 	// Always said, since ternd's own default is Auto: a pod without the
 	// privileges offload needs runs None rather than trying and logging.
+	// Any engine the Dataplane asks for is rendered as Auto: under XDP or
+	// TC a pod whose kernel or runtime refuses BPF exits and crash-loops,
+	// under Auto it relays through sockets and says why
+	// (docs/offload-control.md).
 	cfg.Offload = config.Offload{Engine: offloadmode.None}
 	if mode := offloadEngine(dp); mode != offloadmode.None {
-		cfg.Offload = config.Offload{Engine: mode, Interfaces: slices.Clone(dp.Spec.OffloadInterfaces)}
+		cfg.Offload = config.Offload{Engine: offloadmode.Auto, Interfaces: slices.Clone(dp.Spec.OffloadInterfaces)}
 	}
 	cfg.SetDefaults()
 	return cfg

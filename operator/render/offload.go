@@ -30,13 +30,12 @@ func offloadEngine(dp *stnrv1.Dataplane) string {
 }
 
 // offloadCondition is the OffloadRequested condition for a Gateway whose
-// Dataplane asks for mode.
+// Dataplane asks for mode (its reason). The pods' config says Auto for
+// every mode, so that a pod that cannot attach relays through sockets
+// instead of crash-looping; the message says so.
 func offloadCondition(mode string, generation int64) metav1.Condition {
-	msg := "the eBPF ChannelData fast path is requested (" + mode + "); each pod reports whether it attached in tern_offload_active"
-	if mode == offloadmode.Auto {
-		msg += ", and falls back to sockets with a log line where BPF is refused"
-	} else {
-		msg += "; a pod that cannot attach it fails to start"
-	}
+	msg := "the eBPF ChannelData fast path is requested (" + mode + "); ternd runs it as Auto, which picks tc or XDP per interface " +
+		"and falls back to sockets with a log line where the kernel or the pod's capabilities refuse BPF; " +
+		"each pod reports whether it attached in tern_offload_active"
 	return condition(ConditionOffloadRequested, true, mode, msg, generation)
 }

@@ -101,7 +101,8 @@ var offloadCapabilities = []corev1.Capability{"BPF", "NET_ADMIN", "PERFMON"}
 
 // containerSecurity returns the container security context: user's when
 // given, with each field it leaves unset filled from the defaults: no
-// privilege escalation, a read-only root filesystem, and every capability
+// privilege escalation, a read-only root filesystem, not privileged
+// (said when offload is true), and every capability
 // dropped but NET_BIND_SERVICE when a listener is below port 1024
 // (lowPort > 0) and offloadCapabilities when the offload engine is
 // requested (offload). A user's capabilities replace the defaults whole.
@@ -115,6 +116,11 @@ func containerSecurity(user *corev1.SecurityContext, lowPort int32, offload bool
 	}
 	if sc.ReadOnlyRootFilesystem == nil {
 		sc.ReadOnlyRootFilesystem = ptr(true)
+	}
+	if offload && sc.Privileged == nil {
+		// Said, not left to the runtime's default (also false), so that
+		// the rendered pod shows it gets its capabilities one by one.
+		sc.Privileged = ptr(false)
 	}
 	if sc.Capabilities == nil {
 		sc.Capabilities = &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}

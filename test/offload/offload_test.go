@@ -73,23 +73,38 @@ type rig struct {
 	log     *lockedBuffer
 	http    *http.Client
 	stop    func() // SIGTERM and wait; later calls do nothing
+	pid     int    // ternd's (ip netns exec and a wrapper exec it in place)
 }
 
 // startTernd runs ternd in tp.tern with the offload on (Auto) and args
 // added to its command line, and waits until it is ready.
 func startTernd(t *testing.T, tp topo, args ...string) *rig {
 	t.Helper()
-	bin := testenv.Ternd(t)
-	r := &rig{tp: tp, cfgPath: filepath.Join(t.TempDir(), "tern.yaml"), log: &lockedBuffer{}, http: httpIn(tp.client)}
-	if err := os.WriteFile(r.cfgPath, []byte(ternConfig(`"`+peerA+`", "`+peerB+`"`)), 0o600); err != nil {
+	return startTerndAs(t, tp, testenv.Ternd(t), nil, filepath.Join(t.TempDir(), "tern.yaml"), args...)
+}
+
+// startTerndAs is startTernd with ternd's binary bin, run through the
+// command wrap (e.g. setpriv and its options; nil: none), and its config
+// written to cfgPath (readable by everyone when wrap is given, so that a
+// process that gave up root can read it).
+func startTerndAs(t *testing.T, tp topo, bin string, wrap []string, cfgPath string, args ...string) *rig {
+	t.Helper()
+	r := &rig{tp: tp, cfgPath: cfgPath, log: &lockedBuffer{}, http: httpIn(tp.client)}
+	mode := os.FileMode(0o600)
+	if wrap != nil {
+		mode = 0o644
+	}
+	if err := os.WriteFile(r.cfgPath, []byte(ternConfig(`"`+peerA+`", "`+peerB+`"`)), mode); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("ip", append([]string{"netns", "exec", tp.tern, bin, "-c", r.cfgPath, "-w",
-		"--udp-thread-num=1", "--relay-thread-num=1", "--grace-period=0s", "-l", "info"}, args...)...)
+	argv := append([]string{"netns", "exec", tp.tern}, wrap...)
+	cmd := exec.Command("ip", append(append(argv, bin, "-c", r.cfgPath, "-w",
+		"--udp-thread-num=1", "--relay-thread-num=1", "--grace-period=0s", "-l", "info"), args...)...)
 	cmd.Stdout, cmd.Stderr = r.log, r.log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	r.pid = cmd.Process.Pid
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
 	var once sync.Once
@@ -122,7 +137,7 @@ func startTernd(t *testing.T, tp topo, args ...string) *rig {
 		return nil
 	})
 	if !strings.Contains(r.log.String(), `msg="offload attached"`) {
-		t.Fatalf("offload did not attach as root:\n%s", r.log)
+		t.Fatalf("offload did not attach:\n%s", r.log)
 	}
 	return r
 }

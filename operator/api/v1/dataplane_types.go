@@ -122,13 +122,15 @@ type DataplaneSpec struct {
 	TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds,omitempty"`
 
 	// OffloadEngine selects the eBPF ChannelData fast path for TURN-UDP
-	// listeners, rendered into the config's offload.engine: None (the
-	// default) relays through sockets; Auto attaches where it can and falls
-	// back to sockets with a log line where BPF is refused; XDP and TC
-	// attach that hook or the pod fails to start (TCMux is read as TC).
-	// When not None, the container runs as root with the capabilities BPF
-	// needs (BPF, NET_ADMIN, PERFMON) unless containerSecurityContext sets
-	// its own, and the Gateway gets the condition OffloadRequested.
+	// listeners: None (the default) relays through sockets; any other
+	// value (Auto, XDP, TC; TCMux is read as TC) turns it on, rendered into
+	// the config as offload.engine Auto, which picks tc or XDP per
+	// interface and falls back to sockets with a log line where BPF is
+	// refused, so a pod that cannot attach never crash-loops. When not
+	// None, the container runs as root, not privileged, with the
+	// capabilities BPF needs (BPF, NET_ADMIN, PERFMON) unless
+	// containerSecurityContext sets its own, and the Gateway gets the
+	// condition OffloadRequested.
 	// +optional
 	// +kubebuilder:validation:Enum=None;Auto;XDP;TC;TCMux
 	OffloadEngine string `json:"offloadEngine,omitempty"`
