@@ -2,7 +2,6 @@ package soak
 
 import (
 	"context"
-	"errors"
 	"net"
 	"net/netip"
 	"sync"
@@ -128,22 +127,11 @@ func (f *flooder) fetchNonce(ctx context.Context, uc *net.UDPConn, server *net.U
 func (f *flooder) read(uc *net.UDPConn) {
 	buf := make([]byte, 1500)
 	for {
-		n, err := uc.Read(buf)
+		m, err := readSTUN(uc, buf)
 		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			continue
+			return
 		}
-		m := &stun.Message{Raw: append([]byte(nil), buf[:n]...)}
-		if m.Decode() != nil {
-			continue
-		}
-		var ec stun.ErrorCodeAttribute
-		code := 0
-		if ec.GetFrom(m) == nil {
-			code = int(ec.Code)
-		}
+		code := errorCode(m)
 		var realm stun.Realm
 		var nonce stun.Nonce
 		f.mu.Lock()

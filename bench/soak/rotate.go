@@ -118,18 +118,24 @@ func (r *rotator) guess(src netip.Addr) {
 			continue
 		}
 		delete(ids, m.TransactionID)
-		var ec stun.ErrorCodeAttribute
-		code := 0
-		if ec.GetFrom(m) == nil {
-			code = int(ec.Code)
-		}
+		code := errorCode(m)
 		r.mu.Lock()
 		r.answered[code]++
 		r.mu.Unlock()
 	}
 }
 
-// readSTUN reads datagrams from uc until one decodes as STUN, or an error (a deadline).
+// errorCode is m's ERROR-CODE as a number, 0 for a success response.
+func errorCode(m *stun.Message) int {
+	var ec stun.ErrorCodeAttribute
+	if ec.GetFrom(m) != nil {
+		return 0
+	}
+	return int(ec.Code)
+}
+
+// readSTUN reads datagrams from uc until one decodes as STUN, or an error (a deadline,
+// or uc closed).
 func readSTUN(uc *net.UDPConn, buf []byte) (*stun.Message, error) {
 	for {
 		n, err := uc.Read(buf)

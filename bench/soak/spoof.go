@@ -180,22 +180,11 @@ func (sp *spoofer) note(kind string, err error) {
 func (sp *spoofer) read(uc *net.UDPConn) {
 	buf := make([]byte, 1500)
 	for {
-		n, err := uc.Read(buf)
+		m, err := readSTUN(uc, buf)
 		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			continue
+			return
 		}
-		m := &stun.Message{Raw: append([]byte(nil), buf[:n]...)}
-		if m.Decode() != nil {
-			continue
-		}
-		var ec stun.ErrorCodeAttribute
-		code := 0
-		if ec.GetFrom(m) == nil {
-			code = int(ec.Code)
-		}
+		code := errorCode(m)
 		sp.mu.Lock()
 		sp.answered[code]++
 		sp.mu.Unlock()
