@@ -89,15 +89,7 @@ func TestPasswordFileRotation(t *testing.T) {
 	cfg.Auth.Password, cfg.Auth.PasswordFile = "", passPath
 	cfg.Limits.AuthFailureBurst = config.NoLimit // the test fails on purpose, often
 	logs := &syncLog{}
-	srv, err := New(cfg, Options{UDPThreads: 1, RelayThreads: 1, Logger: slog.New(slog.NewTextHandler(logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		srv.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
+	startOpts(t, cfg, Options{UDPThreads: 1, RelayThreads: 1, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 
 	peer := startEchoPeer(t, "127.0.0.1")
 	old := pionClient(t, cfg, "user", "first-password")

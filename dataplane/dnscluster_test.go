@@ -53,16 +53,8 @@ func TestStrictDNSCluster(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(cfg, Options{UDPThreads: 1, RelayThreads: 1, DNS: dns.Resolver(), DNSInterval: 50 * time.Millisecond,
+	startOpts(t, cfg, Options{UDPThreads: 1, RelayThreads: 1, DNS: dns.Resolver(), DNSInterval: 50 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		srv.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
 
 	peer := startEchoPeer(t, "127.0.0.1")
 	c := dialRaw(t, cfg.Listeners[0], "user", "pass")

@@ -277,15 +277,7 @@ func TestCountersSurviveReload(t *testing.T) {
 // series are still there (at 0) for dashboards and alerts.
 func TestNoCounters(t *testing.T) {
 	cfg := testConfig(t, 28800, 28899)
-	srv, err := New(cfg, Options{UDPThreads: 1, RelayThreads: 1, NoCounters: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		srv.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
+	startOpts(t, cfg, Options{UDPThreads: 1, RelayThreads: 1, NoCounters: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	peer := startEchoPeer(t, "127.0.0.1")
 	relay, err := dialClient(t, cfg.Listeners[0], cfg.Auth.Realm, "user", "pass").Allocate()
 	if err != nil {

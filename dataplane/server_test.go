@@ -1,23 +1,56 @@
 package dataplane
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/pion/turn/v4"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 	"github.com/tern-gw/tern/internal/testenv"
 )
 
-// freePort returns a loopback port that was free a moment ago.
+// handedOut holds every port freePort has returned in this test process,
+// so that two listeners of one config never get the same number: the
+// kernel may hand a port it just took back to the very next bind(0).
+var handedOut struct {
+	sync.Mutex
+	ports map[int]bool
+}
+
+// freePort returns a loopback port that was free for network ("udp" or
+// "tcp") a moment ago and that no earlier call in this process returned.
+// Another process may still take it before the server binds it: startWith
+// picks new ports and tries again when that happens.
 func freePort(t *testing.T, network string) int {
+	t.Helper()
+	for {
+		p := kernelPort(t, network)
+		handedOut.Lock()
+		if handedOut.ports == nil {
+			handedOut.ports = map[int]bool{}
+		}
+		fresh := !handedOut.ports[p]
+		handedOut.ports[p] = true
+		handedOut.Unlock()
+		if fresh {
+			return p
+		}
+	}
+}
+
+func kernelPort(t *testing.T, network string) int {
 	t.Helper()
 	switch network {
 	case "udp":
@@ -34,6 +67,40 @@ func freePort(t *testing.T, network string) int {
 		}
 		defer l.Close()
 		return l.Addr().(*net.TCPAddr).Port
+	}
+}
+
+// repickPorts gives every listener and admin endpoint of cfg that has a
+// port a new one from freePort, keeping listeners that shared a port
+// (TLS and DTLS on one number) together. It is how startWith recovers when
+// a port it was handed was taken by another process before the bind.
+func repickPorts(t *testing.T, cfg *config.Config) {
+	t.Helper()
+	moved := map[int]int{}
+	next := func(old int, network string) int {
+		if old == 0 {
+			return 0
+		}
+		if p, ok := moved[old]; ok {
+			return p
+		}
+		moved[old] = freePort(t, network)
+		return moved[old]
+	}
+	for i := range cfg.Listeners {
+		network := "tcp"
+		if cfg.Listeners[i].Protocol == protocol.TURNUDP {
+			network = "udp"
+		}
+		cfg.Listeners[i].Port = next(cfg.Listeners[i].Port, network)
+	}
+	for _, a := range []*string{&cfg.Admin.MetricsAddress, &cfg.Admin.HealthAddress} {
+		host, port, err := net.SplitHostPort(*a)
+		if err != nil {
+			continue
+		}
+		p, _ := strconv.Atoi(port)
+		*a = net.JoinHostPort(host, strconv.Itoa(next(p, "tcp")))
 	}
 }
 
@@ -61,16 +128,33 @@ relay: {address: 127.0.0.1, minPort: %d, maxPort: %d}
 // startWith runs a dataplane from cfg until the test ends.
 func startWith(t *testing.T, cfg *config.Config) *Server {
 	t.Helper()
-	srv, err := New(cfg, Options{UDPThreads: 2, RelayThreads: 2, GSO: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
+	return startOpts(t, cfg, Options{UDPThreads: 2, RelayThreads: 2, GSO: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+}
+
+// startOpts runs a dataplane from cfg with opts until the test ends. When
+// a port of cfg was taken between freePort and the bind (by a parallel
+// test package, or an outgoing connection's ephemeral port), it moves
+// cfg's ports and tries again, up to five times; cfg is changed in place,
+// so callers read the ports from it afterwards.
+func startOpts(t *testing.T, cfg *config.Config, opts Options) *Server {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		srv, err := New(cfg, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = srv.Start()
+		if err == nil {
+			t.Cleanup(srv.Close)
+			return srv
+		}
 		srv.Close()
-		t.Fatal(err)
+		if !errors.Is(err, syscall.EADDRINUSE) || attempt == 5 {
+			t.Fatal(err)
+		}
+		t.Logf("attempt %d: %v; moving to new ports", attempt, err)
+		repickPorts(t, cfg)
 	}
-	t.Cleanup(srv.Close)
-	return srv
 }
 
 // startServer runs a dataplane on loopback with relay ports [min, max].
