@@ -31,7 +31,9 @@
 # are imported into containerd's k8s.io namespace; nothing can be pulled.
 #
 # Environment:
-#   TERN_CLUSTER_DIR   work dir (default /tmp/tern-cluster): state, logs, kubeconfig
+#   TERN_CLUSTER_DIR   work dir (default /tmp/tern-cluster): state, logs, kubeconfig. Clusters
+#                      with different work dirs run side by side: each has its own namespaces,
+#                      and its cgroups go under tern-cluster-<basename of the work dir>
 #   TERN_CLUSTER_IMAGES directory of image archives to import (default <repo>/bin/images)
 set -euo pipefail
 
@@ -44,7 +46,7 @@ node_ip=10.244.0.1
 pod_cidr=10.88.0.0/16
 svc_cidr=10.96.0.0/16
 svc_ip=10.96.0.1
-cg_root=tern-cluster
+cg_root=tern-cluster${TERN_CLUSTER_DIR:+-$(basename "$work")}
 components=(etcd kube-apiserver kube-controller-manager kube-scheduler kube-proxy containerd kubelet)
 
 log() { printf 'cluster: %s\n' "$*" >&2; }
