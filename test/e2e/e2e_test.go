@@ -212,9 +212,37 @@ func defaultConfig(t *testing.T) config {
 	}
 }
 
-// freePort returns a port the kernel just handed out on 127.0.0.1 and a
-// function that releases it.
+// handedOut holds every port freePort has returned in this process: the
+// kernel may hand a port it just took back to the next bind(0), and two
+// listeners of one config must not get one number.
+var handedOut struct {
+	sync.Mutex
+	ports map[string]bool
+}
+
+// freePort returns a port the kernel just handed out on 127.0.0.1 for
+// network ("udp4" or "tcp4") that no earlier call in this process returned,
+// and a function that releases it.
 func freePort(t *testing.T, network string) (int, func()) {
+	t.Helper()
+	for {
+		port, release := kernelPort(t, network)
+		key := network + "/" + strconv.Itoa(port)
+		handedOut.Lock()
+		if handedOut.ports == nil {
+			handedOut.ports = map[string]bool{}
+		}
+		fresh := !handedOut.ports[key]
+		handedOut.ports[key] = true
+		handedOut.Unlock()
+		if fresh {
+			return port, release
+		}
+		release()
+	}
+}
+
+func kernelPort(t *testing.T, network string) (int, func()) {
 	t.Helper()
 	switch network {
 	case "udp4":
@@ -237,6 +265,51 @@ func freePort(t *testing.T, network string) (int, func()) {
 // the test ends. Despite its name it starts coturn under
 // TERN_E2E_TARGET=coturn.
 func startTernd(t *testing.T, mutate func(*config)) *server {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		s := launchServer(t, mutate)
+		err := waitServerReady(s)
+		inUse := strings.Contains(s.out.String(), "address already in use")
+		if err == nil && !inUse {
+			return s
+		}
+		if err == nil { // ready, serving all listeners but the one whose port was taken
+			s.stop(t)
+			err = errors.New("a listener's port was taken")
+		}
+		// A port defaultConfig picked was taken by another test package
+		// before the server bound it: pick new ones rather than fail.
+		if attempt < 3 && inUse {
+			s.signalled = true // its exit is expected: the cleanup must not fail the test for it
+			t.Logf("attempt %d: %v; starting again on new ports", attempt, err)
+			continue
+		}
+		t.Fatal(err)
+	}
+}
+
+// waitServerReady waits up to readyTimeout for s to be ready and returns
+// why it is not: the process exited, or the last readiness error.
+func waitServerReady(s *server) error {
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		if s.exited() {
+			return fmt.Errorf("%s exited before it was ready: %v", s.name(), s.waitErr)
+		}
+		err := s.ready()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready after %v: %w", s.name(), readyTimeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// launchServer starts the server under test with the default config
+// changed by mutate and stops it when the test ends; it does not wait.
+func launchServer(t *testing.T, mutate func(*config)) *server {
 	t.Helper()
 	cfg := defaultConfig(t)
 	if mutate != nil {
@@ -273,12 +346,6 @@ func startTernd(t *testing.T, mutate func(*config)) *server {
 		t.Fatalf("TERN_E2E_TARGET=%q: want ternd or coturn", target)
 	}
 	s.start(t, cmd)
-	testenv.Eventually(t, readyTimeout, func() error {
-		if s.exited() {
-			t.Fatalf("%s exited before it was ready: %v", s.name(), s.waitErr)
-		}
-		return s.ready()
-	})
 	return s
 }
 
