@@ -534,17 +534,24 @@ stop_pids() {
 	log "could not stop: ${left[*]}"
 }
 
-# shim_pids: the containerd shims of this cluster's containerds (they re-parent to PID 1, so
-# they are found by the socket address in their command line).
+# down_nodes: "PREFIX SOCKET" for each node (PREFIX its components' name prefix, SOCKET its
+# containerd's), and for a work dir of the single-node layout of earlier versions (its
+# components unprefixed, its containerd's socket in <work dir>/containerd) " SOCKET" too.
+down_nodes() {
+	local i
+	for ((i = 1; i <= $(node_count); i++)); do echo "$(node_name "$i"). $(node_sock "$i")"; done
+	if [[ -e "$work/run/kubelet.pid" || -e "$work/run/containerd.pid" ]]; then echo " $work/containerd/containerd.sock"; fi
+}
+
+# shim_pids SOCKET...: the containerd shims of the containerds listening on SOCKET... (they
+# re-parent to PID 1, so they are found by the socket address in their command line).
 shim_pids() {
-	local p i socks=()
-	for ((i = 1; i <= $(node_count); i++)); do socks+=("$(node_sock "$i")"); done
+	local p s cmd
 	for p in /proc/[0-9]*; do
-		local cmd
 		cmd=$(tr '\0' ' ' 2>/dev/null <"$p/cmdline") || continue
 		[[ "$cmd" == *containerd-shim* ]] || continue
-		for s in "${socks[@]}"; do
-			[[ "$cmd" == *" -address $s "* ]] && echo "${p#/proc/}"
+		for s in "$@"; do
+			if [[ "$cmd" == *" -address $s "* ]]; then echo "${p#/proc/}"; fi
 		done
 	done
 	return 0
@@ -560,28 +567,35 @@ cluster_pids() {
 }
 
 down() {
-	local t0=$SECONDS c pid i n name f
+	local t0=$SECONDS c pid f pfx sock t i
 	[[ -d "$work" ]] || { log "nothing to take down"; return 0; }
-	n=$(node_count)
+	local pfxs=() socks=()
+	while read -r pfx sock; do
+		[[ -n "$sock" ]] || { sock=$pfx pfx=; }
+		pfxs+=("$pfx") socks+=("$sock")
+	done < <(down_nodes)
 	local procs=()
-	for ((i = 1; i <= n; i++)); do
-		name=$(node_name "$i")
-		if alive "$name.kubelet"; then procs+=("$name.kubelet=$(pidof_ "$name.kubelet")"); fi
+	for pfx in "${pfxs[@]}"; do
+		if alive "${pfx}kubelet"; then procs+=("${pfx}kubelet=$(pidof_ "${pfx}kubelet")"); fi
 	done
 	((${#procs[@]} == 0)) || stop_pids "${procs[@]}"
 	# Containers first, while containerd can still stop them.
-	for ((i = 1; i <= n; i++)); do
-		alive "$(node_name "$i").containerd" || continue
-		local t
-		for t in $(ctr_ "$i" tasks ls -q 2>/dev/null); do ctr_ "$i" tasks kill -s SIGKILL "$t" >/dev/null 2>&1 || true; done
+	for i in "${!pfxs[@]}"; do
+		alive "${pfxs[i]}containerd" || continue
+		sock=${socks[i]}
+		for t in $(ctr --address "$sock" --namespace k8s.io tasks ls -q 2>/dev/null); do
+			ctr --address "$sock" --namespace k8s.io tasks kill -s SIGKILL "$t" >/dev/null 2>&1 || true
+		done
 		sleep 0.5
-		for t in $(ctr_ "$i" tasks ls -q 2>/dev/null); do ctr_ "$i" tasks delete -f "$t" >/dev/null 2>&1 || true; done
+		for t in $(ctr --address "$sock" --namespace k8s.io tasks ls -q 2>/dev/null); do
+			ctr --address "$sock" --namespace k8s.io tasks delete -f "$t" >/dev/null 2>&1 || true
+		done
 	done
 	procs=()
-	for c in kube-scheduler kube-controller-manager kube-apiserver $(for ((i = 1; i <= n; i++)); do echo "$(node_name "$i").kube-proxy $(node_name "$i").containerd"; done); do
+	for c in kube-scheduler kube-controller-manager kube-apiserver $(for pfx in "${pfxs[@]}"; do echo "${pfx}kube-proxy ${pfx}containerd"; done); do
 		if alive "$c"; then procs+=("$c=$(pidof_ "$c")"); fi
 	done
-	for pid in $(shim_pids); do procs+=("containerd-shim=$pid"); done
+	for pid in $(shim_pids "${socks[@]}"); do procs+=("containerd-shim=$pid"); done
 	((${#procs[@]} == 0)) || stop_pids "${procs[@]}"
 	if alive etcd; then stop_pids "etcd=$(pidof_ etcd)"; fi # last: the API server drains into it
 	for pid in $(cluster_pids); do kill -9 "$pid" 2>/dev/null || true; done
@@ -594,7 +608,7 @@ down() {
 	done
 	# Each namespace goes with its last process and the bind mount of its file; the network
 	# namespaces take their bridges, veths, routes and iptables rules with them.
-	for f in "$work"/ns/*.mnt "$work"/ns/*.net "$netns"; do
+	for f in "$work"/ns/*.mnt "$work/ns/mnt" "$work"/ns/*.net "$netns"; do
 		if findmnt "$f" >/dev/null 2>&1; then umount "$f" || log "could not unmount the namespace $f"; fi
 	done
 	if findmnt "$work/ns" >/dev/null 2>&1; then umount "$work/ns" || true; fi
