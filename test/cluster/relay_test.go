@@ -30,7 +30,7 @@ const (
 
 // TestTURNRelay is issue 10's end-to-end test on the real node, with Tern installed by its
 // Helm chart: the operator renders ternd for STUNner's reference UDP Gateway; TURN clients
-// (turnutils_uclient and pion/turn) in the node's network namespace relay through the ternd pod
+// (turnutils_uclient and pion/turn) in the control plane's network namespace relay through the ternd pod
 // to an echo in a media-server pod behind the UDPRoute (coturn's turnutils_peer run in the
 // pod's network namespace) with no loss, by the pod's address and through the Gateway's
 // Service (ClusterIP and node port, kube-proxy's rules), and not to a pod no route names; a
