@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# hack/cluster-bins.sh — make the binaries of a real single-node cluster (hack/cluster.sh)
+# hack/cluster-bins.sh — make the binaries of a real cluster (hack/cluster.sh)
 # available and print the directory that holds them:
 #
 #   kube-controller-manager, kube-scheduler,          built here, into

@@ -1,36 +1,48 @@
 #!/usr/bin/env bash
-# hack/cluster.sh — a real single-node Kubernetes cluster on this machine, for the tests:
+# hack/cluster.sh — a real Kubernetes cluster of one or more nodes on this machine, for the tests:
 #
-#   hack/cluster.sh up       start it (idempotent: a running cluster is left as it is)
-#   hack/cluster.sh status   what runs, and the node
-#   hack/cluster.sh exec CMD run CMD where the cluster is reachable (its network namespace,
-#                            KUBECONFIG set, the binaries' directory first on PATH)
-#   hack/cluster.sh down     stop everything and remove every trace
+#   hack/cluster.sh up         start it (idempotent: a running cluster of as many nodes is left
+#                              as it is; one of another size is taken down and started afresh)
+#   hack/cluster.sh status     what runs, and the nodes
+#   hack/cluster.sh exec CMD   run CMD where the API server and every node are reachable (the
+#                              control plane's network namespace, KUBECONFIG set, the
+#                              binaries' directory first on PATH)
+#   hack/cluster.sh node-exec NODE CMD   run CMD in node NODE's network namespace (tern-node-2)
+#   hack/cluster.sh down       stop everything and remove every trace
 #
-# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy, containerd and the
-# kubelet (hack/cluster-bins.sh's binaries, Debian's containerd, runc and containernetworking-plugins)
-# run as root in a network namespace of their own and in a mount namespace of their own (both
-# bound to files in <work dir>/ns, not named in /run/netns), so that nothing they do reaches
-# the host:
-#   - the network namespace holds the node's address (10.244.0.1/24 on bridge tern0), the pods'
-#     bridge (cni0, 10.88.0.0/16), their iptables rules and their ip_forward; the host's
-#     network settings are never touched, and the API server (127.0.0.1:6443 and
-#     10.244.0.1:6443) is reachable only from inside: use `hack/cluster.sh exec`;
-#   - kube-proxy (iptables mode) writes its Service rules with the iptables of that network
-#     namespace, and is configured to leave every conntrack setting alone (nf_conntrack_max and
-#     the hash size are machine-wide); `up` fails if a KUBE- rule shows up in the host's tables;
-#   - the mount namespace has a fresh tmpfs on /run and the work dir's own /var/lib and
-#     /var/log bound over the host's, so the paths the kubelet and containerd hard-code
-#     (/var/lib/kubelet/device-plugins, /var/log/pods, /var/log/containers, /run/containerd,
-#     /run/netns) and every volume and overlay mount stay in there and go with it;
-#   - pods' cgroups are under /tern-cluster in each cgroup v1 hierarchy, removed by `down`;
+# The control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler) runs in a
+# network namespace of its own; it holds the bridge tern0 (10.244.0.1/24, the API server's
+# address) that joins the nodes. Each of the NODES nodes, tern-node-1 ... tern-node-N, runs its
+# containerd, kubelet and kube-proxy (hack/cluster-bins.sh's binaries, Debian's containerd, runc
+# and containernetworking-plugins) in a network namespace and a mount namespace of its own; all
+# are bound to files in <work dir>/ns, not named in /run/netns, so nothing they do reaches the
+# host:
+#   - node i's network namespace holds its address 10.244.0.(10+i)/24 on eth0 (a veth whose
+#     other end is on tern0), its pods' bridge cni0 with their subnet 10.88.i.0/24 (the CNI
+#     bridge plugin, host-local addresses), a route to every other node's pod subnet via that
+#     node's address, its iptables rules and its ip_forward; the control plane's namespace has
+#     routes to every pod subnet and to the Services (10.96.0.0/16, via tern-node-1, whose
+#     kube-proxy rules translate them), so `exec` reaches pods, nodes and Services; the host's
+#     network settings are never touched, and nothing of the cluster is reachable from the host;
+#   - kube-proxy (iptables mode) writes its Service rules with the iptables of its node's
+#     network namespace, and is configured to leave every conntrack setting alone
+#     (nf_conntrack_max and the hash size are machine-wide); `up` fails if a KUBE- rule shows up
+#     in the host's tables;
+#   - a node's mount namespace has a fresh tmpfs on /run and the node's own /var/lib and
+#     /var/log (in the work dir) bound over the host's, so the paths the kubelet and containerd
+#     hard-code (/var/lib/kubelet/device-plugins, /var/log/pods, /var/log/containers,
+#     /run/containerd, /run/netns) and every volume and overlay mount stay in there and go with it;
+#   - pods' cgroups are under tern-cluster[-<work dir name>]/<node> in each cgroup v1
+#     hierarchy, removed by `down`;
 #   - the kubelet is built never to write machine-wide sysctls (see hack/cluster-bins.sh).
 # Every process is started here, its PID recorded under the work dir and stopped by that PID.
 #
 # Images: the pause image (the sandbox image, tern.local/pause:3.10) and every bin/images/*.tar
-# are imported into containerd's k8s.io namespace; nothing can be pulled.
+# are imported into each node's containerd (its k8s.io namespace); nothing can be pulled.
 #
 # Environment:
+#   NODES              how many nodes `up` starts (default 1, the quick one; make cluster-e2e
+#                      uses 3). The other commands read the size from the work dir.
 #   TERN_CLUSTER_DIR   work dir (default /tmp/tern-cluster): state, logs, kubeconfig. Clusters
 #                      with different work dirs run side by side: each has its own namespaces,
 #                      and its cgroups go under tern-cluster-<basename of the work dir>
@@ -39,15 +51,38 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 work=${TERN_CLUSTER_DIR:-/tmp/tern-cluster}
-netns=$work/ns/net # the network namespace, bound to a file (never /run/netns: iproute2's mount)
+netns=$work/ns/net # the control plane's network namespace, bound to a file (never /run/netns)
 images=${TERN_CLUSTER_IMAGES:-$repo/bin/images}
-node=tern-node
-node_ip=10.244.0.1
+cp_ip=10.244.0.1 # the API server's address on tern0
 pod_cidr=10.88.0.0/16
 svc_cidr=10.96.0.0/16
 svc_ip=10.96.0.1
 cg_root=tern-cluster${TERN_CLUSTER_DIR:+-$(basename "$work")}
-components=(etcd kube-apiserver kube-controller-manager kube-scheduler kube-proxy containerd kubelet)
+cp_components=(etcd kube-apiserver kube-controller-manager kube-scheduler)
+node_components=(containerd kubelet kube-proxy)
+
+# The nodes: NODES for `up`; the work dir's nodes/ for everything else.
+node_count() {
+	local n
+	if [[ -s "$work/nodes.count" ]]; then n=$(<"$work/nodes.count"); else n=${NODES:-1}; fi
+	[[ "$n" =~ ^[1-9]$ ]] || die "NODES=$n: want 1 to 9"
+	echo "$n"
+}
+node_name() { echo "tern-node-$1"; }
+node_ip() { echo "10.244.0.$((10 + $1))"; }
+node_pod_cidr() { echo "10.88.$1.0/24"; }
+node_dir() { echo "$work/nodes/tern-node-$1"; }
+node_netns() { echo "$work/ns/tern-node-$1.net"; }
+node_mntns() { echo "$work/ns/tern-node-$1.mnt"; }
+node_sock() { echo "$(node_dir "$1")/containerd/containerd.sock"; }
+# components: every component's name (a node's are NODE.COMPONENT).
+components() {
+	local i c
+	printf '%s\n' "${cp_components[@]}"
+	for ((i = 1; i <= $(node_count); i++)); do
+		for c in "${node_components[@]}"; do echo "$(node_name "$i").$c"; done
+	done
+}
 
 log() { printf 'cluster: %s\n' "$*" >&2; }
 die() {
@@ -67,9 +102,9 @@ pidof_() {
 	echo "$pid"
 }
 alive() { pidof_ "$1" >/dev/null; }
-sock=$work/containerd/containerd.sock
-ctr_() { ctr --address "$sock" --namespace k8s.io "$@"; }
+ctr_() { ctr --address "$(node_sock "$1")" --namespace k8s.io "${@:2}"; }
 in_ns() { nsenter --net="$netns" -- "$@"; }
+in_node() { nsenter --net="$(node_netns "$1")" -- "${@:2}"; }
 
 tail_log() {
 	local f=$work/log/$1.log
@@ -79,7 +114,7 @@ tail_log() {
 	printf '===== end of %s =====\n\n' "$1" >&2
 }
 
-# fail NAME MSG: print the log tail of NAME (or of every component) and exit 1.
+# fail NAME MSG: print the log tail of NAME (or of every component not running) and exit 1.
 fail() {
 	local c=$1
 	shift
@@ -87,7 +122,7 @@ fail() {
 	if [[ -n "$c" ]]; then
 		tail_log "$c"
 	else
-		for c in "${components[@]}"; do alive "$c" || tail_log "$c"; done
+		for c in $(components); do alive "$c" || tail_log "$c"; done
 	fi
 	log "the state is left in $work for a look; 'hack/cluster.sh down' removes it"
 	exit 1
@@ -106,13 +141,18 @@ wait_for() {
 	done
 }
 
-# start NAME CMD...: run CMD in the cluster's network and mount namespaces, logging to
-# log/NAME.log, and record its PID (nsenter execs CMD, so $! is CMD's PID).
+# start NAME NODE CMD...: run CMD, logging to log/NAME.log, and record its PID (nsenter execs
+# CMD, so $! is CMD's PID): in the control plane's network namespace when NODE is 0, else in
+# node NODE's network and mount namespaces.
 start() {
-	local name=$1
-	shift
+	local name=$1 i=$2
+	shift 2
 	if alive "$name"; then return 0; fi
-	nsenter --mount="$work/ns/mnt" --net="$netns" -- "$@" >>"$work/log/$name.log" 2>&1 </dev/null &
+	if ((i == 0)); then
+		nsenter --net="$netns" -- "$@" >>"$work/log/$name.log" 2>&1 </dev/null &
+	else
+		nsenter --mount="$(node_mntns "$i")" --net="$(node_netns "$i")" -- "$@" >>"$work/log/$name.log" 2>&1 </dev/null &
+	fi
 	local pid=$!
 	echo "$pid $(starttime "$pid")" >"$(pidfile "$name")"
 }
@@ -120,7 +160,7 @@ start() {
 # --- certificates and kubeconfigs ---------------------------------------------------------
 
 pki() {
-	local p=$work/pki
+	local p=$work/pki i
 	mkdir -p "$p"
 	cd "$p"
 	openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj /CN=tern-cluster-ca 2>/dev/null
@@ -138,20 +178,26 @@ pki() {
 		fi
 		openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -out "$1.crt" -days 2 -extfile "$ext" 2>/dev/null
 	}
-	cert apiserver /CN=kube-apiserver "IP:127.0.0.1,IP:$node_ip,IP:$svc_ip,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+	cert apiserver /CN=kube-apiserver "IP:127.0.0.1,IP:$cp_ip,IP:$svc_ip,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
 	cert admin "/O=system:masters/CN=tern-admin"
-	cert node "/O=system:nodes/CN=system:node:$node"
+	# Each kubelet its own identity: the Node authorizer lets it touch its node's objects only.
+	for ((i = 1; i <= $(node_count); i++)); do cert "$(node_name "$i")" "/O=system:nodes/CN=system:node:$(node_name "$i")"; done
 	cert kcm /CN=system:kube-controller-manager
 	cert scheduler /CN=system:kube-scheduler
 	cert kube-proxy /CN=system:kube-proxy # bound to system:node-proxier by the default RBAC
 	cd - >/dev/null
-	kubeconfig admin >"$work/kubeconfig"
-	kubeconfig node >"$work/kubelet.kubeconfig"
-	kubeconfig kcm >"$work/kcm.kubeconfig"
-	kubeconfig scheduler >"$work/scheduler.kubeconfig"
-	kubeconfig kube-proxy >"$work/kube-proxy.kubeconfig"
+	kubeconfig admin https://127.0.0.1:6443 >"$work/kubeconfig"
+	kubeconfig kcm https://127.0.0.1:6443 >"$work/kcm.kubeconfig"
+	kubeconfig scheduler https://127.0.0.1:6443 >"$work/scheduler.kubeconfig"
+	# The nodes reach the API server across tern0.
+	kubeconfig kube-proxy "https://$cp_ip:6443" >"$work/kube-proxy.kubeconfig"
+	for ((i = 1; i <= $(node_count); i++)); do
+		mkdir -p "$(node_dir "$i")"
+		kubeconfig "$(node_name "$i")" "https://$cp_ip:6443" >"$(node_dir "$i")/kubelet.kubeconfig"
+	done
 }
 
+# kubeconfig USER SERVER
 kubeconfig() {
 	cat <<-EOF
 		apiVersion: v1
@@ -159,7 +205,7 @@ kubeconfig() {
 		clusters:
 		- name: tern
 		  cluster:
-		    server: https://127.0.0.1:6443
+		    server: $2
 		    certificate-authority: $work/pki/ca.crt
 		users:
 		- name: $1
@@ -175,9 +221,12 @@ kubeconfig() {
 
 # --- configs ------------------------------------------------------------------------------
 
-configs() {
-	mkdir -p "$work/cni/net.d" "$work/cni/ipam" "$work/containerd" "$work/kubelet"
-	cat >"$work/cni/net.d/10-tern.conflist" <<-EOF
+# node_configs I: node I's CNI, containerd, kubelet and kube-proxy configs, in its node dir.
+node_configs() {
+	local i=$1 d name ip sock
+	d=$(node_dir "$i") name=$(node_name "$i") ip=$(node_ip "$i") sock=$(node_sock "$i")
+	mkdir -p "$d/cni/net.d" "$d/cni/ipam" "$d/containerd" "$d/kubelet" "$d/var/lib" "$d/var/log"
+	cat >"$d/cni/net.d/10-tern.conflist" <<-EOF
 		{
 		  "cniVersion": "0.4.0",
 		  "name": "tern",
@@ -185,8 +234,8 @@ configs() {
 		    {
 		      "type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
 		      "ipam": {
-		        "type": "host-local", "dataDir": "$work/cni/ipam",
-		        "ranges": [[{"subnet": "$pod_cidr"}]], "routes": [{"dst": "0.0.0.0/0"}]
+		        "type": "host-local", "dataDir": "$d/cni/ipam",
+		        "ranges": [[{"subnet": "$(node_pod_cidr "$i")"}]], "routes": [{"dst": "0.0.0.0/0"}]
 		      }
 		    },
 		    {"type": "portmap", "capabilities": {"portMappings": true}}
@@ -194,17 +243,17 @@ configs() {
 		}
 	EOF
 	# restrict_oom_score_adj: without CAP_SYS_RESOURCE runc cannot lower a sandbox's OOM score.
-	cat >"$work/containerd/config.toml" <<-EOF
+	cat >"$d/containerd/config.toml" <<-EOF
 		version = 2
-		root = "$work/containerd/root"
-		state = "$work/containerd/state"
+		root = "$d/containerd/root"
+		state = "$d/containerd/state"
 		oom_score = 0
 		[grpc]
 		  address = "$sock"
 		[ttrpc]
 		  address = "$sock.ttrpc"
 		[plugins."io.containerd.internal.v1.opt"]
-		  path = "$work/containerd/opt"
+		  path = "$d/containerd/opt"
 		[plugins."io.containerd.grpc.v1.cri"]
 		  sandbox_image = "tern.local/pause:3.10"
 		  restrict_oom_score_adj = true
@@ -217,19 +266,19 @@ configs() {
 		        SystemdCgroup = false
 		  [plugins."io.containerd.grpc.v1.cri".cni]
 		    bin_dir = "/usr/lib/cni"
-		    conf_dir = "$work/cni/net.d"
+		    conf_dir = "$d/cni/net.d"
 	EOF
 	# failCgroupV1: this machine has cgroups v1 only. protectKernelDefaults stays false: the
 	# kubelet of hack/cluster-bins.sh only warns about kernel settings (true would make it refuse
 	# to start here). The image GC thresholds keep the imported images: none can be pulled again.
-	cat >"$work/kubelet/config.yaml" <<-EOF
+	cat >"$d/kubelet/config.yaml" <<-EOF
 		apiVersion: kubelet.config.k8s.io/v1beta1
 		kind: KubeletConfiguration
 		failCgroupV1: false
 		cgroupDriver: cgroupfs
-		cgroupRoot: /$cg_root
+		cgroupRoot: /$cg_root/$name
 		containerRuntimeEndpoint: unix://$sock
-		address: $node_ip
+		address: $ip
 		port: 10250
 		readOnlyPort: 0
 		healthzBindAddress: 127.0.0.1
@@ -255,18 +304,18 @@ configs() {
 	# the defaults would raise nf_conntrack_max and the conntrack hash size (machine-wide, no
 	# namespace holds them) and the TCP timeouts. localhostNodePorts false: no route_localnet.
 	# oomScoreAdj 0: there is no CAP_SYS_RESOURCE to lower it.
-	cat >"$work/kube-proxy.yaml" <<-EOF
+	cat >"$d/kube-proxy.yaml" <<-EOF
 		apiVersion: kubeproxy.config.k8s.io/v1alpha1
 		kind: KubeProxyConfiguration
 		clientConnection: {kubeconfig: $work/kube-proxy.kubeconfig}
-		hostnameOverride: $node
-		bindAddress: $node_ip
+		hostnameOverride: $name
+		bindAddress: $ip
 		healthzBindAddress: 127.0.0.1:10256
 		metricsBindAddress: 127.0.0.1:10249
 		mode: iptables
 		clusterCIDR: $pod_cidr
 		detectLocalMode: ClusterCIDR
-		nodePortAddresses: [$node_ip/32]
+		nodePortAddresses: [$ip/32]
 		oomScoreAdj: 0
 		iptables: {localhostNodePorts: false, minSyncPeriod: 100ms, syncPeriod: 30s}
 		conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s, tcpBeLiberal: false, udpTimeout: 0s, udpStreamTimeout: 0s}
@@ -285,42 +334,73 @@ ns_dir_up() {
 	mount --make-private "$work/ns"
 }
 
-netns_up() {
-	if ! findmnt "$netns" >/dev/null; then
-		touch "$netns"
-		unshare --net="$netns" true
+# new_netns FILE: a network namespace bound to FILE, lo up.
+new_netns() {
+	if ! findmnt "$1" >/dev/null; then
+		touch "$1"
+		unshare --net="$1" true
 	fi
-	in_ns ip link set lo up
-	if ! in_ns ip link show tern0 >/dev/null 2>&1; then
-		in_ns ip link add tern0 type bridge
-		in_ns ip addr add "$node_ip/24" dev tern0
-		in_ns ip link set tern0 up
-		in_ns ip route add default dev tern0
-	fi
+	nsenter --net="$1" -- ip link set lo up
 }
 
+# netns_up: the control plane's namespace with the bridge tern0, and each node's namespace with
+# eth0 on tern0, its address, forwarding (a namespace's own setting) and the routes to the other
+# nodes' pod subnets; the control plane's namespace routes the pod subnets and the Services.
+netns_up() {
+	local i j n ns
+	n=$(node_count)
+	new_netns "$netns"
+	if ! in_ns ip link show tern0 >/dev/null 2>&1; then
+		in_ns ip link add tern0 type bridge
+		in_ns ip addr add "$cp_ip/24" dev tern0
+		in_ns ip link set tern0 up
+	fi
+	for ((i = 1; i <= n; i++)); do
+		ns=$(node_netns "$i")
+		new_netns "$ns"
+		if ! in_ns ip link show "tn$i" >/dev/null 2>&1; then
+			in_ns ip link add "tn$i" type veth peer name eth0 netns "$ns"
+			in_ns ip link set "tn$i" master tern0 up
+			in_node "$i" ip addr add "$(node_ip "$i")/24" dev eth0
+			in_node "$i" ip link set eth0 up
+			in_node "$i" ip route add default via "$cp_ip" dev eth0
+			in_node "$i" sysctl -qw net.ipv4.ip_forward=1
+			for ((j = 1; j <= n; j++)); do
+				((j == i)) || in_node "$i" ip route add "$(node_pod_cidr "$j")" via "$(node_ip "$j")" dev eth0
+			done
+			in_ns ip route add "$(node_pod_cidr "$i")" via "$(node_ip "$i")" dev tern0
+		fi
+	done
+	in_ns ip route replace "$svc_cidr" via "$(node_ip 1)" dev tern0
+}
+
+# mountns_up I: node I's mount namespace (a fresh /run, its own /var/lib and /var/log).
 mountns_up() {
-	[[ -e "$work/ns/mnt" ]] && findmnt "$work/ns/mnt" >/dev/null && return 0
-	mkdir -p "$work/var/lib" "$work/var/log"
-	touch "$work/ns/mnt"
-	unshare --mount="$work/ns/mnt" --propagation private true
-	nsenter --mount="$work/ns/mnt" -- sh -ec "
+	local d mnt
+	d=$(node_dir "$1") mnt=$(node_mntns "$1")
+	[[ -e "$mnt" ]] && findmnt "$mnt" >/dev/null && return 0
+	mkdir -p "$d/var/lib" "$d/var/log"
+	touch "$mnt"
+	unshare --mount="$mnt" --propagation private true
+	nsenter --mount="$mnt" -- sh -ec "
 		mount -t tmpfs -o mode=755 tern-run /run
 		mkdir -p /run/netns /run/lock
-		mount --bind '$work/var/lib' /var/lib
-		mount --bind '$work/var/log' /var/log
+		mount --bind '$d/var/lib' /var/lib
+		mount --bind '$d/var/log' /var/log
 	"
 }
 
 cgroups_up() {
-	local d
+	local d g i
 	for d in /sys/fs/cgroup/*/; do
 		[[ -f "$d/cgroup.procs" && -f "$d/tasks" ]] || continue # v1 hierarchies only
-		mkdir -p "$d$cg_root"
-		if [[ -f "$d/cpuset.cpus" ]]; then
-			cat "$d/cpuset.cpus" >"$d$cg_root/cpuset.cpus"
-			cat "$d/cpuset.mems" >"$d$cg_root/cpuset.mems"
-		fi
+		for g in "$cg_root" $(for ((i = 1; i <= $(node_count); i++)); do echo "$cg_root/$(node_name "$i")"; done); do
+			mkdir -p "$d$g"
+			if [[ -f "$d/cpuset.cpus" ]]; then
+				cat "$d/cpuset.cpus" >"$d$g/cpuset.cpus"
+				cat "$d/cpuset.mems" >"$d$g/cpuset.mems"
+			fi
+		done
 	done
 }
 
@@ -328,53 +408,61 @@ cgroups_up() {
 
 kubectl_() { in_ns env KUBECONFIG="$work/kubeconfig" "$bins/kubectl" "$@"; }
 
-# kube_proxy_synced: kube-proxy has written the kubernetes Service's rule (in the namespace).
-kube_proxy_synced() { in_ns iptables -w 5 -t nat -S KUBE-SERVICES 2>/dev/null | grep -q -- "-d $svc_ip/32"; }
+# kube_proxy_synced I: node I's kube-proxy has written the kubernetes Service's rule (in its
+# namespace).
+kube_proxy_synced() { in_node "$1" iptables -w 5 -t nat -S KUBE-SERVICES 2>/dev/null | grep -q -- "-d $svc_ip/32"; }
 
 # host_kube_rules: the KUBE- lines of the host's own iptables (read only; kube-proxy must
 # write none there).
 host_kube_rules() { { iptables-save 2>/dev/null; ip6tables-save 2>/dev/null; } | { grep 'KUBE-' || true; } | sed 's/\[[0-9]*:[0-9]*\]//g' | sort; }
 
 node_ready() {
-	[[ "$(kubectl_ get node "$node" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" == True ]]
+	[[ "$(kubectl_ get node "$1" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" == True ]]
 }
 
 up() {
-	local t0=$SECONDS
+	local t0=$SECONDS i n c
 	bins=$("$repo/hack/cluster-bins.sh" --check) || die "no cluster binaries: run hack/cluster-bins.sh first"
 	command -v containerd >/dev/null && command -v runc >/dev/null && [[ -x /usr/lib/cni/bridge ]] && command -v iptables >/dev/null ||
 		die "needs Debian's containerd, runc, containernetworking-plugins and iptables (apt-get install containerd runc containernetworking-plugins iptables)"
 	[[ $EUID == 0 ]] || die "needs root (network and mount namespaces, cgroups)"
+	n=${NODES:-1}
+	[[ "$n" =~ ^[1-9]$ ]] || die "NODES=$n: want 1 to 9"
 
 	if [[ -d "$work/run" ]]; then
-		local c all=1
-		for c in "${components[@]}"; do alive "$c" || all=0; done
-		if [[ $all == 1 ]] && node_ready; then
-			log "already up; KUBECONFIG=$work/kubeconfig (use: hack/cluster.sh exec kubectl ...)"
+		local all=1
+		[[ "$(node_count)" == "$n" ]] || all=0
+		if ((all)); then for c in $(components); do alive "$c" || all=0; done; fi
+		if ((all)); then for ((i = 1; i <= n; i++)); do node_ready "$(node_name "$i")" || all=0; done; fi
+		if ((all)); then
+			log "already up with $n node(s); KUBECONFIG=$work/kubeconfig (use: hack/cluster.sh exec kubectl ...)"
 			return 0
 		fi
-		log "a partial cluster is in $work; taking it down first"
+		log "a partial cluster or one of another size is in $work; taking it down first"
 		down
 	fi
 	mkdir -p "$work/run" "$work/log" "$work/etcd"
-	log "work dir $work, binaries $bins"
+	echo "$n" >"$work/nodes.count"
+	log "work dir $work, $n node(s), binaries $bins"
 	pki
-	configs
+	for ((i = 1; i <= n; i++)); do node_configs "$i"; done
 	ns_dir_up
-	mountns_up
 	netns_up
+	for ((i = 1; i <= n; i++)); do mountns_up "$i"; done
 	cgroups_up
 
-	start etcd "$bins/etcd" --data-dir "$work/etcd" --name tern \
+	start etcd 0 "$bins/etcd" --data-dir "$work/etcd" --name tern \
 		--listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
 		--listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
 		--initial-cluster tern=http://127.0.0.1:2380 --unsafe-no-fsync --quota-backend-bytes 2147483648
-	start containerd containerd --config "$work/containerd/config.toml"
+	for ((i = 1; i <= n; i++)); do
+		start "$(node_name "$i").containerd" "$i" containerd --config "$(node_dir "$i")/containerd/config.toml"
+	done
 	wait_for 30 etcd "etcd health" in_ns curl -sf http://127.0.0.1:2379/health
 
 	local p=$work/pki
-	start kube-apiserver "$bins/kube-apiserver" --etcd-servers http://127.0.0.1:2379 \
-		--bind-address 0.0.0.0 --secure-port 6443 --advertise-address "$node_ip" \
+	start kube-apiserver 0 "$bins/kube-apiserver" --etcd-servers http://127.0.0.1:2379 \
+		--bind-address 0.0.0.0 --secure-port 6443 --advertise-address "$cp_ip" \
 		--tls-cert-file "$p/apiserver.crt" --tls-private-key-file "$p/apiserver.key" \
 		--client-ca-file "$p/ca.crt" --kubelet-client-certificate "$p/admin.crt" --kubelet-client-key "$p/admin.key" \
 		--service-account-key-file "$p/sa.pub" --service-account-signing-key-file "$p/sa.key" \
@@ -382,39 +470,48 @@ up() {
 		--authorization-mode Node,RBAC --allow-privileged=true --kubelet-preferred-address-types InternalIP
 	wait_for 60 kube-apiserver "API server readiness" kubectl_ get --raw /readyz
 
-	start kube-controller-manager "$bins/kube-controller-manager" --kubeconfig "$work/kcm.kubeconfig" \
+	start kube-controller-manager 0 "$bins/kube-controller-manager" --kubeconfig "$work/kcm.kubeconfig" \
 		--authentication-kubeconfig "$work/kcm.kubeconfig" --authorization-kubeconfig "$work/kcm.kubeconfig" \
 		--bind-address 127.0.0.1 --leader-elect=false --use-service-account-credentials \
 		--service-account-private-key-file "$p/sa.key" --root-ca-file "$p/ca.crt" \
 		--cluster-signing-cert-file "$p/ca.crt" --cluster-signing-key-file "$p/ca.key"
-	start kube-scheduler "$bins/kube-scheduler" --kubeconfig "$work/scheduler.kubeconfig" \
+	start kube-scheduler 0 "$bins/kube-scheduler" --kubeconfig "$work/scheduler.kubeconfig" \
 		--authentication-kubeconfig "$work/scheduler.kubeconfig" --authorization-kubeconfig "$work/scheduler.kubeconfig" \
 		--bind-address 127.0.0.1 --leader-elect=false
 
-	wait_for 30 containerd "containerd" ctr_ version
-	import_images
-
-	start kubelet "$bins/kubelet" --config "$work/kubelet/config.yaml" --kubeconfig "$work/kubelet.kubeconfig" \
-		--root-dir "$work/kubelet" --node-ip "$node_ip" --hostname-override "$node" --v 2
+	local name d host_rules
+	for ((i = 1; i <= n; i++)); do
+		name=$(node_name "$i") d=$(node_dir "$i")
+		wait_for 30 "$name.containerd" "$name's containerd" ctr_ "$i" version
+		import_images "$i"
+		start "$name.kubelet" "$i" "$bins/kubelet" --config "$d/kubelet/config.yaml" --kubeconfig "$d/kubelet.kubeconfig" \
+			--root-dir "$d/kubelet" --node-ip "$(node_ip "$i")" --hostname-override "$name" --v 2
+	done
 	# kube-proxy reads the node's addresses at start and exits when they change later (as a
 	# DaemonSet would restart it): it starts once the kubelet has registered the node.
-	wait_for 60 kubelet "node $node registered" kubectl_ get node "$node"
-	local host_rules
 	host_rules=$(host_kube_rules)
-	start kube-proxy "$bins/kube-proxy" --config "$work/kube-proxy.yaml" --v 2
-	wait_for 120 kubelet "Ready node $node" node_ready
-	wait_for 30 kube-proxy "kube-proxy's rules in the cluster's network namespace" kube_proxy_synced
-	[[ "$(host_kube_rules)" == "$host_rules" ]] || fail kube-proxy "kube-proxy changed the HOST's iptables (KUBE- rules); take the cluster down"
-	for c in "${components[@]}"; do alive "$c" || fail "$c" "$c is not running"; done
-	log "up in $((SECONDS - t0))s; KUBECONFIG=$work/kubeconfig, reachable with: hack/cluster.sh exec kubectl get nodes"
+	for ((i = 1; i <= n; i++)); do
+		name=$(node_name "$i")
+		wait_for 60 "$name.kubelet" "node $name registered" kubectl_ get node "$name"
+		start "$name.kube-proxy" "$i" "$bins/kube-proxy" --config "$(node_dir "$i")/kube-proxy.yaml" --v 2
+	done
+	for ((i = 1; i <= n; i++)); do
+		name=$(node_name "$i")
+		wait_for 120 "$name.kubelet" "Ready node $name" node_ready "$name"
+		wait_for 30 "$name.kube-proxy" "$name's kube-proxy rules in its network namespace" kube_proxy_synced "$i"
+	done
+	[[ "$(host_kube_rules)" == "$host_rules" ]] || fail "$(node_name 1).kube-proxy" "kube-proxy changed the HOST's iptables (KUBE- rules); take the cluster down"
+	for c in $(components); do alive "$c" || fail "$c" "$c is not running"; done
+	log "up with $n node(s) in $((SECONDS - t0))s; KUBECONFIG=$work/kubeconfig, reachable with: hack/cluster.sh exec kubectl get nodes"
 }
 
+# import_images I: the pause image and bin/images/*.tar into node I's containerd.
 import_images() {
 	local f
 	for f in "$bins/pause.tar" "$images"/*.tar; do
 		[[ -f "$f" ]] || continue
-		log "importing $f"
-		ctr_ images import "$f" >&2 || fail containerd "cannot import $f"
+		log "importing $f into $(node_name "$1")"
+		ctr_ "$1" images import "$f" >&2 || fail "$(node_name "$1").containerd" "cannot import $f"
 	done
 }
 
@@ -437,12 +534,25 @@ stop_pids() {
 	log "could not stop: ${left[*]}"
 }
 
-# shim_pids: the containerd shims of this cluster's containerd (they re-parent to PID 1, so they
-# are found by the socket address in their command line).
+# down_nodes: "PREFIX SOCKET" for each node (PREFIX its components' name prefix, SOCKET its
+# containerd's), and for a work dir of the single-node layout of earlier versions (its
+# components unprefixed, its containerd's socket in <work dir>/containerd) " SOCKET" too.
+down_nodes() {
+	local i
+	for ((i = 1; i <= $(node_count); i++)); do echo "$(node_name "$i"). $(node_sock "$i")"; done
+	if [[ -e "$work/run/kubelet.pid" || -e "$work/run/containerd.pid" ]]; then echo " $work/containerd/containerd.sock"; fi
+}
+
+# shim_pids SOCKET...: the containerd shims of the containerds listening on SOCKET... (they
+# re-parent to PID 1, so they are found by the socket address in their command line).
 shim_pids() {
-	local p
+	local p s cmd
 	for p in /proc/[0-9]*; do
-		tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -q "containerd-shim.* -address $sock " && echo "${p#/proc/}"
+		cmd=$(tr '\0' ' ' 2>/dev/null <"$p/cmdline") || continue
+		[[ "$cmd" == *containerd-shim* ]] || continue
+		for s in "$@"; do
+			if [[ "$cmd" == *" -address $s "* ]]; then echo "${p#/proc/}"; fi
+		done
 	done
 	return 0
 }
@@ -457,21 +567,35 @@ cluster_pids() {
 }
 
 down() {
-	local t0=$SECONDS c pid
+	local t0=$SECONDS c pid f pfx sock t i
 	[[ -d "$work" ]] || { log "nothing to take down"; return 0; }
-	if alive kubelet; then stop_pids "kubelet=$(pidof_ kubelet)"; fi
-	# Containers first, while containerd can still stop them.
-	if alive containerd; then
-		local t
-		for t in $(ctr_ tasks ls -q 2>/dev/null); do ctr_ tasks kill -s SIGKILL "$t" >/dev/null 2>&1 || true; done
-		sleep 0.5
-		for t in $(ctr_ tasks ls -q 2>/dev/null); do ctr_ tasks delete -f "$t" >/dev/null 2>&1 || true; done
-	fi
+	local pfxs=() socks=()
+	while read -r pfx sock; do
+		[[ -n "$sock" ]] || { sock=$pfx pfx=; }
+		pfxs+=("$pfx") socks+=("$sock")
+	done < <(down_nodes)
 	local procs=()
-	for c in kube-proxy kube-scheduler kube-controller-manager kube-apiserver containerd; do
+	for pfx in "${pfxs[@]}"; do
+		if alive "${pfx}kubelet"; then procs+=("${pfx}kubelet=$(pidof_ "${pfx}kubelet")"); fi
+	done
+	((${#procs[@]} == 0)) || stop_pids "${procs[@]}"
+	# Containers first, while containerd can still stop them.
+	for i in "${!pfxs[@]}"; do
+		alive "${pfxs[i]}containerd" || continue
+		sock=${socks[i]}
+		for t in $(ctr --address "$sock" --namespace k8s.io tasks ls -q 2>/dev/null); do
+			ctr --address "$sock" --namespace k8s.io tasks kill -s SIGKILL "$t" >/dev/null 2>&1 || true
+		done
+		sleep 0.5
+		for t in $(ctr --address "$sock" --namespace k8s.io tasks ls -q 2>/dev/null); do
+			ctr --address "$sock" --namespace k8s.io tasks delete -f "$t" >/dev/null 2>&1 || true
+		done
+	done
+	procs=()
+	for c in kube-scheduler kube-controller-manager kube-apiserver $(for pfx in "${pfxs[@]}"; do echo "${pfx}kube-proxy ${pfx}containerd"; done); do
 		if alive "$c"; then procs+=("$c=$(pidof_ "$c")"); fi
 	done
-	for pid in $(shim_pids); do procs+=("containerd-shim=$pid"); done
+	for pid in $(shim_pids "${socks[@]}"); do procs+=("containerd-shim=$pid"); done
 	((${#procs[@]} == 0)) || stop_pids "${procs[@]}"
 	if alive etcd; then stop_pids "etcd=$(pidof_ etcd)"; fi # last: the API server drains into it
 	for pid in $(cluster_pids); do kill -9 "$pid" 2>/dev/null || true; done
@@ -483,9 +607,10 @@ down() {
 		[[ -d "$d" ]] && log "could not remove cgroup $d"
 	done
 	# Each namespace goes with its last process and the bind mount of its file; the network
-	# namespace takes its bridges, veths and iptables rules with it.
-	if findmnt "$work/ns/mnt" >/dev/null 2>&1; then umount "$work/ns/mnt" || true; fi
-	if findmnt "$netns" >/dev/null 2>&1; then umount "$netns" || log "could not unmount the network namespace $netns"; fi
+	# namespaces take their bridges, veths, routes and iptables rules with them.
+	for f in "$work"/ns/*.mnt "$work/ns/mnt" "$work"/ns/*.net "$netns"; do
+		if findmnt "$f" >/dev/null 2>&1; then umount "$f" || log "could not unmount the namespace $f"; fi
+	done
 	if findmnt "$work/ns" >/dev/null 2>&1; then umount "$work/ns" || true; fi
 	local left
 	left=$(findmnt -rn -o TARGET | grep -F "$work" || true)
@@ -499,9 +624,9 @@ down() {
 status() {
 	local c rc=0
 	[[ -d "$work/run" ]] || { log "not up ($work has no state)"; return 1; }
-	for c in "${components[@]}"; do
-		if alive "$c"; then printf '%-24s running, pid %s\n' "$c" "$(pidof_ "$c")"; else
-			printf '%-24s NOT running\n' "$c"
+	for c in $(components); do
+		if alive "$c"; then printf '%-28s running, pid %s\n' "$c" "$(pidof_ "$c")"; else
+			printf '%-28s NOT running\n' "$c"
 			rc=1
 		fi
 	done
@@ -517,6 +642,18 @@ exec_() {
 		TERN_CLUSTER_DIR="$work" "$@"
 }
 
+# node_exec NODE CMD...: CMD in node NODE's network namespace (the host's mounts: the work
+# dir's kubeconfig still works, but the API server is at https://10.244.0.1:6443 from there).
+node_exec() {
+	local node=$1 i
+	shift
+	[[ "$node" =~ ^tern-node-([1-9])$ ]] || die "node-exec: no node $node (tern-node-1 ... tern-node-$(node_count))"
+	i=${BASH_REMATCH[1]}
+	findmnt "$(node_netns "$i")" >/dev/null || die "no node $node up"
+	bins=$("$repo/hack/cluster-bins.sh" --check)
+	exec nsenter --net="$(node_netns "$i")" -- env PATH="$bins:$PATH" TERN_CLUSTER_DIR="$work" "$@"
+}
+
 case "${1:-}" in
 up) up ;;
 down) down ;;
@@ -525,8 +662,13 @@ exec)
 	shift
 	exec_ "$@"
 	;;
+node-exec)
+	shift
+	[[ $# -ge 2 ]] || die "usage: $0 node-exec NODE CMD..."
+	node_exec "$@"
+	;;
 *)
-	echo "usage: $0 up|down|status|exec CMD..." >&2
+	echo "usage: $0 up|down|status|exec CMD...|node-exec NODE CMD..." >&2
 	exit 2
 	;;
 esac

@@ -250,22 +250,25 @@ func checkTokenless(t *testing.T, dir string, p pod) {
 		p.name, tokenDir, spec.ServiceAccountName)
 }
 
-// containerPID finds the PID of the running container name of pod through containerd.
+// containerPID finds the PID of the running container name of pod through the containerd of
+// the node that runs it.
 func containerPID(t *testing.T, dir, pod, name string) int {
 	t.Helper()
 	ids := map[string]bool{}
-	for _, id := range strings.Fields(ctr(t, dir, "containers", "ls", "-q",
-		"labels.\"io.kubernetes.pod.name\"=="+pod+",labels.\"io.kubernetes.container.name\"=="+name)) {
-		ids[id] = true
-	}
-	for _, line := range strings.Split(ctr(t, dir, "tasks", "ls"), "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 3 && ids[f[0]] && f[2] == "RUNNING" {
-			pid, err := strconv.Atoi(f[1])
-			if err != nil {
-				t.Fatal(err)
+	for _, sock := range containerdSockets(t, dir) {
+		for _, id := range strings.Fields(ctr(t, sock, "containers", "ls", "-q",
+			"labels.\"io.kubernetes.pod.name\"=="+pod+",labels.\"io.kubernetes.container.name\"=="+name)) {
+			ids[id] = true
+		}
+		for _, line := range strings.Split(ctr(t, sock, "tasks", "ls"), "\n") {
+			f := strings.Fields(line)
+			if len(f) >= 3 && ids[f[0]] && f[2] == "RUNNING" {
+				pid, err := strconv.Atoi(f[1])
+				if err != nil {
+					t.Fatal(err)
+				}
+				return pid
 			}
-			return pid
 		}
 	}
 	t.Fatalf("no running task of container %s of pod %s (containers %v)", name, pod, ids)

@@ -18,12 +18,6 @@ import (
 	"github.com/tern-gw/tern/internal/testenv"
 )
 
-const (
-	nodeName = "tern-node"
-	nodeIP   = "10.244.0.1"
-	podCIDR  = "10.88.0.0/16"
-)
-
 // cluster returns the work dir of the running cluster, or skips (fails under CI) when the test
 // does not run where `hack/cluster.sh exec` puts it.
 func cluster(t *testing.T) string {
@@ -65,10 +59,11 @@ func kubectl(t *testing.T, args ...string) string {
 	return run(t, nil, "kubectl", args...)
 }
 
-// ctr runs containerd's client against the cluster's containerd, in its k8s.io namespace.
-func ctr(t *testing.T, dir string, args ...string) string {
+// ctr runs containerd's client against the containerd listening on sock (a node's), in its
+// k8s.io namespace.
+func ctr(t *testing.T, sock string, args ...string) string {
 	t.Helper()
-	return run(t, nil, "ctr", append([]string{"--address", filepath.Join(dir, "containerd", "containerd.sock"), "--namespace", "k8s.io"}, args...)...)
+	return run(t, nil, "ctr", append([]string{"--address", sock, "--namespace", "k8s.io"}, args...)...)
 }
 
 func repoRoot(t *testing.T) string {
@@ -80,16 +75,28 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
+// TestNodeReady wants every node Ready, each with an InternalIP of its own on the nodes'
+// bridge (its network namespace's address).
 func TestNodeReady(t *testing.T) {
 	cluster(t)
-	ready := kubectl(t, "get", "node", nodeName, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
-	if ready != "True" {
-		t.Fatalf("node %s Ready=%q\n%s", nodeName, ready, kubectl(t, "describe", "node", nodeName))
+	nodes := clusterNodes(t)
+	if len(nodes) == 0 {
+		t.Fatal("the cluster has no nodes")
 	}
-	ip := kubectl(t, "get", "node", nodeName, "-o", `jsonpath={.status.addresses[?(@.type=="InternalIP")].address}`)
-	if ip != nodeIP {
-		t.Errorf("node InternalIP %q, want %s", ip, nodeIP)
+	subnet := netip.MustParsePrefix(nodeNetwork)
+	seen := map[string]string{}
+	for _, n := range nodes {
+		ready := kubectl(t, "get", "node", n.name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+		if ready != "True" {
+			t.Errorf("node %s Ready=%q\n%s", n.name, ready, kubectl(t, "describe", "node", n.name))
+		}
+		ip, err := netip.ParseAddr(n.ip)
+		if err != nil || !subnet.Contains(ip) || seen[n.ip] != "" {
+			t.Errorf("node %s InternalIP %q: want an address of its own in %s (taken by: %q)", n.name, n.ip, nodeNetwork, seen[n.ip])
+		}
+		seen[n.ip] = n.name
 	}
+	t.Logf("%d node(s) Ready: %v", len(nodes), nodes)
 }
 
 // TestPauseDeployments rolls out the pause image on the pod network and on the node's
@@ -109,8 +116,9 @@ func TestPauseDeployments(t *testing.T) {
 	if ip, err := netip.ParseAddr(bridgeIP); err != nil || !cidr.Contains(ip) {
 		t.Errorf("pause-bridge pod IP %q is not in the pod network %s", bridgeIP, podCIDR)
 	}
-	if hostIP := podIP(t, "app=pause-host"); hostIP != nodeIP {
-		t.Errorf("hostNetwork pod IP %q, want the node's %s", hostIP, nodeIP)
+	host := runningPods(t, "default", "app=pause-host")[0]
+	if host.ip != host.hostIP || host.hostIP == "" {
+		t.Errorf("hostNetwork pod %v: want its node's address %q", host, host.hostIP)
 	}
 
 	// From inside the bridge pod's network namespace (entered through its sandbox's PID):
@@ -129,27 +137,29 @@ func podIP(t *testing.T, selector string) string {
 	return strings.TrimSpace(kubectl(t, "get", "pod", "-l", selector, "-o", "jsonpath={.items[0].status.podIP}"))
 }
 
-// sandboxPID finds the PID of a pod's sandbox (pause) process through containerd: the
-// container labelled as the pod's sandbox, and its task.
+// sandboxPID finds the PID of a pod's sandbox (pause) process through the containerd of the
+// node that runs it: the container labelled as the pod's sandbox, and its task.
 func sandboxPID(t *testing.T, dir, pod string) int {
 	t.Helper()
-	ids := ctr(t, dir, "containers", "ls", "-q",
-		"labels.\"io.kubernetes.pod.name\"=="+pod+",labels.\"io.cri-containerd.kind\"==sandbox")
-	id := strings.TrimSpace(ids)
-	if id == "" || strings.Contains(id, "\n") {
-		t.Fatalf("sandbox of pod %s: containers %q", pod, ids)
-	}
-	for _, line := range strings.Split(ctr(t, dir, "tasks", "ls"), "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 2 && f[0] == id {
-			pid, err := strconv.Atoi(f[1])
-			if err != nil {
-				t.Fatal(err)
+	var found []string
+	for _, sock := range containerdSockets(t, dir) {
+		ids := ctr(t, sock, "containers", "ls", "-q",
+			"labels.\"io.kubernetes.pod.name\"=="+pod+",labels.\"io.cri-containerd.kind\"==sandbox")
+		for _, id := range strings.Fields(ids) {
+			found = append(found, id)
+			for _, line := range strings.Split(ctr(t, sock, "tasks", "ls"), "\n") {
+				f := strings.Fields(line)
+				if len(f) >= 3 && f[0] == id && f[2] == "RUNNING" {
+					pid, err := strconv.Atoi(f[1])
+					if err != nil {
+						t.Fatal(err)
+					}
+					return pid
+				}
 			}
-			return pid
 		}
 	}
-	t.Fatalf("no task for sandbox %s of pod %s", id, pod)
+	t.Fatalf("no running task for the sandbox of pod %s (sandboxes %v)", pod, found)
 	return 0
 }
 
@@ -157,7 +167,7 @@ func sandboxPID(t *testing.T, dir, pod string) int {
 // /name (imported by hack/cluster.sh from bin/images/name-*.tar), or "" when there is none.
 func importedImage(t *testing.T, dir, name string) string {
 	t.Helper()
-	for _, ref := range strings.Fields(ctr(t, dir, "images", "ls", "-q")) {
+	for _, ref := range strings.Fields(ctr(t, containerdSockets(t, dir)[0], "images", "ls", "-q")) {
 		repo := ref
 		if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
 			repo = ref[:i]
@@ -210,7 +220,7 @@ func installOperator(t *testing.T) string {
 	operatorRef, terndRef := importedImage(t, dir, "tern-operator"), importedImage(t, dir, "ternd")
 	if operatorRef == "" || terndRef == "" {
 		t.Fatalf("bin/images has the archives but containerd holds no tern-operator/ternd image (operator %q, ternd %q): did hack/cluster.sh up run after make images?\n%s",
-			operatorRef, terndRef, ctr(t, dir, "images", "ls", "-q"))
+			operatorRef, terndRef, ctr(t, containerdSockets(t, dir)[0], "images", "ls", "-q"))
 	}
 	operatorRepo, tag := splitRef(operatorRef)
 	terndRepo, terndTag := splitRef(terndRef)

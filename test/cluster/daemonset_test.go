@@ -71,11 +71,13 @@ spec:
   rules: [{backendRefs: [{name: media-server-pool, namespace: media-plane}]}]
 `
 
-// TestDaemonSetRelay is issue 20's DaemonSet dataplane on the real node: a Gateway whose
+// TestDaemonSetRelay is issue 20's DaemonSet dataplane on the real nodes: a Gateway whose
 // Dataplane says dataplaneResource: DaemonSet gets a DaemonSet and no Deployment, carrying the
-// Gateway's labels, STUNner's owned-by label and STUNNER_* environment; its ternd pod runs on
-// the node's network, and turnutils_uclient and pion/turn relay through it to the echo pod
-// behind the UDPRoute with no loss, by the node's address and through the Gateway's Service.
+// Gateway's labels, STUNner's owned-by label and STUNNER_* environment; one ternd pod runs on
+// each node's network, and turnutils_uclient and pion/turn relay through it to the echo pod
+// behind the UDPRoute with no loss, by a node's address and through the Gateway's Service; on
+// three nodes or more, a pion/turn client in one node's network namespace relays through the
+// ternd pod of a second node to the echo pod on a third (checkCrossNodeRelay).
 // The Dataplane switched to Deployment replaces the DaemonSet by a Deployment whose pod
 // relays too; deleting the Gateway removes them all.
 func TestDaemonSetRelay(t *testing.T) {
@@ -103,19 +105,35 @@ func TestDaemonSetRelay(t *testing.T) {
 	t.Cleanup(func() {
 		_, _ = tryRun(manifests, "kubectl", "delete", "--ignore-not-found", "--wait=false", "-f", "-")
 	})
-	nodeServer := net.JoinHostPort(nodeIP, strconv.Itoa(dsPort))
+	var nodeServer string // a ternd pod by its node's address
+	var dsPods []pod      // the DaemonSet's pods, one per node
 
 	step("DaemonSet", func(t *testing.T) {
+		nodes := clusterNodes(t)
 		start := time.Now()
 		run(t, manifests, "kubectl", "apply", "-f", "-")
 		testenv.Eventually(t, 120*time.Second, func() error {
 			pods, err := readyPods(gatewayNamespace, dsSelector)
-			if err != nil || len(pods) != 1 || pods[0].ip != nodeIP {
-				return fmt.Errorf("want one Ready ternd pod on the node's address %s, have %v (%v)", nodeIP, pods, err)
+			if err != nil || len(pods) != len(nodes) {
+				return fmt.Errorf("want a Ready ternd pod on each of the %d nodes, have %v (%v)", len(nodes), pods, err)
 			}
-			return echoOnce(nodeServer, echo.ip, 500*time.Millisecond)
+			on := map[string]bool{}
+			for _, p := range pods {
+				if p.ip != p.hostIP || on[p.node] {
+					return fmt.Errorf("want one Ready ternd pod per node, on its node's address, have %v", pods)
+				}
+				on[p.node] = true
+			}
+			for _, p := range pods {
+				if err := echoOnce(net.JoinHostPort(p.ip, strconv.Itoa(dsPort)), echo.ip, 500*time.Millisecond); err != nil {
+					return err
+				}
+			}
+			dsPods = pods
+			return nil
 		})
-		t.Logf("DaemonSet's ternd pod relaying %.1fs after kubectl apply", time.Since(start).Seconds())
+		nodeServer = net.JoinHostPort(dsPods[0].ip, strconv.Itoa(dsPort))
+		t.Logf("DaemonSet's %d ternd pods relaying %.1fs after kubectl apply", len(dsPods), time.Since(start).Seconds())
 		if out := kubectl(t, "-n", gatewayNamespace, "get", "deployments", "-l", dsSelector, "-o", "name"); strings.TrimSpace(out) != "" {
 			t.Errorf("a DaemonSet Gateway has a Deployment too: %s", out)
 		}
@@ -137,12 +155,20 @@ func TestDaemonSetRelay(t *testing.T) {
 		checkRelay(t, uclient, echo.ip, nodeServer, dsServiceServer(t))
 	})
 
+	// Across three nodes: the client in one node's network namespace, the ternd pod of a
+	// second node by that node's address, the echo pod on the third.
+	step("CrossNode", func(t *testing.T) {
+		checkCrossNodeRelay(t, dir, dsPods, echo)
+	})
+
 	// The Dataplane switched to a Deployment: the operator deletes the DaemonSet, and the
 	// Deployment's pod (the node's port free once the DaemonSet's pod has drained its grace
 	// period) relays.
 	step("SwitchToDeployment", func(t *testing.T) {
-		ds := runningPods(t, gatewayNamespace, dsSelector)[0]
-		dsEnd := watchPodEnd(t, ds)
+		var dsEnds []<-chan podEnd
+		for _, p := range dsPods {
+			dsEnds = append(dsEnds, watchPodEnd(t, p))
+		}
 		kubectl(t, "patch", "dataplane", "daemonset", "--type=merge", "-p", `{"spec":{"dataplaneResource":"Deployment"}}`)
 		testenv.Eventually(t, 120*time.Second, func() error {
 			out, err := tryRun(nil, "kubectl", "-n", gatewayNamespace, "get", "daemonsets,deployments", "-l", dsSelector, "-o", "name")
@@ -151,19 +177,27 @@ func TestDaemonSetRelay(t *testing.T) {
 			}
 			return nil
 		})
-		select {
-		case _, ok := <-dsEnd:
-			if !ok {
-				t.Fatalf("the DaemonSet's pod %s still there 5 minutes after the switch", ds.name)
+		deadline := time.After(5*time.Second + 60*time.Second)
+		for i, dsEnd := range dsEnds {
+			select {
+			case _, ok := <-dsEnd:
+				if !ok {
+					t.Fatalf("the DaemonSet's pod %s still there 5 minutes after the switch", dsPods[i].name)
+				}
+			case <-deadline:
+				t.Fatalf("the DaemonSet's pod %s still there a minute past its grace period after the switch", dsPods[i].name)
 			}
-		case <-time.After(5*time.Second + 60*time.Second):
-			t.Fatalf("the DaemonSet's pod %s still there a minute past its grace period after the switch", ds.name)
+		}
+		old := map[string]bool{}
+		for _, p := range dsPods {
+			old[p.name] = true
 		}
 		testenv.Eventually(t, 120*time.Second, func() error {
 			pods, err := readyPods(gatewayNamespace, dsSelector)
-			if err != nil || len(pods) != 1 || pods[0].ip != nodeIP || pods[0].name == ds.name {
-				return fmt.Errorf("want the Deployment's Ready ternd pod on %s, have %v (%v)", nodeIP, pods, err)
+			if err != nil || len(pods) != 1 || pods[0].ip != pods[0].hostIP || old[pods[0].name] {
+				return fmt.Errorf("want the Deployment's Ready ternd pod on its node's address, have %v (%v)", pods, err)
 			}
+			nodeServer = net.JoinHostPort(pods[0].ip, strconv.Itoa(dsPort))
 			return echoOnce(nodeServer, echo.ip, 500*time.Millisecond)
 		})
 		checkPionRun(t, nodeServer, echo.ip)

@@ -37,6 +37,12 @@ func allocate(server string) (*turnAlloc, error) {
 	if err != nil {
 		return nil, err
 	}
+	return allocateOn(conn, server)
+}
+
+// allocateOn is allocate with conn as the client's socket (one opened in a node's network
+// namespace, say); conn is closed on error and by Close.
+func allocateOn(conn net.PacketConn, server string) (*turnAlloc, error) {
 	c, err := turn.NewClient(&turn.ClientConfig{
 		STUNServerAddr: server,
 		TURNServerAddr: server,

@@ -49,9 +49,10 @@ func clientset(t *testing.T) kubernetes.Interface {
 	return cs
 }
 
-type pod struct{ namespace, name, ip string }
+// pod is a pod's namespace, name and address, and the name and address of the node it runs on.
+type pod struct{ namespace, name, ip, node, hostIP string }
 
-func (p pod) String() string { return p.namespace + "/" + p.name + "@" + p.ip }
+func (p pod) String() string { return p.namespace + "/" + p.name + "@" + p.ip + " on " + p.node }
 
 // listPods lists the pods matching selector in namespace that have an address and no
 // deletion timestamp and for which keep is true.
@@ -68,7 +69,7 @@ func listPods(namespace, selector string, keep func(*corev1.Pod) bool) ([]pod, e
 	for i := range list.Items {
 		p := &list.Items[i]
 		if p.DeletionTimestamp == nil && p.Status.PodIP != "" && keep(p) {
-			pods = append(pods, pod{namespace, p.Name, p.Status.PodIP})
+			pods = append(pods, pod{namespace, p.Name, p.Status.PodIP, p.Spec.NodeName, p.Status.HostIP})
 		}
 	}
 	return pods, nil

@@ -30,7 +30,7 @@ const (
 
 // TestTURNRelay is issue 10's end-to-end test on the real node, with Tern installed by its
 // Helm chart: the operator renders ternd for STUNner's reference UDP Gateway; TURN clients
-// (turnutils_uclient and pion/turn) in the node's network namespace relay through the ternd pod
+// (turnutils_uclient and pion/turn) in the control plane's network namespace relay through the ternd pod
 // to an echo in a media-server pod behind the UDPRoute (coturn's turnutils_peer run in the
 // pod's network namespace) with no loss, by the pod's address and through the Gateway's
 // Service (ClusterIP and node port, kube-proxy's rules), and not to a pod no route names; a
@@ -110,15 +110,16 @@ func TestTURNRelay(t *testing.T) {
 
 	// The Dataplane on hostNetwork (helm upgrade): ternd on the node's address, and the
 	// Service's endpoint with it.
-	nodeServer := net.JoinHostPort(nodeIP, strconv.Itoa(turnPort))
+	var nodeServer string // ternd by its node's address
 	step("HostNetwork", func(t *testing.T) {
 		firstEnd := watchPodEnd(t, first)
 		helmUpgrade(t, chartValues(installOperator(t), true))
 		testenv.Eventually(t, 120*time.Second, func() error {
 			pods, err := readyPods(gatewayNamespace, gatewaySelector)
-			if err != nil || len(pods) != 1 || pods[0].ip != nodeIP {
-				return fmt.Errorf("want one Ready ternd pod on the node's address %s, have %v (%v)", nodeIP, pods, err)
+			if err != nil || len(pods) != 1 || pods[0].ip != pods[0].hostIP {
+				return fmt.Errorf("want one Ready ternd pod on its node's address, have %v (%v)", pods, err)
 			}
+			nodeServer = net.JoinHostPort(pods[0].ip, strconv.Itoa(turnPort))
 			return nil
 		})
 		checkRelay(t, uclient, echo.ip, append([]string{nodeServer}, serviceServers(t)...)...)
@@ -143,8 +144,8 @@ func TestTURNRelay(t *testing.T) {
 }
 
 // serviceServers returns the TURN server addresses of the Gateway's Service: its ClusterIP
-// and, on a NodePort or LoadBalancer Service, the node port on the node's address (served by
-// kube-proxy's rules in the cluster's network namespace).
+// and, on a NodePort or LoadBalancer Service, the node port on the first node's address
+// (served by kube-proxy's rules in that node's network namespace, whichever node runs ternd).
 func serviceServers(t *testing.T) []string {
 	t.Helper()
 	out := kubectl(t, "-n", gatewayNamespace, "get", "service", "udp-gateway", "-o",
@@ -155,7 +156,7 @@ func serviceServers(t *testing.T) []string {
 	}
 	servers := []string{net.JoinHostPort(f[1], strconv.Itoa(turnPort))}
 	if len(f) == 3 && f[2] != "0" {
-		servers = append(servers, net.JoinHostPort(nodeIP, f[2]))
+		servers = append(servers, net.JoinHostPort(firstNode(t).ip, f[2]))
 	} else if f[0] == "NodePort" || f[0] == "LoadBalancer" {
 		t.Fatalf("Service %s/udp-gateway of type %s has no node port: %q", gatewayNamespace, f[0], out)
 	}
