@@ -77,7 +77,8 @@ spec:
 // the node's network, and turnutils_uclient and pion/turn relay through it to the echo pod
 // behind the UDPRoute with no loss, by the node's address and through the Gateway's Service.
 // The Dataplane switched to Deployment replaces the DaemonSet by a Deployment whose pod
-// relays too; deleting the Gateway removes them all.
+// relays too; deleting the Gateway removes them all. Both kinds' pods take their config from
+// the config discovery service with no ServiceAccount token (checkCDSMode).
 func TestDaemonSetRelay(t *testing.T) {
 	dir := cluster(t)
 	installOperator(t)
@@ -116,6 +117,7 @@ func TestDaemonSetRelay(t *testing.T) {
 			return echoOnce(nodeServer, echo.ip, 500*time.Millisecond)
 		})
 		t.Logf("DaemonSet's ternd pod relaying %.1fs after kubectl apply", time.Since(start).Seconds())
+		checkCDSMode(t, dir, runningPods(t, gatewayNamespace, dsSelector)[0], "daemonset", dsGateway)
 		if out := kubectl(t, "-n", gatewayNamespace, "get", "deployments", "-l", dsSelector, "-o", "name"); strings.TrimSpace(out) != "" {
 			t.Errorf("a DaemonSet Gateway has a Deployment too: %s", out)
 		}
@@ -166,6 +168,7 @@ func TestDaemonSetRelay(t *testing.T) {
 			}
 			return echoOnce(nodeServer, echo.ip, 500*time.Millisecond)
 		})
+		checkCDSMode(t, dir, runningPods(t, gatewayNamespace, dsSelector)[0], "deployment", dsGateway)
 		checkPionRun(t, nodeServer, echo.ip)
 	})
 
