@@ -42,8 +42,8 @@ spec:
 		wantErrOut []string
 	}{
 		{name: "file", args: []string{"render", "-f", filepath.Join(dir, "good.yaml")}, wantCode: 0,
-			wantOut: []string{"kind: ServiceAccount", "kind: Role\n", "kind: RoleBinding", "kind: ConfigMap", "kind: Service\n", "kind: Deployment",
-				"serviceAccountName: g\n", "app.kubernetes.io/managed-by: tern-operator", "controller: true",
+			wantOut: []string{"kind: ServiceAccount", "kind: ConfigMap", "kind: Service\n", "kind: Deployment",
+				"serviceAccountName: g\n", "automountServiceAccountToken: false", "http://stunner-config-discovery.tern-system.svc:13478", "app.kubernetes.io/managed-by: tern-operator", "controller: true",
 				"image: ghcr.io/tern-gw/ternd:dev", "tern.yaml: |"}},
 		{name: "directory", args: []string{"render", "-f", dir}, wantCode: 0, wantOut: []string{"kind: Deployment"}},
 		{name: "stdin with status", args: []string{"render", "-f", "-", "--status"}, stdin: good, wantCode: 0,

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -236,7 +237,9 @@ func runManager(ctx context.Context, f managerFlags, log *slog.Logger) error {
 			return err
 		}
 		copts.Configs = store
-		copts.ConfigDiscoveryURL = configDiscoveryURL(f.cdsAddr)
+		copts.ConfigDiscoveryNamespace, copts.ConfigDiscoveryPort = configDiscoveryService(f.cdsAddr)
+	} else {
+		copts.NoConfigDiscovery = true
 	}
 	if _, err := controller.Setup(mgr, copts); err != nil {
 		return fmt.Errorf("controller: %w", err)
@@ -273,16 +276,18 @@ func runManager(ctx context.Context, f managerFlags, log *slog.Logger) error {
 	return mgr.Start(ctx)
 }
 
-// configDiscoveryURL is the address of the Service stunner-config-discovery in the
-// operator's namespace ($POD_NAMESPACE, else render's default, tern-system), on the port of
-// addr, which the pods of a Dataplane with configSource CDS watch.
-func configDiscoveryURL(addr string) string {
-	ns := os.Getenv("POD_NAMESPACE")
-	_, port, err := net.SplitHostPort(addr)
-	if ns == "" || err != nil || port == "" || port == "0" {
-		return ""
+// configDiscoveryService says where CDS pods find the config discovery service served on
+// addr: the namespace of the Service stunner-config-discovery, the operator's
+// ($POD_NAMESPACE; "" for render's default, tern-system), and the port of addr (0 for
+// render's default, 13478, when addr names none). Render names the Service by its ClusterIP,
+// or by this namespace and port while it has none.
+func configDiscoveryService(addr string) (namespace string, port int) {
+	if _, p, err := net.SplitHostPort(addr); err == nil {
+		if n, err := strconv.Atoi(p); err == nil && n > 0 && n <= 65535 {
+			port = n
+		}
 	}
-	return "http://stunner-config-discovery." + ns + ".svc:" + port
+	return os.Getenv("POD_NAMESPACE"), port
 }
 
 // leaderNamespace returns flag if set, else $POD_NAMESPACE, else "" in a pod (controller-runtime

@@ -92,7 +92,7 @@ spec: {dataplane: operate-dataplane, username: user, password: pass}
 apiVersion: stunner.l7mp.io/v1
 kind: Dataplane
 metadata: {name: operate-dataplane}
-spec: {image: ternd:test}
+spec: {image: ternd:test, configSource: ConfigMap}
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
@@ -184,7 +184,8 @@ func TestOperate(t *testing.T) {
 		return nil
 	})
 
-	// A whole Gateway: every object it renders must be written under the shipped RBAC.
+	// A whole Gateway: every object it renders must be written under the shipped RBAC. Its
+	// Dataplane is in ConfigMap mode so that those include the Role and RoleBinding.
 	testenv.Apply(t, c, []byte(operateManifests))
 	for _, obj := range []client.Object{&corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{},
 		&corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}} {

@@ -227,20 +227,20 @@ func unsetenv(t *testing.T, k string) {
 	}
 }
 
-func TestConfigDiscoveryURL(t *testing.T) {
+func TestConfigDiscoveryService(t *testing.T) {
 	t.Setenv("POD_NAMESPACE", "tern-ops")
-	for addr, want := range map[string]string{
-		":13478":         "http://stunner-config-discovery.tern-ops.svc:13478",
-		"0.0.0.0:14000":  "http://stunner-config-discovery.tern-ops.svc:14000",
-		"127.0.0.1:0":    "",
-		"not an address": "",
+	for addr, want := range map[string]int{
+		":13478":         13478,
+		"0.0.0.0:14000":  14000,
+		"127.0.0.1:0":    0,
+		"not an address": 0,
 	} {
-		if got := configDiscoveryURL(addr); got != want {
-			t.Errorf("configDiscoveryURL(%q) = %q, want %q", addr, got, want)
+		if ns, port := configDiscoveryService(addr); ns != "tern-ops" || port != want {
+			t.Errorf("configDiscoveryService(%q) = %q, %d, want tern-ops, %d", addr, ns, port, want)
 		}
 	}
 	t.Setenv("POD_NAMESPACE", "")
-	if got := configDiscoveryURL(":13478"); got != "" {
-		t.Errorf("without POD_NAMESPACE: %q, want render's default (\"\")", got)
+	if ns, _ := configDiscoveryService(":13478"); ns != "" {
+		t.Errorf("without POD_NAMESPACE: %q, want render's default (\"\")", ns)
 	}
 }

@@ -305,6 +305,13 @@ var cases = []struct {
 	}},
 	{"allOn", allOn},
 	{"offload", map[string]any{"dataplane": map[string]any{"offloadEngine": "Auto"}}},
+	// hostNetwork pods taking their config from CDS through the NetworkPolicy (the nodes'
+	// CIDRs), and a second install's look at ConfigMap mode.
+	{"hostNetworkCDS", map[string]any{
+		"dataplane":       map[string]any{"hostNetwork": true},
+		"configDiscovery": map[string]any{"networkPolicy": map[string]any{"nodeCIDRs": []any{"10.0.0.0/16"}}},
+	}},
+	{"configMapMode", map[string]any{"dataplane": map[string]any{"configSource": "ConfigMap"}}},
 	{"customImages", map[string]any{
 		"image": map[string]any{
 			"tag": "v0.2.0-rc.1", "pullPolicy": "IfNotPresent", "pullSecrets": []any{"regcred"},
@@ -815,4 +822,6 @@ func TestConfigDiscoveryToggle(t *testing.T) {
 	check(map[string]any{"configDiscovery": map[string]any{"networkPolicy": map[string]any{"enabled": false}}}, true, false, nil, 0)
 	check(map[string]any{"configDiscovery": map[string]any{"networkPolicy": map[string]any{"extraFrom": []any{
 		map[string]any{"ipBlock": map[string]any{"cidr": "10.0.0.0/16"}}}}}}, true, true, nil, 2)
+	check(map[string]any{"configDiscovery": map[string]any{"networkPolicy": map[string]any{"nodeCIDRs": []any{"10.0.0.0/16", "fd00:10::/64"},
+		"extraFrom": []any{map[string]any{"ipBlock": map[string]any{"cidr": "192.0.2.0/24"}}}}}}, true, true, nil, 4)
 }

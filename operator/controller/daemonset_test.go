@@ -79,7 +79,7 @@ func TestDataplaneResourceSwitch(t *testing.T) {
 		}
 	}
 	for k, v := range map[string]string{render.EnvAddr: "fieldRef:status.podIP", render.EnvName: "gw", render.EnvNamespace: "dskind",
-		render.EnvNodeName: "fieldRef:spec.nodeName", render.EnvConfigOrigin: render.ConfigOrigin} {
+		render.EnvNodeName: "fieldRef:spec.nodeName", render.EnvConfigOrigin: "http://stunner-config-discovery." + testCDSNamespace + ".svc:13478"} {
 		if env[k] != v {
 			t.Errorf("DaemonSet pods: %s=%q, want %q", k, env[k], v)
 		}

@@ -43,7 +43,7 @@ spec: {dataplane: delivery-dataplane, username: user, password: pass}
 apiVersion: stunner.l7mp.io/v1
 kind: Dataplane
 metadata: {name: delivery-dataplane}
-spec: {image: ternd:test}
+spec: {image: ternd:test, configSource: ConfigMap}
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway

@@ -46,6 +46,11 @@ type operator struct {
 
 var op operator
 
+// testCDSNamespace is the test operator's namespace, where its Service
+// stunner-config-discovery would be: one that only TestConfigDiscoveryOriginFollowsService
+// creates, so that the other tests' CDS pods name the service by its DNS name.
+const testCDSNamespace = "cds-operator"
+
 // start returns a direct client to the API server the operator runs against, starting both
 // on first use.
 func (o *operator) start(t *testing.T) client.Client {
@@ -74,7 +79,7 @@ func (o *operator) run(cfg *rest.Config) error {
 	if err != nil {
 		return err
 	}
-	if o.rec, err = Setup(mgr, Options{}); err != nil {
+	if o.rec, err = Setup(mgr, Options{ConfigDiscoveryNamespace: testCDSNamespace}); err != nil {
 		return err
 	}
 	if o.client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {

@@ -28,7 +28,8 @@ import (
 // what they run: the workload of the other kind (when render returns a DaemonSet for a
 // Gateway, its Deployment is deleted, and the other way round: the Dataplane's
 // dataplaneResource changed, as STUNner's operator does), and the Role and RoleBinding once
-// its pods no longer read the ConfigMap through the API (configSource CDS).
+// its pods no longer read the ConfigMap through the API (they take their config from the
+// config discovery service, the default).
 func (r *Reconciler) prune(ctx context.Context, in *render.Input, res *render.Result) error {
 	names := map[types.NamespacedName]*render.GatewayResult{}
 	for i, g := range res.Gateways {
@@ -83,7 +84,7 @@ func (r *Reconciler) prune(ctx context.Context, in *render.Input, res *render.Re
 				}
 				why := "whose Dataplane now asks for another kind"
 				if kind == "Role" || kind == "RoleBinding" {
-					why = "whose pods no longer read their ConfigMap through the API (configSource CDS)"
+					why = "whose pods no longer read their ConfigMap through the API (config from CDS)"
 				}
 				r.log.Info("deleting the "+kind+" of a Gateway "+why,
 					"namespace", obj.GetNamespace(), "name", obj.GetName(), "gateway", owner.Name)

@@ -34,10 +34,16 @@ type Options struct {
 	// LabelFilter are the Gateway label keys not copied to the dataplane
 	// workload (render.Options.LabelFilter; nil means render's default).
 	LabelFilter []string
-	// ConfigDiscoveryURL is the config discovery service the pods of a
-	// Dataplane with configSource CDS watch (render.Options.ConfigDiscoveryURL;
-	// default render's).
-	ConfigDiscoveryURL string
+	// ConfigDiscoveryNamespace and ConfigDiscoveryPort say where the config
+	// discovery service is that CDS pods watch: the Service
+	// stunner-config-discovery of that namespace, by its ClusterIP, else by
+	// its DNS name on that port (render.Options; default render's).
+	ConfigDiscoveryNamespace string
+	ConfigDiscoveryPort      int
+	// NoConfigDiscovery says the operator serves no config discovery service:
+	// Dataplanes without configSource render ConfigMap mode
+	// (render.Options.NoConfigDiscovery).
+	NoConfigDiscovery bool
 	// Configs, when set, gets every Gateway's config as the config
 	// discovery service serves it (render.GatewayResult.CDSConfig) after
 	// each render, before the objects are applied: the operator's CDS
@@ -98,7 +104,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 		return ctrl.Result{}, fmt.Errorf("list inputs: %w", err)
 	}
 	res := render.Render(in, render.Options{ControllerName: r.opts.ControllerName, CredentialsDir: r.opts.CredentialsDir,
-		LabelFilter: r.opts.LabelFilter, ConfigDiscoveryURL: r.opts.ConfigDiscoveryURL})
+		LabelFilter: r.opts.LabelFilter, ConfigDiscoveryNamespace: r.opts.ConfigDiscoveryNamespace,
+		ConfigDiscoveryPort: r.opts.ConfigDiscoveryPort, NoConfigDiscovery: r.opts.NoConfigDiscovery})
 	r.loop.rendered(time.Since(start))
 	writeStart := time.Now()
 	for _, p := range res.Problems {

@@ -20,8 +20,9 @@ func serviceAccountName(gw *gwapiv1.Gateway) string { return gw.Name }
 // with the field selector metadata.name=<name>, which is how k8sconfig watches, so the pods
 // can read no other ConfigMap.
 //
-// When the pods do not read the ConfigMap (readsConfigMap false: their Dataplane's
-// configSource is CDS, and they get no ServiceAccount token) the Role and RoleBinding are nil:
+// When the pods do not read the ConfigMap (readsConfigMap false: they take their config from
+// the config discovery service, the default, and get no ServiceAccount token) the Role and
+// RoleBinding are nil:
 // there is nothing to grant. The ServiceAccount stays, bound to nothing, so that the pods keep
 // an identity of their own rather than share the namespace's default account, whose grants
 // Tern does not control, and a switch of configSource changes no pod's account.

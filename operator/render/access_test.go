@@ -10,10 +10,13 @@ import (
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
+// TestDataplaneAccess: pods in ConfigMap mode read their ConfigMap through the API as their
+// own ServiceAccount, which a Role lets read that one ConfigMap.
 func TestDataplaneAccess(t *testing.T) {
 	in := minimalInput()
 	in.Gateways[0].UID = "gw-uid"
 	in.WithDefaultDataplane()
+	in.Dataplanes[0].Spec.ConfigSource = ConfigSourceConfigMap
 	g := Render(in, Options{}).Gateway("ns", "g")
 	if g == nil || g.Deployment == nil {
 		t.Fatal("Gateway g not rendered with a Deployment")
@@ -52,17 +55,28 @@ func TestNoAccessWithoutDeployment(t *testing.T) {
 	}
 }
 
-// TestNoRoleFromCDS: pods that take their config from the config discovery service get no
-// token and no Role or RoleBinding, only their own ServiceAccount; under
-// disable-managed-dataplane the user's pods may still read the ConfigMap, so the Role stays.
+// TestNoRoleFromCDS: pods that take their config from the config discovery service (the
+// default, unless the operator serves none) get no token and no Role or RoleBinding, only
+// their own ServiceAccount; under disable-managed-dataplane the user's pods may still read the
+// ConfigMap, so the Role stays.
 func TestNoRoleFromCDS(t *testing.T) {
+	const (
+		fromCDS       = "[ServiceAccount Secret ConfigMap Service Deployment]"
+		fromConfigMap = "[ServiceAccount Role RoleBinding Secret ConfigMap Service Deployment]"
+	)
 	for _, tc := range []struct {
 		name      string
+		source    string
+		noCDS     bool // Options.NoConfigDiscovery
 		unmanaged bool
 		wantKinds string
 	}{
-		{"managed", false, "[ServiceAccount Secret ConfigMap Service Deployment]"},
-		{"unmanaged", true, "[ServiceAccount Role RoleBinding Secret ConfigMap Service]"},
+		{"default", "", false, false, fromCDS},
+		{"CDS", ConfigSourceCDS, false, false, fromCDS},
+		{"ConfigMap", ConfigSourceConfigMap, false, false, fromConfigMap},
+		{"default without a config discovery service", "", true, false, fromConfigMap},
+		{"CDS without a config discovery service", ConfigSourceCDS, true, false, fromCDS},
+		{"unmanaged", ConfigSourceCDS, false, true, "[ServiceAccount Role RoleBinding Secret ConfigMap Service]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := minimalInput()
@@ -71,8 +85,8 @@ func TestNoRoleFromCDS(t *testing.T) {
 				in.Gateways[0].Annotations = map[string]string{AnnotationDisableManagedDataplane: "true"}
 			}
 			in.WithDefaultDataplane()
-			in.Dataplanes[0].Spec.ConfigSource = ConfigSourceCDS
-			g := Render(in, Options{}).Gateway("ns", "g")
+			in.Dataplanes[0].Spec.ConfigSource = tc.source
+			g := Render(in, Options{NoConfigDiscovery: tc.noCDS}).Gateway("ns", "g")
 			if g == nil || g.ConfigMap == nil {
 				t.Fatal("Gateway g not rendered")
 			}
@@ -84,8 +98,9 @@ func TestNoRoleFromCDS(t *testing.T) {
 				t.Errorf("Objects() kinds %v, want %s", kinds, tc.wantKinds)
 			}
 			if d := g.PodTemplate(); d != nil {
-				if a := d.Spec.AutomountServiceAccountToken; a == nil || *a {
-					t.Errorf("pods automountServiceAccountToken %v, want false", a)
+				a := d.Spec.AutomountServiceAccountToken
+				if tokenless := a != nil && !*a; tokenless != (tc.wantKinds == fromCDS) {
+					t.Errorf("pods automountServiceAccountToken %v, want false only from CDS", a)
 				}
 			}
 			checkObjectsComplete(t, &in.Gateways[0], g)
@@ -126,7 +141,7 @@ func checkObjectsComplete(t *testing.T, gw *gwapiv1.Gateway, g *GatewayResult) {
 				g.Namespace, g.Name, d.Spec.ServiceAccountName)
 		}
 		// A token mounted means the pods read the ConfigMap through the API: they need the
-		// Role; without one (configSource CDS) they are granted nothing.
+		// Role; without one (config from CDS) they are granted nothing.
 		tokenless := d.Spec.AutomountServiceAccountToken != nil && !*d.Spec.AutomountServiceAccountToken
 		if granted := g.Role != nil && g.RoleBinding != nil; granted == tokenless {
 			t.Errorf("Gateway %s/%s: pods with automountServiceAccountToken %v, Role and RoleBinding rendered: %v",

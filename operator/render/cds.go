@@ -167,7 +167,8 @@ func stunnerdAddr(a string) string {
 }
 
 // httpEndpoint turns host:port into stunnerd's http://host:port/path
-// endpoint form; "" stays "".
+// endpoint form, an address placeholder as host written as stunnerd's
+// (stunnerdAddr); "" stays "".
 func httpEndpoint(hostport, path string) string {
 	if hostport == "" {
 		return ""
@@ -178,6 +179,11 @@ func httpEndpoint(hostport, path string) string {
 	}
 	if p, err := strconv.Atoi(port); err == nil {
 		port = strconv.Itoa(p)
+	}
+	if h := stunnerdAddr(host); h != host {
+		// stunnerd expands $STUNNER_ADDR in the endpoint's text:
+		// JoinHostPort would bracket nothing here, so put it in as is.
+		return "http://" + h + ":" + port + path
 	}
 	return "http://" + net.JoinHostPort(host, port) + path
 }

@@ -197,7 +197,7 @@ func TestCDSConfigGolden(t *testing.T) {
 func TestStunnerdJSONFields(t *testing.T) {
 	cfg := &config.Config{
 		Version: "v1",
-		Admin:   config.Admin{Name: "ns/gw", LogLevel: "all:INFO", MetricsAddress: ":9443", HealthAddress: ":8086"},
+		Admin:   config.Admin{Name: "ns/gw", LogLevel: "all:INFO", MetricsAddress: "$(POD_IP):9443", HealthAddress: ":8086"},
 		Auth:    config.Auth{Type: "static", Realm: "r", Username: "u", PasswordFile: "/creds/password"},
 		Listeners: []config.Listener{{Name: "ns/gw/udp", Protocol: "TURN-UDP", Address: "$(POD_IP)", Port: 3478,
 			PublicAddress: "1.2.3.4", PublicPort: 3478, Routes: []string{"ns/route"}}},
@@ -214,7 +214,7 @@ func TestStunnerdJSONFields(t *testing.T) {
 	s, _ := decodeStunnerV1(t, data)
 	checkStunnerValid(t, s)
 	for _, c := range []struct{ name, got, want string }{
-		{"admin.metrics_endpoint", s.Admin.MetricsEndpoint, "http://:9443/metrics"},
+		{"admin.metrics_endpoint", s.Admin.MetricsEndpoint, "http://$STUNNER_ADDR:9443/metrics"},
 		{"admin.healthcheck_endpoint", *s.Admin.HealthCheckEndpoint, "http://:8086"},
 		{"listeners[0].address", s.Listeners[0].Addr, "$STUNNER_ADDR"},
 		{"listeners[0].public_address", s.Listeners[0].PublicAddr, "1.2.3.4"},

@@ -115,22 +115,30 @@ const (
 	EnvNamespace = "STUNNER_NAMESPACE"
 	// EnvNodeName is the node the pod runs on (spec.nodeName).
 	EnvNodeName = "STUNNER_NODENAME"
-	// EnvConfigOrigin is where stunnerd loads its config from. STUNner
-	// points it at its config discovery service; Tern has none, so it is
-	// the mounted config file as a file:// URI (stunnerd's form for a file),
-	// which ternd ignores when -c, -f or --configmap say where the config is.
+	// EnvConfigOrigin is where stunnerd loads its config from. As in
+	// STUNner, it is the config discovery service (configDiscoveryOrigin)
+	// in CDS mode; in ConfigMap mode it is the mounted config file as a
+	// file:// URI (stunnerd's form for a file), which ternd ignores when
+	// -c, -f or --configmap say where the config is.
 	EnvConfigOrigin = "STUNNER_CONFIG_ORIGIN"
 )
 
-// ConfigOrigin is the value of EnvConfigOrigin: ConfigPath as a file:// URI.
+// ConfigOrigin is the value of EnvConfigOrigin in ConfigMap mode:
+// ConfigPath as a file:// URI.
 const ConfigOrigin = "file://" + ConfigPath
 
-// DefaultConfigDiscoveryURL is tern-operator's config discovery service
-// as the deploy/ manifests and the Helm chart install it (Service
-// stunner-config-discovery in tern-system, STUNner's port 13478).
-const DefaultConfigDiscoveryURL = "http://stunner-config-discovery.tern-system.svc:13478"
+// Where tern-operator's config discovery service is, as the deploy/
+// manifests and the Helm chart install it: the Service
+// stunner-config-discovery (STUNner's name) in tern-system, on STUNner's
+// port 13478.
+const (
+	ConfigDiscoveryService          = "stunner-config-discovery"
+	DefaultConfigDiscoveryNamespace = "tern-system"
+	DefaultConfigDiscoveryPort      = 13478
+)
 
-// The values of a Dataplane's spec.configSource.
+// The values of a Dataplane's spec.configSource. CDS is the default, unless
+// the operator serves no config discovery service (Options.NoConfigDiscovery).
 const (
 	ConfigSourceConfigMap = "ConfigMap"
 	ConfigSourceCDS       = "CDS"

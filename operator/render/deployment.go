@@ -78,9 +78,10 @@ func isDaemonSet(dp *stnrv1.Dataplane) bool {
 }
 
 // podTemplate renders the dataplane pods of gw from the Dataplane template
-// dp: one ternd container reading the ConfigMap at ConfigPath (with
-// spec.configSource CDS: watching Options.ConfigDiscoveryURL instead, with
-// no config volume and no ServiceAccount token), with the
+// dp: one ternd container watching the config discovery service
+// (configDiscoveryOrigin), with no config volume and no ServiceAccount token
+// (with spec.configSource ConfigMap: reading the ConfigMap at ConfigPath
+// and watching it through the API), with the
 // listener ports, probes on HealthPort unless disabled, the metrics port
 // when enabled, the TLS Secrets mounted under TLSDir and the credentials
 // Secret creds (when not nil) at Options.CredentialsDir. The pods run as
@@ -98,10 +99,10 @@ func (r *renderer) podTemplate(gw *gwapiv1.Gateway, dp *stnrv1.Dataplane, listen
 	maps.Copy(podAnn, spec.Annotations)
 	maps.Copy(podAnn, objectAnnotations(gw))
 
-	fromCDS := spec.ConfigSource == ConfigSourceCDS
+	fromCDS := r.configFromCDS(dp)
 	origin := ""
 	if fromCDS {
-		origin = r.opts.ConfigDiscoveryURL
+		origin = r.configDiscoveryOrigin()
 	}
 	c := corev1.Container{
 		Name:            ContainerName,

@@ -119,7 +119,7 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 			// and watch the ConfigMap like ours.
 			res.UnmanagedDataplane = annotationTrue(gw.Annotations, AnnotationDisableManagedDataplane)
 			if dp != nil || res.UnmanagedDataplane {
-				readsConfigMap := res.UnmanagedDataplane || dp.Spec.ConfigSource != ConfigSourceCDS
+				readsConfigMap := res.UnmanagedDataplane || !r.configFromCDS(dp)
 				res.ServiceAccount, res.Role, res.RoleBinding = dataplaneAccess(gw, res.ConfigMap.Name, readsConfigMap)
 			}
 			if dp != nil && !res.UnmanagedDataplane {

@@ -33,15 +33,30 @@ type Options struct {
 	// Deployment or DaemonSet. Nil means DefaultLabelFilter; empty copies
 	// every label (STUNner's STUNNER_GATEWAY_OPERATOR_LABEL_FILTER).
 	LabelFilter []string
-	// ConfigDiscoveryURL is the config discovery service that the pods of
-	// a Dataplane with configSource CDS watch (ternd -c). Default
-	// DefaultConfigDiscoveryURL.
-	ConfigDiscoveryURL string
+	// ConfigDiscoveryNamespace is the namespace of the Service
+	// ConfigDiscoveryService in front of tern-operator's config discovery
+	// service, which the pods of a Dataplane whose configSource is CDS (the
+	// default) watch: the operator's own namespace. Default
+	// DefaultConfigDiscoveryNamespace. See configDiscoveryOrigin for the
+	// origin rendered from it.
+	ConfigDiscoveryNamespace string
+	// ConfigDiscoveryPort is the TCP port the operator serves the config
+	// discovery service on, named in the origin when the Service has no
+	// ClusterIP or is not in the Input. Default DefaultConfigDiscoveryPort.
+	ConfigDiscoveryPort int
+	// NoConfigDiscovery says the operator serves no config discovery
+	// service (tern-operator --config-discovery-address=0): a Dataplane
+	// without configSource then renders ConfigMap mode, so that its pods
+	// get a config at all. A Dataplane that says CDS still gets it.
+	NoConfigDiscovery bool
 }
 
 func (o Options) withDefaults() Options {
-	if o.ConfigDiscoveryURL == "" {
-		o.ConfigDiscoveryURL = DefaultConfigDiscoveryURL
+	if o.ConfigDiscoveryNamespace == "" {
+		o.ConfigDiscoveryNamespace = DefaultConfigDiscoveryNamespace
+	}
+	if o.ConfigDiscoveryPort == 0 {
+		o.ConfigDiscoveryPort = DefaultConfigDiscoveryPort
 	}
 	if o.ControllerName == "" {
 		o.ControllerName = DefaultControllerName

@@ -68,9 +68,10 @@ type GatewayResult struct {
 	DaemonSet *appsv1.DaemonSet `json:"daemonSet,omitempty"`
 	Service   *corev1.Service   `json:"service,omitempty"`
 	// ServiceAccount, Role and RoleBinding let the Deployment's pods read
-	// ConfigMap through the API. Pods whose Dataplane's configSource is CDS
-	// read nothing through it: they run as the ServiceAccount with Role and
-	// RoleBinding nil.
+	// ConfigMap through the API, in ConfigMap mode. Pods that take their
+	// config from the config discovery service (configSource CDS, the
+	// default) read nothing through it: they run as the ServiceAccount with
+	// Role and RoleBinding nil.
 	ServiceAccount *corev1.ServiceAccount `json:"serviceAccount,omitempty"`
 	Role           *rbacv1.Role           `json:"role,omitempty"`
 	RoleBinding    *rbacv1.RoleBinding    `json:"roleBinding,omitempty"`

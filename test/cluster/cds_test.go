@@ -22,8 +22,8 @@ import (
 	"github.com/tern-gw/tern/internal/testenv"
 )
 
-// The Gateway of TestCDSRelay: its own class, GatewayConfig and Dataplane (configSource: CDS),
-// on the pod network, with a ClusterIP Service on a port of its own.
+// The Gateway of TestCDSRelay: its own class, GatewayConfig and Dataplane (no configSource:
+// CDS, the default), on the pod network, with a ClusterIP Service on a port of its own.
 const (
 	cdsGateway       = "udp-cds"
 	cdsSelector      = "stunner.l7mp.io/related-gateway-name=" + cdsGateway
@@ -34,14 +34,11 @@ const (
 	tokenDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 )
 
-// cdsManifests is the Gateway API side of TestCDSRelay; %[1]s is the ternd image, %[2]s the
-// config discovery service's URL. The routes are those of TestTURNRelay's Gateway: the media
-// servers, and the selectorless toggled-peer Service whose EndpointSlice measurePropagation
-// writes. The cluster of hack/cluster.sh runs no DNS server, so the Dataplane's -c names the
-// Service stunner-config-discovery by its ClusterIP: the rendered default
-// (http://stunner-config-discovery.tern-system.svc:13478, also in STUNNER_CONFIG_ORIGIN) is the
-// same Service by name. The path is otherwise the one every CDS pod takes: kube-proxy's rules
-// for the Service, then the operator's 13478.
+// cdsManifests is the Gateway API side of TestCDSRelay; %[1]s is the ternd image. The routes
+// are those of TestTURNRelay's Gateway: the media servers, and the selectorless toggled-peer
+// Service whose EndpointSlice measurePropagation writes. The Dataplane says nothing of where
+// its config comes from: the operator renders -c with the ClusterIP of the Service
+// stunner-config-discovery, which the cluster of hack/cluster.sh, running no DNS server, needs.
 const cdsManifests = `apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
 metadata: {name: cds-class}
@@ -64,8 +61,7 @@ spec:
   image: %[1]s
   imagePullPolicy: Never
   command: [ternd]
-  args: [-w, --udp-thread-num=16, -c, "%[2]s"]
-  configSource: CDS
+  args: [-w, --udp-thread-num=16]
   terminationGracePeriodSeconds: 5
 ---
 apiVersion: gateway.networking.k8s.io/v1
@@ -93,10 +89,11 @@ spec:
   rules: [{backendRefs: [{name: toggled-peer, namespace: media-plane}]}]
 `
 
-// TestCDSRelay is issue 24 on the real node: a Gateway whose Dataplane says configSource: CDS
-// gets pods with no ServiceAccount token (none in the pod spec, nothing at tokenDir in the
-// running container) and no Role or RoleBinding, whose ternd takes its config from
-// tern-operator's config discovery service (the chart's Service stunner-config-discovery);
+// TestCDSRelay is issue 24 on the real node: a Gateway whose Dataplane says nothing of its
+// config source gets pods with no ServiceAccount token (none in the pod spec, nothing at
+// tokenDir in the running container) and no Role or RoleBinding, whose ternd takes its config
+// from tern-operator's config discovery service (the chart's Service stunner-config-discovery,
+// by its ClusterIP);
 // turnutils_uclient and pion/turn relay through it with no loss; EndpointSlice changes reach it
 // through the service (measured as TestTURNRelay measures the ConfigMap path, for
 // BENCHMARKS.md); it keeps relaying while the operator's pod is deleted and replaced, and
@@ -134,8 +131,7 @@ func TestCDSRelay(t *testing.T) {
 	if out := kubectl(t, "-n", releaseNamespace, "get", "networkpolicies", "-o", "name"); strings.TrimSpace(out) == "" {
 		t.Errorf("the chart installed no NetworkPolicy for the config discovery service")
 	}
-	origin := "http://" + net.JoinHostPort(cdsIP, "13478")
-	manifests := []byte(fmt.Sprintf(cdsManifests, importedImage(t, dir, "ternd"), origin))
+	manifests := []byte(fmt.Sprintf(cdsManifests, importedImage(t, dir, "ternd")))
 	t.Cleanup(func() {
 		_, _ = tryRun(manifests, "kubectl", "delete", "--ignore-not-found", "--wait=false", "-f", "-")
 		// The EndpointSlice OperatorRestart leaves for RouteRemoved.
@@ -156,16 +152,8 @@ func TestCDSRelay(t *testing.T) {
 			server = net.JoinHostPort(first.ip, strconv.Itoa(cdsPort))
 			return echoOnce(server, echo.ip, 500*time.Millisecond)
 		})
-		t.Logf("CDS Gateway's ternd pod relaying %.2fs after kubectl apply (ternd at %s, -c %s)", time.Since(start).Seconds(), server, origin)
-		checkTokenless(t, dir, first)
-		if out := kubectl(t, "-n", gatewayNamespace, "get", "roles,rolebindings", "-l", cdsSelector, "-o", "name"); strings.TrimSpace(out) != "" {
-			t.Errorf("a CDS Gateway has a Role or RoleBinding: %s", out)
-		}
-		env := kubectl(t, "-n", gatewayNamespace, "get", "deployment", cdsGateway, "-o",
-			`jsonpath={.spec.template.spec.containers[0].env[?(@.name=="STUNNER_CONFIG_ORIGIN")].value}`)
-		if want := "http://" + cdsService + "." + releaseNamespace + ".svc:13478"; env != want {
-			t.Errorf("STUNNER_CONFIG_ORIGIN %q, want %q", env, want)
-		}
+		t.Logf("CDS Gateway's ternd pod relaying %.2fs after kubectl apply (ternd at %s)", time.Since(start).Seconds(), server)
+		checkCDSMode(t, dir, first, "deployment", cdsGateway)
 	})
 
 	step("Relay", func(t *testing.T) {
@@ -205,6 +193,35 @@ func TestCDSRelay(t *testing.T) {
 		})
 		t.Logf("route deleted: its peer refused through CDS %v after kubectl delete returned", time.Since(start).Round(time.Millisecond))
 	})
+}
+
+// checkCDSMode fails unless the pods of Gateway gw's workload (kind deployment or daemonset),
+// p one of them, run as the default renders them: their config from the config discovery
+// service, named by the ClusterIP of the chart's Service stunner-config-discovery in -c and
+// STUNNER_CONFIG_ORIGIN (this cluster runs no DNS server), no ServiceAccount token
+// (checkTokenless), and no Role or RoleBinding for the Gateway.
+func checkCDSMode(t *testing.T, dir string, p pod, kind, gw string) {
+	t.Helper()
+	ip := strings.TrimSpace(kubectl(t, "-n", releaseNamespace, "get", "service", cdsService, "-o", "jsonpath={.spec.clusterIP}"))
+	if net.ParseIP(ip) == nil {
+		t.Fatalf("Service %s/%s has no ClusterIP: %q", releaseNamespace, cdsService, ip)
+	}
+	want := "http://" + net.JoinHostPort(ip, "13478")
+	args := kubectl(t, "-n", gatewayNamespace, "get", kind, gw, "-o", "jsonpath={.spec.template.spec.containers[0].args[*]}")
+	if !strings.HasSuffix(args, " -c "+want) {
+		t.Errorf("%s %s: args %q, want them to end in -c %s", kind, gw, args, want)
+	}
+	env := kubectl(t, "-n", gatewayNamespace, "get", kind, gw, "-o",
+		`jsonpath={.spec.template.spec.containers[0].env[?(@.name=="STUNNER_CONFIG_ORIGIN")].value}`)
+	if env != want {
+		t.Errorf("%s %s: STUNNER_CONFIG_ORIGIN %q, want %q", kind, gw, env, want)
+	}
+	selector := "stunner.l7mp.io/related-gateway-name=" + gw
+	if out := kubectl(t, "-n", gatewayNamespace, "get", "roles,rolebindings", "-l", selector, "-o", "name"); strings.TrimSpace(out) != "" {
+		t.Errorf("Gateway %s, its config from CDS, has a Role or RoleBinding: %s", gw, out)
+	}
+	checkTokenless(t, dir, p)
+	t.Logf("Gateway %s: -c %s, no Role or RoleBinding", gw, want)
 }
 
 // checkTokenless fails unless p, a ternd pod, runs without Kubernetes API credentials: its

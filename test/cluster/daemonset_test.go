@@ -79,7 +79,8 @@ spec:
 // three nodes or more, a pion/turn client in one node's network namespace relays through the
 // ternd pod of a second node to the echo pod on a third (checkCrossNodeRelay).
 // The Dataplane switched to Deployment replaces the DaemonSet by a Deployment whose pod
-// relays too; deleting the Gateway removes them all.
+// relays too; deleting the Gateway removes them all. Both kinds' pods take their config from
+// the config discovery service with no ServiceAccount token (checkCDSMode).
 func TestDaemonSetRelay(t *testing.T) {
 	dir := cluster(t)
 	installOperator(t)
@@ -134,6 +135,9 @@ func TestDaemonSetRelay(t *testing.T) {
 		})
 		nodeServer = net.JoinHostPort(dsPods[0].ip, strconv.Itoa(dsPort))
 		t.Logf("DaemonSet's %d ternd pods relaying %.1fs after kubectl apply", len(dsPods), time.Since(start).Seconds())
+		for _, p := range runningPods(t, gatewayNamespace, dsSelector) {
+			checkCDSMode(t, dir, p, "daemonset", dsGateway)
+		}
 		if out := kubectl(t, "-n", gatewayNamespace, "get", "deployments", "-l", dsSelector, "-o", "name"); strings.TrimSpace(out) != "" {
 			t.Errorf("a DaemonSet Gateway has a Deployment too: %s", out)
 		}
@@ -200,6 +204,7 @@ func TestDaemonSetRelay(t *testing.T) {
 			nodeServer = net.JoinHostPort(pods[0].ip, strconv.Itoa(dsPort))
 			return echoOnce(nodeServer, echo.ip, 500*time.Millisecond)
 		})
+		checkCDSMode(t, dir, runningPods(t, gatewayNamespace, dsSelector)[0], "deployment", dsGateway)
 		checkPionRun(t, nodeServer, echo.ip)
 	})
 

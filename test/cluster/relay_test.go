@@ -29,7 +29,9 @@ const (
 )
 
 // TestTURNRelay is issue 10's end-to-end test on the real node, with Tern installed by its
-// Helm chart: the operator renders ternd for STUNner's reference UDP Gateway; TURN clients
+// Helm chart: the operator renders ternd for STUNner's reference UDP Gateway, its pods taking
+// their config from the config discovery service with no ServiceAccount token (the default,
+// checkCDSMode, on the pod network and on hostNetwork); TURN clients
 // (turnutils_uclient and pion/turn) in the control plane's network namespace relay through the ternd pod
 // to an echo in a media-server pod behind the UDPRoute (coturn's turnutils_peer run in the
 // pod's network namespace) with no loss, by the pod's address and through the Gateway's
@@ -79,6 +81,7 @@ func TestTURNRelay(t *testing.T) {
 			return echoOnce(podServer, echo.ip, 500*time.Millisecond)
 		})
 		t.Logf("first packet relayed to the echo pod %.2fs after kubectl apply of the Gateway (ternd at %s)", time.Since(start).Seconds(), podServer)
+		checkCDSMode(t, dir, first, "deployment", "udp-gateway")
 	})
 
 	step("UnroutedPodRefused", func(t *testing.T) {
@@ -122,10 +125,12 @@ func TestTURNRelay(t *testing.T) {
 			nodeServer = net.JoinHostPort(pods[0].ip, strconv.Itoa(turnPort))
 			return nil
 		})
+		// On the node's network too: config from the service by its ClusterIP, no token.
+		checkCDSMode(t, dir, runningPods(t, gatewayNamespace, gatewaySelector)[0], "deployment", "udp-gateway")
 		checkRelay(t, uclient, echo.ip, append([]string{nodeServer}, serviceServers(t)...)...)
 		// The first pod has no allocations left when the rollout deletes it: the new relay
-		// address ($(NODE_IP)) reached it through the shared ConfigMap and restarted its
-		// listeners (docs/operations.md). So ternd exits at SIGTERM, well before the grace period.
+		// address ($(NODE_IP)) reached it through the config discovery service, which serves
+		// old and new pods the same config, and restarted its listeners (docs/operations.md). So ternd exits at SIGTERM, well before the grace period.
 		select {
 		case end, ok := <-firstEnd:
 			if !ok {

@@ -55,7 +55,7 @@ func TestDocBlocks(t *testing.T) {
 	// it outlives each block's subtest.
 	var ternd string
 	for _, b := range blocks {
-		if b.Ternd != "" && b.Skip == "" {
+		if b.Ternd != "" && b.Skip == "" && !b.Cluster {
 			ternd = testenv.Ternd(t)
 			break
 		}
@@ -65,6 +65,9 @@ func TestDocBlocks(t *testing.T) {
 		t.Run(fmt.Sprintf("%s:%d", rel, b.Line), func(t *testing.T) {
 			if b.Skip != "" {
 				t.Skipf("not run here: %s", b.Skip)
+			}
+			if b.Cluster {
+				t.Skip("run on the real-node cluster by TestDocBlocksOnCluster (test/cluster)")
 			}
 			if b.Root && os.Geteuid() != 0 {
 				testenv.SkipOrFail(t, "the block needs root")

@@ -53,6 +53,11 @@ type Marker struct {
 	Ports []string
 	// Root: the block needs uid 0 (skip, or fail under CI=true, without).
 	Root bool
+	// Cluster: the block runs against a Tern install on the real-node
+	// cluster, so TestDocBlocks leaves it to TestDocBlocksOnCluster
+	// (test/cluster), which runs it there with kubectl and the cluster's
+	// network; directive cluster.
+	Cluster bool
 	// Skip says why the block is never run by the test (it needs a
 	// cluster, say); directive skip="reason". The marker still documents
 	// that the block was looked at.
@@ -88,11 +93,15 @@ func ParseMarker(line string) (Marker, error) {
 		key := s[:end]
 		s = s[end:]
 		if !strings.HasPrefix(s, "=") {
-			// The one directive without a value.
-			if key != "root" {
+			// The directives without a value.
+			switch key {
+			case "root":
+				m.Root = true
+			case "cluster":
+				m.Cluster = true
+			default:
 				return m, fmt.Errorf("directive %q needs a value (%s=...)", key, key)
 			}
-			m.Root = true
 			continue
 		}
 		s = s[1:]
@@ -139,7 +148,7 @@ func ParseMarker(line string) (Marker, error) {
 				return m, fmt.Errorf("directive timeout: %q: want a positive Go duration", val)
 			}
 		default:
-			return m, fmt.Errorf("unknown directive %q (want expect, ternd, needs, ports, root, skip, retry-if or timeout)", key)
+			return m, fmt.Errorf("unknown directive %q (want expect, ternd, needs, ports, root, cluster, skip, retry-if or timeout)", key)
 		}
 	}
 	return m, nil

@@ -108,7 +108,7 @@ spec:
 apiVersion: stunner.l7mp.io/v1
 kind: Dataplane
 metadata: {name: e2e-cred-dataplane}
-spec: {image: ternd:e2e, disableHealthCheck: true}
+spec: {image: ternd:e2e, disableHealthCheck: true, configSource: ConfigMap}
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway

@@ -334,7 +334,7 @@ spec: {dataplane: e2e-ds-dataplane, realm: stunner.l7mp.io, authType: static, us
 apiVersion: stunner.l7mp.io/v1
 kind: Dataplane
 metadata: {name: e2e-ds-dataplane}
-spec: {image: ternd:e2e, disableHealthCheck: true}
+spec: {image: ternd:e2e, disableHealthCheck: true, configSource: ConfigMap}
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway

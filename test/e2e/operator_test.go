@@ -54,7 +54,7 @@ spec: {dataplane: e2e-op-dataplane, realm: stunner.l7mp.io, authType: static, us
 apiVersion: stunner.l7mp.io/v1
 kind: Dataplane
 metadata: {name: e2e-op-dataplane}
-spec: {image: ternd:e2e, disableHealthCheck: true}
+spec: {image: ternd:e2e, disableHealthCheck: true, configSource: ConfigMap}
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
@@ -95,8 +95,9 @@ spec:
 
 // TestOperatorConfigDelivery runs the whole control loop on real parts: tern-operator's
 // controller against a real kube-apiserver, and the real ternd binary started the way the
-// rendered Deployment starts it (the ConfigMap's config as its file, the ConfigMap watched
-// through the API as the Gateway's ServiceAccount). A pion/turn client relays through an
+// rendered Deployment of a Dataplane in ConfigMap mode (configSource: ConfigMap) starts it
+// (the ConfigMap's config as its file, the ConfigMap watched through the API as the Gateway's
+// ServiceAccount; TestCDS covers the default, the config discovery service). A pion/turn client relays through an
 // allocation to a peer on the route while the route gains a second backend; the test measures
 // how long it takes until a second client may reach the new peer, and checks that the first
 // allocation relayed throughout.

@@ -136,13 +136,17 @@ type DataplaneSpec struct {
 	OffloadEngine string `json:"offloadEngine,omitempty"`
 
 	// ConfigSource is Tern's field (STUNner has none): where the dataplane
-	// pods get their config. ConfigMap (the default) mounts the Gateway's
-	// ConfigMap and watches it through the Kubernetes API as the Gateway's
-	// ServiceAccount. CDS watches tern-operator's config discovery service
-	// (-c http://stunner-config-discovery.<operator namespace>.svc:13478)
-	// instead, and the pods get no ServiceAccount token
-	// (automountServiceAccountToken: false) and no config volume;
-	// credentials still come from the mounted Secret.
+	// pods get their config. CDS (the default) watches tern-operator's
+	// config discovery service, the Service stunner-config-discovery of the
+	// operator's namespace by its ClusterIP (-c http://<ClusterIP>:13478;
+	// by its DNS name while it has none), as STUNner's pods do: the pods
+	// get no ServiceAccount token (automountServiceAccountToken: false), no
+	// Role and no config volume; credentials still come from the mounted
+	// Secret. ConfigMap mounts the Gateway's ConfigMap and watches it
+	// through the Kubernetes API as the Gateway's ServiceAccount, with a
+	// Role that lets it read that one ConfigMap. Unset means CDS, or
+	// ConfigMap when the operator serves no config discovery service
+	// (--config-discovery-address=0).
 	// +optional
 	// +kubebuilder:validation:Enum=ConfigMap;CDS
 	ConfigSource string `json:"configSource,omitempty"`
