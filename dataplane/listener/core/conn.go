@@ -177,6 +177,40 @@ type Conn struct {
 	// the relay workers, so that connections share no counter.
 	Stats stats.Worker
 	entry *admission.Entry[*Conn]
+
+	// Out, when set, takes what relay workers queue for the client instead
+	// of the connection's own queue (a DTLS association whose record layer
+	// has taken over: its records leave with its listener's other
+	// associations' in one sendmmsg). Set before the connection's first
+	// allocation exists.
+	Out Outbox
+}
+
+// Outbox is where relay workers queue messages for connection clients
+// whose transport batches them across clients (DTLS: per relay worker and
+// listener socket). It has relay.Client's QueueToClient and FlushToClient
+// contract, with c the connection queued for.
+type Outbox interface {
+	Queue(w int, c *Conn, msg []byte) bool
+	Flush(w int)
+}
+
+// QueueToClient implements relay.Client: a connection whose transport
+// batches across clients (Out) queues there; any other writes msg at once
+// (WriteToClient) and reports false.
+func (c *Conn) QueueToClient(w int, msg []byte) bool {
+	if c.Out != nil {
+		return c.Out.Queue(w, c, msg)
+	}
+	c.WriteToClient(msg)
+	return false
+}
+
+// FlushToClient implements relay.Client: it flushes Out.
+func (c *Conn) FlushToClient(w int) {
+	if c.Out != nil {
+		c.Out.Flush(w)
+	}
 }
 
 // NewConn returns the connection c accepted by b.
@@ -214,7 +248,11 @@ func (c *Conn) BatchSocket(int) (int, *stats.Worker, bool) { return -1, nil, fal
 // the caller's goroutine without blocking. When a TCP or TLS client is too
 // slow to keep up, the message is dropped and counted, UDP-like; a
 // connection whose write fails is closed.
-func (c *Conn) WriteToClient(msg []byte) {
+func (c *Conn) WriteToClient(msg []byte) { c.write(msg, 1) }
+
+// write writes b, n relayed messages back to back, as WriteToClient
+// writes one.
+func (c *Conn) write(msg []byte, n uint64) {
 	var dropped bool
 	var err error
 	if c.Relay != nil {
@@ -226,10 +264,19 @@ func (c *Conn) WriteToClient(msg []byte) {
 	case err != nil:
 		c.closeRaw() // a stalled or gone client: the reader ends too
 	case dropped:
-		c.Stats.Drops[turn.DropUnexpected].Add(1)
+		c.Stats.Drops[turn.DropUnexpected].Add(n)
 	case !c.b.Env.NoCounters:
-		c.Stats.Tx.Add(1)
+		c.Stats.Tx.Add(n)
 		c.Stats.TxBytes.Add(uint64(len(msg)))
+	}
+}
+
+// CountTx counts one message of size bytes sent to the client (an
+// Outbox counts what it queued).
+func (c *Conn) CountTx(size int) {
+	if !c.b.Env.NoCounters {
+		c.Stats.Tx.Add(1)
+		c.Stats.TxBytes.Add(uint64(size))
 	}
 }
 

@@ -32,6 +32,8 @@ const (
 	gcmExplicitIV = 8 // the explicit part of the nonce, sent in the record
 	gcmTag        = 16
 	gcmOverhead   = gcmExplicitIV + gcmTag
+	// Overhead is how many bytes a record adds to what it carries.
+	Overhead = Header + gcmOverhead
 	// ContentAppData, ContentAlert and ContentHandshake are the record
 	// content types (RFC 5246 §6.2.1).
 	ContentAppData   = 23
