@@ -184,6 +184,11 @@ type Conn struct {
 	// associations' in one sendmmsg). Set before the connection's first
 	// allocation exists.
 	Out Outbox
+	// qmu guards q, the messages relay workers queued for a TCP or TLS
+	// client since the last flush, back to back, and qn, their number.
+	qmu sync.Mutex
+	q   []byte
+	qn  int
 }
 
 // Outbox is where relay workers queue messages for connection clients
@@ -195,22 +200,64 @@ type Outbox interface {
 	Flush(w int)
 }
 
-// QueueToClient implements relay.Client: a connection whose transport
-// batches across clients (Out) queues there; any other writes msg at once
-// (WriteToClient) and reports false.
+// Limits of a connection's relayed-message queue (Conn.QueueToClient).
+const (
+	// queueFlushAt is how many bytes may be queued before a relay worker
+	// writes them at once rather than at the end of its wake-up: about
+	// one TLS record's worth (16 KiB of plaintext).
+	queueFlushAt = 16 << 10
+	// queueKeep is the largest queue buffer a connection keeps between
+	// flushes; a larger one (after a burst) goes back to the heap.
+	queueKeep = 64 << 10
+)
+
+// QueueToClient implements relay.Client: msg is appended to the
+// connection's queue, which FlushToClient writes with one write (TCP) or
+// in one TLS record holding every message (TURN-TLS framing is the byte
+// stream's: record boundaries carry no meaning, RFC 8656 §3.1). A
+// connection whose transport batches across clients (Out) queues there.
+// It reports true when the queue was empty, so that worker w flushes it.
 func (c *Conn) QueueToClient(w int, msg []byte) bool {
 	if c.Out != nil {
 		return c.Out.Queue(w, c, msg)
 	}
-	c.WriteToClient(msg)
-	return false
+	c.qmu.Lock()
+	first := len(c.q) == 0
+	if len(c.q)+len(msg) > queueFlushAt && !first {
+		c.flushLocked()
+		first = false // this worker's flush is still owed for msg
+	}
+	c.q = append(c.q, msg...)
+	c.qn++
+	c.qmu.Unlock()
+	return first
 }
 
-// FlushToClient implements relay.Client: it flushes Out.
+// FlushToClient implements relay.Client: it writes what the relay workers
+// queued (QueueToClient) as one message would be written by WriteToClient,
+// dropping all of it when a TCP or TLS client is too slow.
 func (c *Conn) FlushToClient(w int) {
 	if c.Out != nil {
 		c.Out.Flush(w)
+		return
 	}
+	c.qmu.Lock()
+	c.flushLocked()
+	c.qmu.Unlock()
+}
+
+// flushLocked writes c.q; the caller holds c.qmu.
+func (c *Conn) flushLocked() {
+	if len(c.q) == 0 {
+		return
+	}
+	c.write(c.q, uint64(c.qn))
+	if cap(c.q) > queueKeep {
+		c.q = nil
+	} else {
+		c.q = c.q[:0]
+	}
+	c.qn = 0
 }
 
 // NewConn returns the connection c accepted by b.
