@@ -44,7 +44,7 @@ func (o *outbox) queue(rec *record.Records, remote netip.AddrPort, msg []byte) (
 		o.b = udpio.NewSendBatch(udpio.BatchSize, false)
 		o.buf = make([]byte, 0, outboxBytes)
 	}
-	need := record.Overhead + len(msg)
+	need := record.SealRoom(len(msg))
 	if o.b.Full() || cap(o.buf)-len(o.buf) < need {
 		o.sendAll() // the worker's Flush is still owed for msg
 	}
