@@ -27,7 +27,7 @@ func (w *recordingWriter) WriteRelayed(msg []byte) (bool, error) {
 type countingOutbox struct{ queued, flushed int }
 
 func (o *countingOutbox) Queue(int, *Conn, []byte) bool { o.queued++; return o.queued == 1 }
-func (o *countingOutbox) Flush(int)                      { o.flushed++ }
+func (o *countingOutbox) Flush(int)                     { o.flushed++ }
 
 func testConn(t *testing.T) *Conn {
 	t.Helper()
