@@ -11,7 +11,10 @@
 // association's handshake is done
 // with an ECDHE AES-GCM suite it opens application data records and sends
 // what they carry through the listener's one delivery step
-// (core.Conn.Handle) right there, batching what goes to peers.
+// (core.Conn.Handle) right there, batching what goes to peers. What peers
+// send, relay workers seal into their own outbox of the listener
+// (outbox_linux.go, used by that worker alone, so it has no lock) and send
+// with one sendmmsg per wake-up (core.Conn.QueueToClient).
 //
 // Lock order. The package has four locks (package record's Keys.mu, taken
 // when pion writes through an association, is a leaf: nothing is taken
