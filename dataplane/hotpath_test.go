@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pion/dtls/v2"
 	"github.com/pion/stun/v2"
 
 	"github.com/tern-gw/tern/dataplane/config"
 	"github.com/tern-gw/tern/dataplane/config/protocol"
+	"github.com/tern-gw/tern/dataplane/listener/dtls/record"
 )
 
 // rawClient speaks TURN over one client connection with no library on the
@@ -26,10 +28,15 @@ type rawClient struct {
 	stream bool          // TCP or TLS: messages are framed by their length fields
 	r      *bufio.Reader // stream reader
 	buf    []byte
-	realm  string
-	nonce  string
-	user   string
-	pass   string
+	// DTLS: conn is the UDP socket, and the test seals and opens the
+	// association's records itself (record.NewClient), so that pion's
+	// per-record goroutines and allocations stay out of the count.
+	rec   *record.Records
+	wbuf  []byte
+	realm string
+	nonce string
+	user  string
+	pass  string
 }
 
 func dialRaw(t *testing.T, lc config.Listener, user, pass string) *rawClient {
@@ -46,6 +53,8 @@ func dialRaw(t *testing.T, lc config.Listener, user, pass string) *rawClient {
 		c, err = net.Dial("tcp4", addr)
 	case protocol.TURNTLS:
 		c, err = tls.Dial("tcp4", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // the test's self-signed certificate
+	case protocol.TURNDTLS:
+		return dialRawDTLS(t, addr, user, pass)
 	default:
 		t.Fatalf("no raw client for %s", lc.Protocol)
 	}
@@ -58,6 +67,87 @@ func dialRaw(t *testing.T, lc config.Listener, user, pass string) *rawClient {
 	return rc
 }
 
+// dialRawDTLS runs a DTLS handshake with pion/dtls over a UDP socket whose
+// datagrams a pump goroutine feeds it, then stops the pump and keeps the
+// socket and the association's record keys for the raw client.
+func dialRawDTLS(t *testing.T, addr, user, pass string) *rawClient {
+	t.Helper()
+	raddr, err := net.ResolveUDPAddr("udp4", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uc, err := net.DialUDP("udp4", nil, raddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { uc.Close() })
+	hc := &handshakeConn{UDPConn: uc, in: make(chan []byte, 16), done: make(chan struct{})}
+	t.Cleanup(func() { close(hc.done) })
+	pumped := make(chan struct{})
+	go func() {
+		defer close(pumped)
+		for {
+			b := make([]byte, 2048)
+			n, err := uc.Read(b)
+			if err != nil {
+				return // the deadline that ends the handshake, or closed
+			}
+			hc.keys.Observe(b[:n])
+			hc.in <- b[:n]
+		}
+	}()
+	conf := &dtls.Config{InsecureSkipVerify: true, ExtendedMasterSecret: dtls.RequireExtendedMasterSecret, KeyLogWriter: &hc.keys} //nolint:gosec // the test's self-signed certificate
+	dc, err := dtls.Client(hc, conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = dc // its goroutines wait on hc.in until the test ends
+	_ = uc.SetReadDeadline(time.Now())
+	<-pumped
+	in, err := hc.keys.Inputs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := record.NewClient(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &rawClient{t: t, conn: uc, buf: make([]byte, 0x10000), user: user, pass: pass, rec: rec, wbuf: make([]byte, 0, 0x10000)}
+}
+
+// handshakeConn is the net.Conn pion/dtls runs the client's handshake
+// over: it writes to the UDP socket and reads what the pump gives it.
+type handshakeConn struct {
+	*net.UDPConn
+	keys record.Keys
+	in   chan []byte
+	done chan struct{}
+}
+
+func (h *handshakeConn) Read(p []byte) (int, error) {
+	select {
+	case b := <-h.in:
+		return copy(p, b), nil
+	case <-h.done:
+		return 0, io.EOF
+	}
+}
+
+// write sends one message: on DTLS sealed into one record.
+func (c *rawClient) write(b []byte) {
+	c.t.Helper()
+	if c.rec != nil {
+		rec, err := c.rec.Seal(c.wbuf[:0], b)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		b = rec
+	}
+	if _, err := c.conn.Write(b); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
 // read returns the next message from the server.
 func (c *rawClient) read() []byte {
 	c.t.Helper()
@@ -66,6 +156,13 @@ func (c *rawClient) read() []byte {
 		n, err := c.conn.Read(c.buf)
 		if err != nil {
 			c.t.Fatal(err)
+		}
+		if c.rec != nil {
+			p, ok := c.rec.Open(c.buf[:n])
+			if !ok {
+				c.t.Fatalf("a record from the server that does not open: % x", c.buf[:min(n, 16)])
+			}
+			return p
 		}
 		return c.buf[:n]
 	}
@@ -97,9 +194,7 @@ func (c *rawClient) request(method stun.Method, attrs ...stun.Setter) *stun.Mess
 		}
 		setters = append(setters, stun.Fingerprint)
 		m := stun.MustBuild(setters...)
-		if _, err := c.conn.Write(m.Raw); err != nil {
-			c.t.Fatal(err)
-		}
+		c.write(m.Raw)
 		resp := &stun.Message{Raw: append([]byte(nil), c.read()...)}
 		if err := resp.Decode(); err != nil {
 			c.t.Fatal(err)
@@ -163,23 +258,28 @@ func channelData(ch uint16, payload []byte, stream bool) []byte {
 }
 
 // TestRelayAllocatesNothing relays ChannelData client -> peer and peer ->
-// client through a running dataplane over UDP, TCP and TLS, and counts the
-// heap allocations of the whole process per round trip: the listener
-// worker, the engine, the relay worker and (for TCP and TLS) the
-// connection's reader and writer. The test's own side allocates nothing,
-// except in crypto/tls: a tls.Conn allocates one 16-byte reader each time
-// it reads a record from its socket (readFromUntil's atLeastReader), on the
-// dataplane's connection and on the test's client alike. That is the whole
-// TLS budget; when records arrive back to back one read takes several, so
-// under load it falls below one per packet. Under -race (raceEnabled) only the TLS count is
-// left out: UDP and TCP allocate nothing there too.
+// client through a running dataplane over UDP, TCP, TLS and DTLS, and
+// counts the heap allocations of the whole process per relayed message in
+// each direction apart: the listener worker, the engine, the relay worker,
+// for TCP and TLS the connection's reader and the relay worker's queue and
+// write, for DTLS the listener's reader and record layer and the relay
+// worker's outbox. The test's own side allocates nothing (its DTLS client
+// seals and opens records itself, record.NewClient), except in crypto/tls:
+// a tls.Conn allocates one 16-byte reader each time it reads a record from
+// its socket (readFromUntil's atLeastReader), the dataplane's connection
+// for client -> peer and the test's client for peer -> client alike. That
+// is the whole TLS budget, one per message; when records arrive back to
+// back one read takes several, so under load it falls below one. Under
+// -race (raceEnabled) only the TLS count is left out: the others allocate
+// nothing there too.
 func TestRelayAllocatesNothing(t *testing.T) {
-	budget := map[protocol.Protocol]float64{protocol.TURNUDP: 0, protocol.TURNTCP: 0, protocol.TURNTLS: 2}
+	budget := map[protocol.Protocol]float64{protocol.TURNUDP: 0, protocol.TURNTCP: 0, protocol.TURNTLS: 1, protocol.TURNDTLS: 0}
 	certPath, keyPath := writeTestCert(t, t.TempDir(), "localhost")
 	cfg := testConfig(t, 29800, 29829)
 	cfg.Listeners = append(cfg.Listeners,
 		config.Listener{Name: "tcp", Protocol: protocol.TURNTCP, Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}},
 		config.Listener{Name: "tls", Protocol: protocol.TURNTLS, Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}, Cert: certPath, Key: keyPath},
+		config.Listener{Name: "dtls", Protocol: protocol.TURNDTLS, Address: "127.0.0.1", Port: freePort(t, "udp"), Routes: []string{"local"}, Cert: certPath, Key: keyPath},
 	)
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -199,15 +299,15 @@ func TestRelayAllocatesNothing(t *testing.T) {
 			up := channelData(ch, []byte("client to peer, 32 bytes of it.."), c.stream)
 			down := []byte("peer to client, 32 bytes of it..")
 			pbuf := make([]byte, 2048)
-			roundTrip := func() {
-				if _, err := c.conn.Write(up); err != nil {
-					t.Fatal(err)
-				}
+			toPeer := func() {
+				c.write(up)
 				_ = peer.SetReadDeadline(time.Now().Add(3 * time.Second))
 				n, from, err := peer.ReadFromUDPAddrPort(pbuf)
 				if err != nil || n != 32 || from != relayed {
 					t.Fatalf("peer got %d bytes from %v (relay %v): %v", n, from, relayed, err)
 				}
+			}
+			toClient := func() {
 				if _, err := peer.WriteToUDPAddrPort(down, relayed); err != nil {
 					t.Fatal(err)
 				}
@@ -216,16 +316,25 @@ func TestRelayAllocatesNothing(t *testing.T) {
 				}
 			}
 			for range 50 { // warm pools, buffers and the TLS record layer
-				roundTrip()
+				toPeer()
+				toClient()
 			}
 			if raceEnabled && lc.Protocol == protocol.TURNTLS {
 				for range 500 { // still relayed both ways, only not counted
-					roundTrip()
+					toPeer()
+					toClient()
 				}
 				t.Skip("race build: sync.Pool drops pooled values at random, so crypto/tls allocates record buffers again; TLS's budget is checked without -race")
 			}
-			if allocs := testing.AllocsPerRun(500, roundTrip); allocs > budget[lc.Protocol] {
-				t.Errorf("%s: %v heap allocations per relayed round trip, want at most %v", lc.Protocol, allocs, budget[lc.Protocol])
+			for _, dir := range []struct {
+				name string
+				f    func()
+			}{{"client to peer", toPeer}, {"peer to client", toClient}} {
+				allocs := testing.AllocsPerRun(500, dir.f)
+				t.Logf("%s: %v heap allocations per relayed message", dir.name, allocs)
+				if allocs > budget[lc.Protocol] {
+					t.Errorf("%s, %s: %v heap allocations per relayed message, want at most %v", lc.Protocol, dir.name, allocs, budget[lc.Protocol])
+				}
 			}
 		})
 	}

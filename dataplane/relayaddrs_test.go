@@ -22,6 +22,8 @@ type streamClient struct{}
 func (streamClient) PeerCluster(netip.AddrPort) (uint32, bool)           { return 0, true }
 func (streamClient) BatchSocket(int) (fd int, st *stats.Worker, ok bool) { return -1, nil, false }
 func (streamClient) WriteToClient([]byte)                                {}
+func (streamClient) QueueToClient(int, []byte) bool                      { return false }
+func (streamClient) FlushToClient(int)                                   {}
 
 // TestRelayAddressList: with one relay port per address, two addresses
 // hold two allocations, one on each, both relaying; a third gets 508.

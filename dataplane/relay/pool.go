@@ -57,6 +57,16 @@ type Client interface {
 	// WriteToClient sends one framed message to the client. It must copy
 	// msg (the worker reuses the buffer) and must not block.
 	WriteToClient(msg []byte)
+	// QueueToClient queues one framed message for the client on behalf of
+	// relay worker w (0 <= w < Pool.Workers), copying msg, without
+	// blocking, so that what one wake-up of the worker yields for a client
+	// leaves together: one write of a TCP connection, one TLS record, one
+	// sendmmsg of DTLS records. It reports true when the message opened a
+	// queue that worker w must flush (FlushToClient(w)) once its wake-up is
+	// over; false when a flush is already owed or the message went out.
+	QueueToClient(w int, msg []byte) bool
+	// FlushToClient sends what worker w queued through QueueToClient.
+	FlushToClient(w int)
 }
 
 // Pool opens relay sockets on its addresses within a port range and

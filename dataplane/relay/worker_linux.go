@@ -226,10 +226,13 @@ func (w *worker) wake() {
 
 // outQueue is what a worker has framed for UDP clients and not yet sent:
 // the first used messages of its receive batch, queued in its send batch
-// for one listener socket, whose counters st are.
+// for one listener socket, whose counters st are; and the connection
+// clients (TCP, TLS, DTLS) it queued messages for during this wake-up,
+// flushed after it (Client.QueueToClient).
 type outQueue struct {
-	used int
-	st   *stats.Worker
+	used  int
+	st    *stats.Worker
+	conns []Client
 }
 
 // serve waits on the epoll set and drains each ready relay socket. What
@@ -245,7 +248,7 @@ func (w *worker) serve() {
 	var (
 		n    int
 		werr error
-		out  outQueue
+		out  = outQueue{conns: make([]Client, 0, 64)}
 	)
 	wait := func(uintptr) bool {
 		n, werr = unix.EpollWait(w.epfd, events, 0)
@@ -279,6 +282,7 @@ func (w *worker) serve() {
 			if fd == int32(w.evfd) {
 				// Closes release relays whose messages may be queued.
 				w.flush(sb, &out)
+				w.flushConns(&out)
 				if w.control() {
 					return
 				}
@@ -289,7 +293,19 @@ func (w *worker) serve() {
 			}
 		}
 		w.flush(sb, &out)
+		w.flushConns(&out)
 	}
+}
+
+// flushConns sends what the worker queued for connection clients during
+// this wake-up: one write (or sendmmsg) per client or listener socket
+// instead of one per message.
+func (w *worker) flushConns(out *outQueue) {
+	for i, c := range out.conns {
+		c.FlushToClient(w.id)
+		out.conns[i] = nil
+	}
+	out.conns = out.conns[:0]
 }
 
 // flush sends what out holds and counts it on the listener socket's
@@ -347,8 +363,8 @@ func (w *worker) control() bool {
 // drain reads r's socket until it would block and frames each datagram
 // for the client: for a UDP client it queues the message in sb, received
 // into the batch slots after those out already holds, so that serve sends
-// what a whole wake-up yields together; a connection's client gets each
-// message at once. It counts in the worker's own counters once per read
+// what a whole wake-up yields together; a connection's client queues it
+// too (Client.QueueToClient), and serve flushes it after the wake-up. It counts in the worker's own counters once per read
 // (per run of same-cluster datagrams for the cluster counters).
 func (w *worker) drain(r *Relay, rb, sb *udpio.Batch, out *outQueue) {
 	eng := w.io.pool.engine
@@ -387,7 +403,9 @@ func (w *worker) drain(r *Relay, rb, sb *udpio.Batch, out *outQueue) {
 			}
 			run.Rx(st, cluster, size)
 			if !r.batch {
-				r.client.WriteToClient(msg)
+				if r.client.QueueToClient(w.id, msg) {
+					out.conns = append(out.conns, r.client)
+				}
 				continue
 			}
 			sb.Add(r.outFD, msg, client)

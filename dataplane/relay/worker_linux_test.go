@@ -17,6 +17,8 @@ type streamClient struct{}
 func (streamClient) PeerCluster(netip.AddrPort) (uint32, bool)           { return 0, true }
 func (streamClient) BatchSocket(int) (fd int, st *stats.Worker, ok bool) { return -1, nil, false }
 func (streamClient) WriteToClient([]byte)                                {}
+func (streamClient) QueueToClient(int, []byte) bool                      { return false }
+func (streamClient) FlushToClient(int)                                   {}
 
 func newTestPool(t *testing.T, minPort, maxPort int) *Pool {
 	t.Helper()

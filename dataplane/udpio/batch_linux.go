@@ -156,6 +156,17 @@ func (b *Batch) Send(fd, flags int, blocking bool) (int, error) {
 	return b.mmsg(unix.SYS_SENDMMSG, fd, b.n, flags, blocking)
 }
 
+// SendAt is Send of the queued datagrams from message off on (0 <= off <
+// Queued), with a raw system call (the socket must be non-blocking), for
+// a caller that goes on past a datagram the kernel refused. It returns how
+// many the kernel took, from off on, or the errno.
+func (b *Batch) SendAt(fd, off, flags int) (int, error) {
+	if off >= b.n {
+		return 0, nil
+	}
+	return b.mmsgAt(unix.SYS_SENDMMSG, fd, off, b.n-off, flags, false)
+}
+
 // Reset empties the queue without sending, and drops the batch's
 // references to the queued payloads.
 func (b *Batch) Reset() {

@@ -177,6 +177,87 @@ type Conn struct {
 	// the relay workers, so that connections share no counter.
 	Stats stats.Worker
 	entry *admission.Entry[*Conn]
+
+	// Out, when set, takes what relay workers queue for the client instead
+	// of the connection's own queue (a DTLS association whose record layer
+	// has taken over: its records leave with its listener's other
+	// associations' in one sendmmsg). Set before the connection's first
+	// allocation exists.
+	Out Outbox
+	// qmu guards q, the messages relay workers queued for a TCP or TLS
+	// client since the last flush, back to back, and qn, their number.
+	qmu sync.Mutex
+	q   []byte
+	qn  int
+}
+
+// Outbox is where relay workers queue messages for connection clients
+// whose transport batches them across clients (DTLS: per relay worker and
+// listener socket). It has relay.Client's QueueToClient and FlushToClient
+// contract, with c the connection queued for.
+type Outbox interface {
+	Queue(w int, c *Conn, msg []byte) bool
+	Flush(w int)
+}
+
+// Limits of a connection's relayed-message queue (Conn.QueueToClient).
+const (
+	// queueFlushAt is how many bytes may be queued before a relay worker
+	// writes them at once rather than at the end of its wake-up: about
+	// one TLS record's worth (16 KiB of plaintext).
+	queueFlushAt = 16 << 10
+	// queueKeep is the largest queue buffer a connection keeps between
+	// flushes; a larger one (after a burst) goes back to the heap.
+	queueKeep = 64 << 10
+)
+
+// QueueToClient implements relay.Client: msg is appended to the
+// connection's queue, which FlushToClient writes with one write (TCP) or
+// in one TLS record holding every message (TURN-TLS framing is the byte
+// stream's: record boundaries carry no meaning, RFC 8656 §3.1). A
+// connection whose transport batches across clients (Out) queues there.
+// It reports true when the queue was empty, so that worker w flushes it.
+func (c *Conn) QueueToClient(w int, msg []byte) bool {
+	if c.Out != nil {
+		return c.Out.Queue(w, c, msg)
+	}
+	c.qmu.Lock()
+	first := len(c.q) == 0
+	if len(c.q)+len(msg) > queueFlushAt && !first {
+		c.flushLocked()
+		first = false // this worker's flush is still owed for msg
+	}
+	c.q = append(c.q, msg...)
+	c.qn++
+	c.qmu.Unlock()
+	return first
+}
+
+// FlushToClient implements relay.Client: it writes what the relay workers
+// queued (QueueToClient) as one message would be written by WriteToClient,
+// dropping all of it when a TCP or TLS client is too slow.
+func (c *Conn) FlushToClient(w int) {
+	if c.Out != nil {
+		c.Out.Flush(w)
+		return
+	}
+	c.qmu.Lock()
+	c.flushLocked()
+	c.qmu.Unlock()
+}
+
+// flushLocked writes c.q; the caller holds c.qmu.
+func (c *Conn) flushLocked() {
+	if len(c.q) == 0 {
+		return
+	}
+	c.write(c.q, uint64(c.qn))
+	if cap(c.q) > queueKeep {
+		c.q = nil
+	} else {
+		c.q = c.q[:0]
+	}
+	c.qn = 0
 }
 
 // NewConn returns the connection c accepted by b.
@@ -214,7 +295,11 @@ func (c *Conn) BatchSocket(int) (int, *stats.Worker, bool) { return -1, nil, fal
 // the caller's goroutine without blocking. When a TCP or TLS client is too
 // slow to keep up, the message is dropped and counted, UDP-like; a
 // connection whose write fails is closed.
-func (c *Conn) WriteToClient(msg []byte) {
+func (c *Conn) WriteToClient(msg []byte) { c.write(msg, 1) }
+
+// write writes b, n relayed messages back to back, as WriteToClient
+// writes one.
+func (c *Conn) write(msg []byte, n uint64) {
 	var dropped bool
 	var err error
 	if c.Relay != nil {
@@ -226,10 +311,19 @@ func (c *Conn) WriteToClient(msg []byte) {
 	case err != nil:
 		c.closeRaw() // a stalled or gone client: the reader ends too
 	case dropped:
-		c.Stats.Drops[turn.DropUnexpected].Add(1)
+		c.Stats.Drops[turn.DropUnexpected].Add(n)
 	case !c.b.Env.NoCounters:
-		c.Stats.Tx.Add(1)
+		c.Stats.Tx.Add(n)
 		c.Stats.TxBytes.Add(uint64(len(msg)))
+	}
+}
+
+// CountTx counts one message of size bytes sent to the client (an
+// Outbox counts what it queued).
+func (c *Conn) CountTx(size int) {
+	if !c.b.Env.NoCounters {
+		c.Stats.Tx.Add(1)
+		c.Stats.TxBytes.Add(uint64(size))
 	}
 }
 

@@ -10,11 +10,11 @@
 // package listener itself, the transports and listener would import each
 // other.
 //
-// Lock order. Core has one lock of its own, Base.mu, which guards the
-// registry of a listener's connections and the counters of those closed;
-// nothing is called under it but stats reads. The engine's per-allocation
-// lock and the admission Set's lock are taken inside their own calls,
-// never while Base.mu is held. Callbacks that cross packages:
+// Lock order. Core has two locks of its own: Base.mu, which guards the
+// registry of a listener's connections and the counters of those closed,
+// and under which nothing is called but stats reads; and Conn.qmu (below).
+// The engine's per-allocation lock and the admission Set's lock are taken
+// inside their own calls, never while Base.mu is held. Callbacks that cross packages:
 //   - Conn.Handle (a transport's reader) calls the engine, then Deliver
 //     and the transport's Sink, whose Reply first tells admission whether
 //     the connection now holds an allocation (admission.Set.SetAllocated);
@@ -24,8 +24,11 @@
 //   - admission asks whether a connection holds an allocation (the
 //     engine's Lookup) with its lock released, and Base.Admit closes the
 //     connection it shed (Conn.Abort) after admission returned.
-//   - relay workers call Conn.WriteToClient holding no lock; it takes only
-//     the stream transport's outConn lock.
+//   - relay workers call Conn.QueueToClient and Conn.FlushToClient holding
+//     no lock; on TCP and TLS they take Conn.qmu, a leaf but for the
+//     stream transport's outConn lock (and crypto/tls's own) taken under
+//     it by the write; on DTLS, the worker's outbox, which is the worker's
+//     alone, and RawConn.Control's hold on the listener socket.
 //   - Base.CloseAll closes connections with no lock held, so a reader
 //     inside Handle can finish its call and see the close.
 package core

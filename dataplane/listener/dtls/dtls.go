@@ -11,7 +11,10 @@
 // association's handshake is done
 // with an ECDHE AES-GCM suite it opens application data records and sends
 // what they carry through the listener's one delivery step
-// (core.Conn.Handle) right there, batching what goes to peers.
+// (core.Conn.Handle) right there, batching what goes to peers. What peers
+// send, relay workers seal into their own outbox of the listener
+// (outbox_linux.go, used by that worker alone, so it has no lock) and send
+// with one sendmmsg per wake-up (core.Conn.QueueToClient).
 //
 // Lock order. The package has four locks (package record's Keys.mu, taken
 // when pion writes through an association, is a leaf: nothing is taken
@@ -71,6 +74,9 @@ type Listener struct {
 	mux   *dtlsMux
 	conf  *dtls.Config
 	certs *certs.Holder
+	// outs batch the records relay workers seal for the listener's
+	// associations, one per worker (outbox_linux.go).
+	outs []*outbox
 }
 
 // LocalAddr is the bound address, for logs.
@@ -117,6 +123,7 @@ func Start(env core.Env, lc config.Listener, al *allowlist.List) (*Listener, err
 		return nil, fmt.Errorf("listener %q: %w", lc.Name, err)
 	}
 	l.mux.admit = l.admitVerified
+	l.outs = newOutboxes(l.mux.rc, env.RelayWorkers)
 	go l.mux.run()
 	go l.accept()
 	return l, nil
@@ -189,7 +196,8 @@ func (l *Listener) serveConn(c *core.Conn, a *assoc) {
 		fast = &fastAssoc{rec: rec, c: c}
 		fast.sink = recordSink{c: c, snd: a.mux.snd}
 		fast.last.Store(time.Now().UnixNano())
-		c.W = &fastConn{Conn: dc, a: a, rec: rec}
+		fc := &fastConn{Conn: dc, a: a, rec: rec, outs: l.outs}
+		c.W, c.Out = fc, fc
 		a.fast.Store(fast)
 	} else if !errors.Is(err, record.ErrNoFastPath) {
 		// An AES-GCM association whose keys could not be derived still

@@ -567,6 +567,31 @@ type fastConn struct {
 	net.Conn // the pion/dtls session, for Close and the addresses
 	a        *assoc
 	rec      *record.Records
+	outs     []*outbox // the listener's, one per relay worker; nil: none
+}
+
+// Queue implements core.Outbox: relay worker wk seals msg into a record in
+// its outbox, which leaves with the records of the listener's other
+// associations the worker delivers to in the same wake-up.
+func (w *fastConn) Queue(wk int, c *core.Conn, msg []byte) bool {
+	if wk >= len(w.outs) {
+		c.WriteToClient(msg)
+		return false
+	}
+	first, err := w.outs[wk].queue(w.rec, w.a.remote, msg)
+	if err != nil {
+		c.WriteToClient(msg) // fails the same way, and closes the association
+		return false
+	}
+	c.CountTx(len(msg))
+	return first
+}
+
+// Flush implements core.Outbox: worker wk's records leave.
+func (w *fastConn) Flush(wk int) {
+	if wk < len(w.outs) {
+		w.outs[wk].flush()
+	}
 }
 
 func (w *fastConn) Write(p []byte) (int, error) {

@@ -3,8 +3,9 @@
 // length fields). Each connection has a reader goroutine, which splits the
 // stream into frames (frameReader), runs the engine and sends the result
 // through the listener's one delivery step (core.Conn.Handle); relay
-// workers write what peers send through the connection's outConn, which
-// never blocks.
+// workers queue what peers send on the connection (core.Conn.QueueToClient)
+// and write all a wake-up yields for it at once through its outConn, which
+// never blocks: one write(2) on TCP, one record on TLS.
 //
 // A TURN-TLS listener with an upstream (config.TLSUpstream) reads each
 // connection's ClientHello first, without terminating TLS (package tlshello):

@@ -84,6 +84,11 @@ func (l *Listener) BatchSocket(w int) (int, *stats.Worker, bool) {
 // BatchSocket's socket instead, so it is never called.
 func (l *Listener) WriteToClient([]byte) {}
 
+// QueueToClient and FlushToClient implement relay.Client; like
+// WriteToClient they are never called.
+func (l *Listener) QueueToClient(int, []byte) bool { return false }
+func (l *Listener) FlushToClient(int)              {}
+
 func (l *Listener) Spec() config.Listener           { return *l.cfg.Load() }
 func (l *Listener) SetSpec(lc config.Listener)      { l.cfg.Store(&lc) }
 func (l *Listener) SetAllowlist(al *allowlist.List) { l.allowlist.Store(al) }

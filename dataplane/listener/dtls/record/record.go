@@ -32,6 +32,8 @@ const (
 	gcmExplicitIV = 8 // the explicit part of the nonce, sent in the record
 	gcmTag        = 16
 	gcmOverhead   = gcmExplicitIV + gcmTag
+	// Overhead is how many bytes a record adds to what it carries.
+	Overhead = Header + gcmOverhead
 	// ContentAppData, ContentAlert and ContentHandshake are the record
 	// content types (RFC 5246 §6.2.1).
 	ContentAppData   = 23
@@ -58,13 +60,36 @@ type Records struct {
 	epoch             uint16 // both directions: pion ends the handshake with equal epochs
 	seq               atomic.Uint64
 	replay            replayWindow
+	// openScratch holds Open's nonce and additional data: arrays on the
+	// stack would escape to the heap through the cipher.AEAD interface, one
+	// allocation each per record. Open runs on one goroutine.
+	openScratch [scratch]byte
 }
+
+// scratch is the room for a nonce and the additional data of one record.
+const scratch = 12 + Header
+
+// SealRoom is the capacity Seal needs in dst to seal a payload of n bytes
+// without allocating: the record, and room past it for the nonce and the
+// additional data (which must not overlap the sealed output).
+func SealRoom(n int) int { return Overhead + n + scratch }
 
 // New derives an association's record keys (RFC 5246 §6.3) from
 // what its handshake showed (Keys). It returns ErrNoFastPath for a
 // cipher suite other than ECDHE with AES-GCM, whose records pion keeps
 // handling.
-func New(in Inputs) (*Records, error) {
+func New(in Inputs) (*Records, error) { return newRecords(in, false) }
+
+// NewClient is New for the client's end of the association: it seals
+// with the client write key and opens with the server's. in is what a
+// client's Keys gathered: its own key log and the records it received
+// (Observe), so Tern's sequence numbers start past the server's, not the
+// client's pion session's; the server's replay window takes any number
+// above those pion used. Tests and benchmark clients use it to speak
+// DTLS without pion's per-record goroutines.
+func NewClient(in Inputs) (*Records, error) { return newRecords(in, true) }
+
+func newRecords(in Inputs, client bool) (*Records, error) {
 	var keyLen int
 	var h prf.HashFunc
 	switch dtls.CipherSuiteID(in.suite) {
@@ -91,6 +116,10 @@ func New(in Inputs) (*Records, error) {
 	}
 	copy(r.localIV[:], keys.ServerWriteIV)
 	copy(r.remoteIV[:], keys.ClientWriteIV)
+	if client {
+		r.local, r.remote = r.remote, r.local
+		r.localIV, r.remoteIV = r.remoteIV, r.localIV
+	}
 	// Far past what pion has sent at this epoch (its Finished). pion keeps
 	// its own counter for what it may still send itself: an alert, or its
 	// last flight again each time the client's (or a spoofer's) flight
@@ -132,9 +161,13 @@ func (r *Records) SealType(dst []byte, typ byte, p []byte) ([]byte, error) {
 		return nil, errors.New("dtls sequence numbers used up")
 	}
 	n := Header + gcmExplicitIV + len(p) + gcmTag
-	if cap(dst) < n {
-		dst = make([]byte, 0, n)
+	if cap(dst) < n+scratch {
+		dst = make([]byte, 0, n+scratch)
 	}
+	// The nonce and additional data go past the record in dst's capacity:
+	// arrays on the stack would escape through the cipher.AEAD interface.
+	sc := dst[n : n+scratch]
+	nonce, ad := sc[:12], sc[12:]
 	dst = dst[:Header+gcmExplicitIV]
 	dst[0] = typ
 	dst[1], dst[2] = 0xfe, 0xfd // DTLS 1.2
@@ -143,17 +176,15 @@ func (r *Records) SealType(dst []byte, typ byte, p []byte) ([]byte, error) {
 	// The explicit nonce is the epoch and sequence number, unique per key
 	// (RFC 5288 §3 allows any unique value).
 	copy(dst[13:21], dst[3:11])
-	var nonce [12]byte
 	copy(nonce[:4], r.localIV[:])
 	copy(nonce[4:], dst[3:11])
 	// Additional data: seq_num(8) + type + version + length (RFC 5246
 	// §6.2.3.3) — the record header as it stands before the length is
 	// set to the sealed length.
-	var ad [Header]byte
 	copy(ad[:], dst[3:11])
 	copy(ad[8:11], dst[0:3])
 	copy(ad[11:13], dst[11:13])
-	dst = r.local.Seal(dst, nonce[:], p, ad[:])
+	dst = r.local.Seal(dst, nonce, p, ad)
 	binary.BigEndian.PutUint16(dst[11:13], uint16(len(dst)-Header))
 	return dst, nil
 }
@@ -170,15 +201,14 @@ func (r *Records) Open(rec []byte) (p []byte, ok bool) {
 	if !r.replay.fresh(seq) {
 		return nil, false
 	}
-	var nonce [12]byte
+	nonce, ad := r.openScratch[:12], r.openScratch[12:]
 	copy(nonce[:4], r.remoteIV[:])
 	copy(nonce[4:], rec[Header:Header+gcmExplicitIV])
 	ct := rec[Header+gcmExplicitIV:]
-	var ad [Header]byte
 	copy(ad[:], rec[3:11])
 	copy(ad[8:11], rec[0:3])
 	binary.BigEndian.PutUint16(ad[11:13], uint16(len(ct)-gcmTag))
-	p, err := r.remote.Open(ct[:0], nonce[:], ct, ad[:])
+	p, err := r.remote.Open(ct[:0], nonce, ct, ad)
 	if err != nil {
 		return nil, false
 	}
