@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,12 +26,14 @@ import (
 // (offload turned on by a Helm upgrade), one on the node's network under a Dataplane of its
 // own, each on a port no other test's Gateway takes on the node's network.
 const (
-	offPodGateway   = "udp-offload-pod"
-	offHostGateway  = "udp-offload-host"
-	offPodSelector  = "stunner.l7mp.io/related-gateway-name=" + offPodGateway
-	offHostSelector = "stunner.l7mp.io/related-gateway-name=" + offHostGateway
-	offPodPort      = 3478
-	offHostPort     = 3480
+	offPodGateway      = "udp-offload-pod"
+	offHostGateway     = "udp-offload-host"
+	offNonRootGateway  = "udp-offload-nonroot"
+	offNonRootSelector = "stunner.l7mp.io/related-gateway-name=" + offNonRootGateway
+	offPodSelector     = "stunner.l7mp.io/related-gateway-name=" + offPodGateway
+	offHostSelector    = "stunner.l7mp.io/related-gateway-name=" + offHostGateway
+	offPodPort         = 3478
+	offHostPort        = 3480
 	// offloadShare is the least share of the relayed datagrams the kernel must carry: the
 	// first datagrams of each client go as Send indications while pion binds the channel,
 	// and only ChannelData is offloaded.
@@ -118,6 +121,55 @@ spec:
   parentRefs: [{name: udp-offload-host}]
   rules: [{backendRefs: [{name: media-server-pool, namespace: media-plane}]}]
 ---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: offload-nonroot-class}
+spec:
+  controllerName: stunner.l7mp.io/gateway-operator
+  parametersRef: {group: stunner.l7mp.io, kind: GatewayConfig, name: offload-nonroot-config, namespace: stunner}
+---
+apiVersion: stunner.l7mp.io/v1
+kind: GatewayConfig
+metadata: {name: offload-nonroot-config, namespace: stunner}
+spec:
+  realm: stunner.l7mp.io
+  dataplane: offload-nonroot
+  authRef: {name: stunner-auth-secret, namespace: stunner}
+---
+apiVersion: stunner.l7mp.io/v1
+kind: Dataplane
+metadata: {name: offload-nonroot}
+spec:
+  image: %[1]s
+  imagePullPolicy: Never
+  command: [ternd-offload]
+  args: [-w, --udp-thread-num=16]
+  enableMetricsEndpoint: true
+  offloadEngine: Auto
+  terminationGracePeriodSeconds: 5
+  containerSecurityContext:
+    runAsUser: 65532
+    runAsGroup: 65532
+    runAsNonRoot: true
+    allowPrivilegeEscalation: false
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata:
+  name: udp-offload-nonroot
+  namespace: stunner
+  annotations: {stunner.l7mp.io/service-type: ClusterIP}
+spec:
+  gatewayClassName: offload-nonroot-class
+  listeners: [{name: udp-listener, port: 3478, protocol: TURN-UDP}]
+---
+apiVersion: stunner.l7mp.io/v1
+kind: UDPRoute
+metadata: {name: offload-nonroot-route, namespace: stunner}
+spec:
+  parentRefs: [{name: udp-offload-nonroot}]
+  rules: [{backendRefs: [{name: media-server-pool, namespace: media-plane}]}]
+---
 apiVersion: apps/v1
 kind: Deployment
 metadata: {name: offload-client, namespace: media-plane}
@@ -142,7 +194,10 @@ spec:
 // (hostNetwork) relay pion/turn's datagrams (and, on the pod network, turnutils_uclient's)
 // from a client pod to the echo pod with no loss, at least offloadShare of them in the kernel (tern_offload_packets_total
 // against tern_peer_packets_total, both from the pod's /metrics), and each Gateway says
-// OffloadActive=True. The offload is checked before the clients run too: the pods' /offload
+// OffloadActive=True. A third Gateway's Dataplane runs the image's ternd-offload (ternd with
+// file capabilities) as uid 65532 with no privilege escalation: its process has exactly the
+// three capabilities, and relays in the kernel like the root ones. The offload is checked
+// before the clients run too: the pods' /offload
 // reports, which the operator reads, say how each interface runs.
 func TestOffloadRelay(t *testing.T) {
 	dir := cluster(t)
@@ -185,9 +240,11 @@ func TestOffloadRelay(t *testing.T) {
 		name, selector string
 		port           int
 		hostNetwork    bool
+		nonRoot        bool // runs ternd-offload as 65532 (file capabilities), not ternd as root
 	}{
-		{offPodGateway, offPodSelector, offPodPort, false},
-		{offHostGateway, offHostSelector, offHostPort, true},
+		{offPodGateway, offPodSelector, offPodPort, false, false},
+		{offHostGateway, offHostSelector, offHostPort, true, false},
+		{offNonRootGateway, offNonRootSelector, offPodPort, false, true},
 	}
 	for _, g := range gateways {
 		step(g.name, func(t *testing.T) {
@@ -210,6 +267,18 @@ func TestOffloadRelay(t *testing.T) {
 			t.Logf("%s: container securityContext %s", g.name, sc)
 			if strings.Contains(sc, `"privileged":true`) {
 				t.Errorf("%s: the offload pod is privileged: %s", g.name, sc)
+			}
+			if g.nonRoot {
+				status, err := processStatus("ternd-offload")
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("%s: ternd-offload's /proc status: %s", g.name, strings.Join(status, "; "))
+				for _, want := range []string{"Uid:\t65532\t65532\t65532\t65532", "CapEff:\t000000c000001000", "CapAmb:\t0000000000000000", "NoNewPrivs:\t1"} {
+					if !slices.Contains(status, want) {
+						t.Errorf("%s: ternd-offload's status lacks %q", g.name, want)
+					}
+				}
 			}
 
 			testenv.Eventually(t, 120*time.Second, func() error {
@@ -497,4 +566,35 @@ func scrapeGauge(url, name string) (uint64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no %s in %s", name, url)
+}
+
+// processStatus returns the Uid, Cap* and NoNewPrivs lines of /proc/<pid>/status of the one
+// process named comm on the machine.
+func processStatus(comm string) ([]string, error) {
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var found []string
+	for _, d := range dirs {
+		if _, err := strconv.Atoi(d.Name()); err != nil {
+			continue
+		}
+		c, err := os.ReadFile("/proc/" + d.Name() + "/comm")
+		if err != nil || strings.TrimSpace(string(c)) != comm {
+			continue
+		}
+		st, err := os.ReadFile("/proc/" + d.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		found = nil
+		for _, line := range strings.Split(string(st), "\n") {
+			if strings.HasPrefix(line, "Uid:") || strings.HasPrefix(line, "Cap") || strings.HasPrefix(line, "NoNewPrivs:") {
+				found = append(found, line)
+			}
+		}
+		return found, nil
+	}
+	return nil, fmt.Errorf("no process %s", comm)
 }
