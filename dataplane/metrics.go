@@ -104,7 +104,7 @@ func (s *Server) writeMetrics(w io.Writer) {
 		st := s.offload.Status()
 		snap.Offload.Requested, snap.Offload.Attached = st.Requested, st.Attached
 		snap.Offload.Paths, snap.Offload.PutErrors, snap.Offload.Kernel = st.Paths, st.PutErrors, st.Kernel
-		snap.Offload.Interfaces = st.Interfaces
+		snap.Offload.Interfaces, snap.Offload.Reason = st.Interfaces, st.Reason
 	}
 	slices.SortFunc(running, func(a, b named) int { return strings.Compare(a.name, b.name) })
 	for _, l := range running {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -88,7 +90,7 @@ func TestOffloadNoneChangesNothing(t *testing.T) {
 			name, labels string
 			want         float64
 		}{
-			{"tern_offload_active", "attached=None,requested=None", 0},
+			{"tern_offload_active", "attached=None,interface=,reason=NotRequested,requested=None", 0},
 			{"tern_offload_paths", "", 0},
 			{"tern_offload_put_errors_total", "", 0},
 			{"stunner_cluster_packets_total", "direction=tx,name=local", n},
@@ -132,8 +134,16 @@ func TestOffloadAuto(t *testing.T) {
 	const n = 200
 	relayEchoes(t, cfg, n)
 	want, wantPaths := 0.0, 0.0
+	st := srv.offload.Status()
+	active := "interface=,reason=" + st.Reason
 	if attached != offloadmode.None {
 		want, wantPaths = 1, 1 // the channel pion bound
+		active = "interface=" + slices.Sorted(maps.Keys(st.Interfaces))[0] + ",reason=Attached"
+		if st.Reason != offloadmode.ReasonAttached {
+			t.Errorf("attached with reason %q", st.Reason)
+		}
+	} else if st.Reason == offloadmode.ReasonAttached || st.Message == "" {
+		t.Errorf("fallen back with reason %q, message %q", st.Reason, st.Message)
 	}
 	// Whichever path carried them, every echo is counted once each way.
 	testenv.Eventually(t, 2*time.Second, func() error {
@@ -142,7 +152,7 @@ func TestOffloadAuto(t *testing.T) {
 			name, labels string
 			want         float64
 		}{
-			{"tern_offload_active", "attached=" + attached + ",requested=Auto", want},
+			{"tern_offload_active", "attached=" + attached + "," + active + ",requested=Auto", want},
 			{"tern_offload_paths", "", wantPaths},
 			{"stunner_cluster_packets_total", "direction=tx,name=local", n},
 			{"stunner_cluster_packets_total", "direction=rx,name=local", n},

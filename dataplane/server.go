@@ -369,7 +369,16 @@ func (s *Server) listenerEnv(cfg *config.Config) listener.Env {
 
 // startAdmin serves the health and metrics endpoints of a.
 func (s *Server) startAdmin(a config.Admin) (*admin.Endpoints, error) {
-	return admin.Start(a, admin.Handlers{Ready: s.Ready, Metrics: s.writeMetrics}, s.log)
+	return admin.Start(a, admin.Handlers{Ready: s.Ready, Metrics: s.writeMetrics, Offload: s.offloadReport}, s.log)
+}
+
+// offloadReport is the kernel fast path's state as ternd serves it at
+// offloadmode.ReportPath.
+func (s *Server) offloadReport() offloadmode.Report {
+	if s.offload == nil {
+		return offloadmode.Report{Requested: offloadmode.None, Attached: offloadmode.None, Reason: offloadmode.ReasonNotRequested}
+	}
+	return s.offload.Status().Report()
 }
 
 // stopListener stops the named listener and deletes its allocations. The

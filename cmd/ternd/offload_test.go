@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/pion/turn/v4"
 
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
 	"github.com/tern-gw/tern/internal/testenv"
 )
 
@@ -194,8 +196,23 @@ func TestOffloadAutoFallsBackUnprivileged(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !strings.Contains(string(body), `tern_offload_active{requested="Auto",attached="None"} 0`) {
+	if !strings.Contains(string(body), `tern_offload_active{requested="Auto",attached="None",interface="",reason="NoInterface"} 0`) {
 		t.Errorf("no fallback in /metrics:\n%s", grepLines(string(body), "tern_offload"))
+	}
+	// What tern-operator reads for the Gateway's OffloadActive condition.
+	resp, err = http.Get("http://127.0.0.1:24612" + offloadmode.ReportPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep offloadmode.Report
+	err = json.NewDecoder(resp.Body).Decode(&rep)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Active || rep.Requested != offloadmode.Auto || rep.Attached != offloadmode.None ||
+		rep.Reason != offloadmode.ReasonNoInterface || rep.Message == "" {
+		t.Errorf("%s: %+v", offloadmode.ReportPath, rep)
 	}
 	t.Logf("fallback line: %s", grepLines(logs, `msg="offload`))
 }

@@ -10,6 +10,7 @@ package admin
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +23,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
 )
 
 // Handlers are what the endpoints report.
@@ -33,6 +35,9 @@ type Handlers struct {
 	// with HELP and TYPE lines; /metrics adds the Go runtime and process
 	// metrics (go_*, process_*, with theirs) after them.
 	Metrics func(io.Writer)
+	// Offload reports the kernel fast path's state, served as JSON at
+	// offloadmode.ReportPath on the health address (nil: not served).
+	Offload func() offloadmode.Report
 }
 
 // Endpoints are running HTTP servers of one config.Admin.
@@ -41,7 +46,7 @@ type Endpoints struct {
 	listeners []*limitListener
 }
 
-// Start serves /live and /ready on a.HealthAddress and /metrics on
+// Start serves /live, /ready and /offload (when h.Offload is set) on a.HealthAddress and /metrics on
 // a.MetricsAddress (the two may be one address; an empty one is off),
 // each address within DefaultLimits. It returns an error naming the
 // address that cannot be listened on, and then serves none.
@@ -69,6 +74,15 @@ func StartLimited(a config.Admin, h Handlers, log *slog.Logger, lim Limits) (*En
 			}
 			fmt.Fprintln(w, "ok")
 		})
+		if h.Offload != nil {
+			// tern-operator reads it for the Gateway's OffloadActive
+			// condition (docs/offload-control.md): the pod needs no API
+			// credentials to report it.
+			m.HandleFunc(offloadmode.ReportPath, func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				_ = json.NewEncoder(w).Encode(h.Offload())
+			})
+		}
 	}
 	if addr := a.MetricsAddress; addr != "" {
 		// TYPE lines let Prometheus, vmagent and Mimir tell counters from

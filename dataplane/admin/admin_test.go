@@ -1,16 +1,19 @@
 package admin
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/offloadmode"
 )
 
 func freeAddr(t *testing.T) string {
@@ -96,5 +99,41 @@ func TestPprof(t *testing.T) {
 	defer e.Close()
 	if code, body := get(t, "http://"+addr+"/debug/pprof/"); code != 200 || !strings.Contains(body, "goroutine") {
 		t.Errorf("pprof index: %d", code)
+	}
+}
+
+// TestOffloadReport: the health address serves the offload report as
+// JSON at offloadmode.ReportPath, which tern-operator decodes; the metrics
+// address does not, and nothing is served without a handler.
+func TestOffloadReport(t *testing.T) {
+	health, metricsAt := freeAddr(t), freeAddr(t)
+	want := offloadmode.Report{Requested: offloadmode.Auto, Attached: offloadmode.TC, Active: true, Reason: offloadmode.ReasonAttached,
+		Interfaces: map[string]offloadmode.ReportInterface{"eth0": {Hook: "TC", Attach: "tcx", Egress: "same_interface", Why: "single_interface"}}}
+	e, err := Start(config.Admin{HealthAddress: health, MetricsAddress: metricsAt}, Handlers{
+		Ready:   func() bool { return true },
+		Metrics: func(io.Writer) {},
+		Offload: func() offloadmode.Report { return want },
+	}, slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	code, body := get(t, "http://"+health+offloadmode.ReportPath)
+	var got offloadmode.Report
+	if err := json.Unmarshal([]byte(body), &got); code != 200 || err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("%s: %d %q (%v), want %+v", offloadmode.ReportPath, code, body, err, want)
+	}
+	if code, _ := get(t, "http://"+metricsAt+offloadmode.ReportPath); code != 404 {
+		t.Errorf("%s on the metrics address: %d, want 404", offloadmode.ReportPath, code)
+	}
+
+	health2 := freeAddr(t)
+	e2, err := Start(config.Admin{HealthAddress: health2}, Handlers{Ready: func() bool { return true }}, slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e2.Close()
+	if code, _ := get(t, "http://"+health2+offloadmode.ReportPath); code != 404 {
+		t.Errorf("%s without a handler: %d, want 404", offloadmode.ReportPath, code)
 	}
 }

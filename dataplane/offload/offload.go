@@ -97,6 +97,37 @@ type InterfaceMode struct {
 // helpers, or a build for another OS. Auto callers fall back to None on it.
 var ErrUnsupported = errors.New("offload: not supported")
 
+// Errors that say more precisely why Open failed, wrapped together with
+// ErrUnsupported where Auto falls back on them (dataplane/offload/mirror
+// turns them into the reasons a pod reports).
+var (
+	// ErrNoPrivilege: the kernel refused BPF or the attachment with
+	// EPERM or EACCES, or the verifier refused the programs without
+	// CAP_PERFMON.
+	ErrNoPrivilege = errors.New("missing privilege")
+	// ErrNoInterface: no interface to attach to.
+	ErrNoInterface = errors.New("no interface")
+	// ErrAttachRefused: an interface refused the hook.
+	ErrAttachRefused = errors.New("attach refused")
+)
+
+// tagged is err, which errors.Is also finds to be tag: it marks an error
+// with one of the sentinels above without changing its message.
+type tagged struct {
+	error
+	tag error
+}
+
+func (t tagged) Unwrap() []error { return []error{t.error, t.tag} }
+
+// tag returns err marked as tag (nil for nil).
+func tag(err, tag error) error {
+	if err == nil {
+		return nil
+	}
+	return tagged{err, tag}
+}
+
 // Path is one channel binding of a TURN-UDP allocation that the kernel may
 // relay in both directions (RFC 8656 §12): ChannelData from Client to
 // Listener on Channel goes out from Relay to Peer without its 4-byte

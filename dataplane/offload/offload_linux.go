@@ -61,7 +61,7 @@ func Open(cfg Config) (*Offload, error) {
 		return nil, err
 	}
 	if len(names) == 0 {
-		return nil, errors.New("offload: no interface to attach to (no Interfaces, and no interface carries a listener address)")
+		return nil, tag(errors.New("offload: no interface to attach to (no Interfaces, and no interface carries a listener address)"), ErrNoInterface)
 	}
 	// The handle's socket lives in the calling thread's network namespace:
 	// Close removes clsact filters through it from any thread.
@@ -77,13 +77,14 @@ func Open(cfg Config) (*Offload, error) {
 	}
 	if len(plans) == 0 {
 		nl.Close()
-		return nil, fmt.Errorf("%w: no interface Auto attaches to: %s", ErrUnsupported, strings.Join(off, ", "))
+		return nil, tag(fmt.Errorf("%w: no interface Auto attaches to: %s", ErrUnsupported, strings.Join(off, ", ")), ErrNoInterface)
 	}
 	// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK; later ones
 	// to the cgroup, and RemoveMemlock then changes nothing.
 	if err := rlimit.RemoveMemlock(); err != nil {
 		nl.Close()
-		return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
+		// Raising RLIMIT_MEMLOCK needs CAP_SYS_RESOURCE.
+		return nil, tag(fmt.Errorf("%w: %v", ErrUnsupported, err), ErrNoPrivilege)
 	}
 	o := &Offload{nl: nl, modes: map[string]InterfaceMode{}}
 	if err := loadObjects(&o.objs); err != nil {
@@ -106,7 +107,7 @@ func Open(cfg Config) (*Offload, error) {
 		l, im, err := o.attach(mode, cfg.Attach, p.Interface)
 		if err != nil {
 			o.Close()
-			return nil, err
+			return nil, tag(err, ErrAttachRefused)
 		}
 		im.Egress, im.Why, im.Reason = p.Egress, p.Why, im.Reason+"; "+p.Egress.String()+": "+p.Reason
 		if im.Hook == XDP && p.Egress != EgressFIB {
@@ -206,12 +207,16 @@ func unsupported(what string, err error) error {
 		// arithmetic: a missing privilege, which Auto falls back on. With
 		// it, a rejection is a bug in the programs.
 		if !kernel.HasCapability(unix.CAP_PERFMON) && !kernel.HasCapability(unix.CAP_SYS_ADMIN) {
-			return fmt.Errorf("%w: %s: the verifier refuses the programs without CAP_PERFMON: %v", ErrUnsupported, what, err)
+			return tag(fmt.Errorf("%w: %s: the verifier refuses the programs without CAP_PERFMON: %v", ErrUnsupported, what, err), ErrNoPrivilege)
 		}
 		return fmt.Errorf("offload: %s: %w", what, err)
 	}
 	if kernel.Refused(err) {
-		return fmt.Errorf("%w: %s: %v", ErrUnsupported, what, err)
+		werr := fmt.Errorf("%w: %s: %v", ErrUnsupported, what, err)
+		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+			return tag(werr, ErrNoPrivilege)
+		}
+		return werr
 	}
 	return fmt.Errorf("offload: %s: %w", what, err)
 }

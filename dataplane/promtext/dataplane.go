@@ -121,6 +121,9 @@ type Offload struct {
 	Kernel offload.Stats
 	// Interfaces is how the programs run on each attached interface.
 	Interfaces map[string]offload.InterfaceMode
+	// Reason is why the programs run or not (offloadmode.Reason*; empty
+	// is NotRequested).
+	Reason string
 }
 
 // Write writes s in the Prometheus text format (version 0.0.4), each
@@ -247,12 +250,19 @@ func Write(w io.Writer, s *Snapshot) {
 // (None after an Auto fallback, docs/offload-control.md), what the kernel
 // relayed, the paths it relays and the Puts that failed.
 func writeOffload(p *writer, st *Offload) {
-	p.family("tern_offload_active", gauge, "1 when the eBPF ChannelData fast path is attached (attached: XDP or TC), 0 when every packet goes through sockets (attached=None: offload off, or requested Auto fell back).")
-	v := uint64(0)
-	if st.Attached != "None" && st.Attached != "" {
-		v = 1
+	p.family("tern_offload_active", gauge, "1 for each interface the eBPF ChannelData fast path is attached to (attached: XDP or TC; reason Attached); one sample with interface=\"\" and 0 when every packet goes through sockets, with the reason: NotRequested (engine None), MissingCapability, AttachRefused, NoInterface, Unsupported or Failed.")
+	reason := st.Reason
+	if reason == "" {
+		reason = "NotRequested"
 	}
-	p.sample("tern_offload_active", label("requested", orNone(st.Requested))+","+label("attached", orNone(st.Attached)), v)
+	base := label("requested", orNone(st.Requested)) + "," + label("attached", orNone(st.Attached)) + ","
+	if st.Attached != "None" && st.Attached != "" && len(st.Interfaces) > 0 {
+		for _, name := range slices.Sorted(maps.Keys(st.Interfaces)) {
+			p.sample("tern_offload_active", base+label("interface", name)+","+label("reason", reason), 1)
+		}
+	} else {
+		p.sample("tern_offload_active", base+label("interface", "")+","+label("reason", reason), 0)
+	}
 	p.family("tern_offload_interface", gauge, "1 for each interface the eBPF fast path is attached to: hook (XDP or TC), attach (tcx, clsact, xdp, xdp_generic), egress (fib: bpf_fib_lookup finds the way out and needs forwarding; same_interface: back out the arrival interface, no forwarding needed) and why (forwarding_on, loopback, single_interface, forwarding_partial, forwarding_off, xdp).")
 	for _, name := range slices.Sorted(maps.Keys(st.Interfaces)) {
 		im := st.Interfaces[name]

@@ -163,10 +163,17 @@ func buildAll(ctx context.Context, o options) ([]built, error) {
 		if err := goBuild(ctx, o, p.pkg, bin); err != nil {
 			return nil, err
 		}
-		img, err := ociimage.Build(ociimage.Spec{
+		spec := ociimage.Spec{
 			Binary: bin, Name: p.name, Arch: o.arch,
 			Version: o.version, Revision: o.revision, Source: o.source, Created: o.created,
-		})
+		}
+		if p.name == "ternd" {
+			// ternd-offload: ternd with file capabilities CAP_NET_ADMIN,
+			// CAP_PERFMON and CAP_BPF, for a non-root pod that runs the
+			// eBPF offload (docs/offload.md, "What a pod needs").
+			spec.CapCopies = map[string]uint64{"ternd-offload": 1<<12 | 1<<38 | 1<<39}
+		}
+		img, err := ociimage.Build(spec)
 		if err != nil {
 			return nil, err
 		}

@@ -9,11 +9,14 @@ package ociimage
 import (
 	"archive/tar"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path"
+	"slices"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -64,6 +67,28 @@ type Spec struct {
 	// every file in its layer. Use the commit time (SOURCE_DATE_EPOCH) for
 	// a reproducible image; it is truncated to whole seconds.
 	Created time.Time
+	// CapCopies are copies of the binary to add beside it, each under its
+	// own name in BinDir with file capabilities: the bitmask of
+	// capabilities (bit n is capability n, e.g. 1<<39 CAP_BPF) it gets
+	// permitted and effective when executed, as `setcap caps+ep` would set
+	// them (the security.capability xattr, a version 2 vfs_cap_data,
+	// carried in the layer's PAX record SCHILY.xattr.security.capability).
+	// A copy, not a link: the xattr belongs to the file, and the binary
+	// itself must stay without it, since a process whose bounding set
+	// lacks a file capability cannot execute that file.
+	CapCopies map[string]uint64
+}
+
+// vfsCapData returns the security.capability xattr granting caps permitted
+// and effective (include/uapi/linux/capability.h: magic_etc
+// VFS_CAP_REVISION_2 | VFS_CAP_FLAGS_EFFECTIVE, then the permitted and
+// inheritable words of the low and high halves, little-endian).
+func vfsCapData(caps uint64) []byte {
+	b := make([]byte, 20)
+	binary.LittleEndian.PutUint32(b[0:], 0x02000000|0x000001)
+	binary.LittleEndian.PutUint32(b[4:], uint32(caps))
+	binary.LittleEndian.PutUint32(b[12:], uint32(caps>>32))
+	return b
 }
 
 // Build returns the image of s: OCI media types, one gzip-compressed layer,
@@ -79,7 +104,7 @@ func Build(s Spec) (v1.Image, error) {
 		return nil, fmt.Errorf("ociimage: %w", err)
 	}
 	created := s.Created.UTC().Truncate(time.Second)
-	layerTar, err := rootfs(s.Name, exe, created)
+	layerTar, err := rootfs(s.Name, exe, created, s.CapCopies)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +162,7 @@ func Build(s Spec) (v1.Image, error) {
 // rootfs returns the uncompressed tar of the image's only layer. Entries are
 // in a fixed order with fixed owners, modes and times, so the bytes depend
 // only on the arguments.
-func rootfs(name string, exe []byte, mtime time.Time) ([]byte, error) {
+func rootfs(name string, exe []byte, mtime time.Time, capCopies map[string]uint64) ([]byte, error) {
 	passwd := fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\n%s:x:%d:%d:%s:/home/%s:/sbin/nologin\n",
 		UserName, UID, GID, UserName, UserName)
 	group := fmt.Sprintf("root:x:0:\n%s:x:%d:\n", UserName, GID)
@@ -146,6 +171,7 @@ func rootfs(name string, exe []byte, mtime time.Time) ([]byte, error) {
 		mode     int64
 		uid, gid int
 		data     []byte // nil for a directory
+		xattrs   map[string]string
 	}
 	entries := []entry{
 		{name: "etc/", mode: 0o755},
@@ -162,6 +188,10 @@ func rootfs(name string, exe []byte, mtime time.Time) ([]byte, error) {
 		{name: "usr/local/bin/", mode: 0o755},
 		{name: "usr/local/bin/" + name, mode: 0o755, data: exe},
 	}
+	for _, c := range slices.Sorted(maps.Keys(capCopies)) {
+		entries = append(entries, entry{name: "usr/local/bin/" + c, mode: 0o755, data: exe,
+			xattrs: map[string]string{"SCHILY.xattr.security.capability": string(vfsCapData(capCopies[c]))}})
+	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	for _, e := range entries {
@@ -172,6 +202,9 @@ func rootfs(name string, exe []byte, mtime time.Time) ([]byte, error) {
 			Gid:     e.gid,
 			ModTime: mtime,
 			Format:  tar.FormatPAX,
+		}
+		if e.xattrs != nil {
+			h.PAXRecords = e.xattrs
 		}
 		if e.data == nil {
 			h.Typeflag = tar.TypeDir

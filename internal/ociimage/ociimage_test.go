@@ -210,3 +210,53 @@ func TestBuildErrors(t *testing.T) {
 		t.Error("missing binary: no error")
 	}
 }
+
+// TestBuildCapCopies: a CapCopies entry is a copy of the binary beside it
+// whose PAX record carries the security.capability xattr `setcap
+// cap_net_admin,cap_perfmon,cap_bpf+ep` writes (the bytes getfattr shows
+// for it, docs/offload.md); the binary itself has none.
+func TestBuildCapCopies(t *testing.T) {
+	s := spec(writeBinary(t, t.TempDir(), "the executable"))
+	s.CapCopies = map[string]uint64{"ternd-offload": 1<<12 | 1<<38 | 1<<39}
+	img, err := Build(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers, err := img.Layers()
+	if err != nil || len(layers) != 1 {
+		t.Fatalf("%d layers, %v", len(layers), err)
+	}
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	const key = "SCHILY.xattr.security.capability"
+	want := "\x01\x00\x00\x02\x00\x10\x00\x00\x00\x00\x00\x00\xc0\x00\x00\x00\x00\x00\x00\x00"
+	seen := map[string]bool{}
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(tr)
+		switch h.Name {
+		case "usr/local/bin/ternd":
+			if _, ok := h.PAXRecords[key]; ok {
+				t.Errorf("%s has file capabilities", h.Name)
+			}
+		case "usr/local/bin/ternd-offload":
+			if got := h.PAXRecords[key]; got != want || h.Mode != 0o755 || h.Uid != 0 || string(b) != "the executable" {
+				t.Errorf("%s: xattr %x (want %x), mode %o, owner %d, content %q", h.Name, got, want, h.Mode, h.Uid, b)
+			}
+		}
+		seen[h.Name] = true
+	}
+	if !seen["usr/local/bin/ternd-offload"] {
+		t.Error("no usr/local/bin/ternd-offload")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -51,6 +52,21 @@ var op operator
 // creates, so that the other tests' CDS pods name the service by its DNS name.
 const testCDSNamespace = "cds-operator"
 
+// offloadReportPort is where the shared operator reads the pods' offload
+// reports: a port free on 127.0.0.1 when it started, which the tests serve
+// on other loopback addresses, the pods' (offload_test.go).
+var offloadReportPort int
+
+// freePort returns a TCP port free on 127.0.0.1 now.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
 // start returns a direct client to the API server the operator runs against, starting both
 // on first use.
 func (o *operator) start(t *testing.T) client.Client {
@@ -79,7 +95,10 @@ func (o *operator) run(cfg *rest.Config) error {
 	if err != nil {
 		return err
 	}
-	if o.rec, err = Setup(mgr, Options{ConfigDiscoveryNamespace: testCDSNamespace}); err != nil {
+	if offloadReportPort, err = freePort(); err != nil {
+		return err
+	}
+	if o.rec, err = Setup(mgr, Options{ConfigDiscoveryNamespace: testCDSNamespace, OffloadReportPort: offloadReportPort}); err != nil {
 		return err
 	}
 	if o.client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {

@@ -49,6 +49,11 @@ type Options struct {
 	// each render, before the objects are applied: the operator's CDS
 	// (operator/cds.Store).
 	Configs ConfigSink
+	// OffloadReportPort is the port where the operator reads each ready
+	// dataplane pod's offload report (offloadmode.ReportPath) for the
+	// Gateway's OffloadActive condition. Default render.HealthPort;
+	// tests serve reports on a port of their own.
+	OffloadReportPort int
 }
 
 // ConfigSink receives the served configs, keyed "namespace/name", after each render.
@@ -87,6 +92,8 @@ type Reconciler struct {
 	// events records what the operator did to a Gateway's objects that users should see in
 	// `kubectl describe gateway`: taking over or replacing what STUNner's operator rendered.
 	events events.EventRecorder
+	// offload reads the dataplane pods' offload reports.
+	offload *offloadReader
 }
 
 // Reconcile lists every input object from the caches, renders, and writes the rendered
@@ -122,7 +129,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 		gateways[types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}] = gw
 	}
 	var errs []error
-	var retry time.Duration // set while a Gateway has a conflict
+	var retry time.Duration // set while a Gateway has a conflict or asks for offload
 	for i := range res.Gateways {
 		g := &res.Gateways[i]
 		gw := gateways[types.NamespacedName{Namespace: g.Namespace, Name: g.Name}]
@@ -168,6 +175,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 		}
 		if len(failed) > 0 {
 			status = withApplyFailed(status, failed, gw.Generation)
+		}
+		status, poll := r.withOffloadActive(ctx, gw, status)
+		if poll && (retry == 0 || retry > offloadPoll) {
+			retry = offloadPoll
 		}
 		if err := r.writeGatewayStatus(ctx, gw, status); err != nil {
 			errs = append(errs, fmt.Errorf("gateway %s/%s: status: %w", g.Namespace, g.Name, err))

@@ -29,7 +29,7 @@ import (
 )
 
 // CacheOptions returns the manager cache options the controller expects: ConfigMaps,
-// Deployments, DaemonSets, ServiceAccounts, Roles and RoleBindings are cached only when the operator
+// Deployments, DaemonSets, ServiceAccounts, Roles, RoleBindings and Pods are cached only when the operator
 // manages them, since it reads no others and a cluster has many.
 func CacheOptions() cache.Options {
 	sel := labels.SelectorFromSet(managedBy)
@@ -40,6 +40,7 @@ func CacheOptions() cache.Options {
 		&corev1.ServiceAccount{}: {Label: sel},
 		&rbacv1.Role{}:           {Label: sel},
 		&rbacv1.RoleBinding{}:    {Label: sel},
+		&corev1.Pod{}:            {Label: sel},
 	}}
 }
 
@@ -64,6 +65,7 @@ func Setup(mgr manager.Manager, opts Options) (*Reconciler, error) {
 		log:           mgr.GetLogger().WithName("tern-operator"),
 		loop:          &loopState{},
 		events:        mgr.GetEventRecorder(FieldOwner),
+		offload:       newOffloadReader(opts.OffloadReportPort),
 	}
 	if rv == nil {
 		r.log.Info("the cluster serves no gateway.networking.k8s.io UDPRoute; only stunner.l7mp.io UDPRoutes are handled")
@@ -98,7 +100,8 @@ func Setup(mgr manager.Manager, opts Options) (*Reconciler, error) {
 		Watches(&appsv1.DaemonSet{}, all, specOnly).
 		Watches(&corev1.ServiceAccount{}, all, specOnly).
 		Watches(&rbacv1.Role{}, all).
-		Watches(&rbacv1.RoleBinding{}, all)
+		Watches(&rbacv1.RoleBinding{}, all).
+		Watches(&corev1.Pod{}, all, builder.WithPredicates(podReadinessChanged()))
 	if rv != nil {
 		b = b.Watches(rv.object(), all, specOnly)
 	}

@@ -33,7 +33,18 @@ func (a *turnAlloc) Close() {
 // allocate makes a pion/turn client with a UDP allocation on server (host:port), with the
 // TURN credentials of the reference Gateway.
 func allocate(server string) (*turnAlloc, error) {
-	conn, err := net.ListenPacket("udp4", "0.0.0.0:0")
+	return allocateFrom(server, nil)
+}
+
+// listenFunc opens a client's UDP socket; nil is net.ListenPacket on the test's own network.
+type listenFunc func() (net.PacketConn, error)
+
+// allocateFrom is allocate with the client's socket opened by listen.
+func allocateFrom(server string, listen listenFunc) (*turnAlloc, error) {
+	if listen == nil {
+		listen = func() (net.PacketConn, error) { return net.ListenPacket("udp4", "0.0.0.0:0") }
+	}
+	conn, err := listen()
 	if err != nil {
 		return nil, err
 	}
@@ -131,6 +142,11 @@ const (
 // runLinger of the last send. Every allocation is released at the end. An error is a client
 // that could not allocate or send; lost datagrams are in the result.
 func relayRun(server, peerIP string, clients, packets int) (runResult, error) {
+	return relayRunFrom(server, peerIP, clients, packets, nil)
+}
+
+// relayRunFrom is relayRun with each client's socket opened by listen.
+func relayRunFrom(server, peerIP string, clients, packets int, listen listenFunc) (runResult, error) {
 	res := runResult{clients: clients}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -139,7 +155,7 @@ func relayRun(server, peerIP string, clients, packets int) (runResult, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sent, got, err := relayClient(server, peerIP, uint32(id), packets)
+			sent, got, err := relayClient(server, peerIP, uint32(id), packets, listen)
 			mu.Lock()
 			res.sent += sent
 			res.received += got
@@ -156,12 +172,18 @@ func relayRun(server, peerIP string, clients, packets int) (runResult, error) {
 
 // relayClient is one client of relayRun; it returns how many datagrams it sent and how many
 // distinct ones came back.
-func relayClient(server, peerIP string, id uint32, packets int) (sent, received int, err error) {
-	a, err := allocate(server)
+func relayClient(server, peerIP string, id uint32, packets int, listen listenFunc) (sent, received int, err error) {
+	a, err := allocateFrom(server, listen)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer a.Close()
+	return relayOn(a, peerIP, id, packets)
+}
+
+// relayOn sends relayClient's datagrams through a's relay and counts the echoes; it leaves a's
+// relay with a read deadline in the past.
+func relayOn(a *turnAlloc, peerIP string, id uint32, packets int) (sent, received int, err error) {
 	peer := &net.UDPAddr{IP: net.ParseIP(peerIP), Port: echoPort}
 	seen := make([]bool, packets)
 	var count int

@@ -31,11 +31,18 @@ type uclientRun struct {
 // the ternd pod until they expire (600 s), which keeps a terminating pod draining until its
 // grace period ends. It is safe to call from several goroutines.
 func runUclient(uclient, server, echoIP string) uclientRun {
+	return runUclientWith([]string{uclient}, server, echoIP)
+}
+
+// runUclientWith is runUclient with the command line cmd (turnutils_uclient, or a command that
+// runs it, such as nsenter) before turnutils_uclient's arguments.
+func runUclientWith(cmd []string, server, echoIP string) uclientRun {
 	host, port, _ := net.SplitHostPort(server)
 	r := uclientRun{server: server}
 	start := time.Now()
-	r.out, r.err = tryRun(nil, uclient, "-u", turnUser, "-w", turnPass, "-p", port,
+	args := append(cmd[1:len(cmd):len(cmd)], "-u", turnUser, "-w", turnPass, "-p", port,
 		"-e", echoIP, "-r", strconv.Itoa(echoPort), "-m", "10", "-n", "100", "-c", host)
+	r.out, r.err = tryRun(nil, cmd[0], args...)
 	r.took = time.Since(start)
 	tot, loss := uclientTotals.FindAllStringSubmatch(r.out, -1), uclientLoss.FindAllStringSubmatch(r.out, -1)
 	if r.err == nil && (len(tot) == 0 || len(loss) == 0) {

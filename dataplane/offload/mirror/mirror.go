@@ -65,6 +65,10 @@ type Mirror struct {
 	baseStats   offload.Stats
 	putErrors   uint64
 	lastPutWarn time.Time
+	// reason and message say why the programs run or not
+	// (offloadmode.Reason*; message is the error of the last failed
+	// Open, empty while attached).
+	reason, message string
 }
 
 type pathKey struct {
@@ -194,12 +198,17 @@ func Open(mode, attach string, cfg *config.Config, relay config.Relay, log *slog
 	m := &Mirror{log: log, requested: mode, attach: attach, ifaces: slices.Clone(cfg.Offload.Interfaces),
 		paths: map[pathKey]*mirroredPath{}, slotOf: map[slotKey]uint32{}}
 	if mode == offloadmode.None {
+		m.reason = offloadmode.ReasonNotRequested
 		return m, nil
 	}
 	m.relay = relay
 	m.listeners = udpListenerAddrs(cfg, m.relay)
 	m.relays = relayAddrs(m.relay)
 	off, err := offload.Open(m.offloadConfig())
+	m.reason = why(err)
+	if err != nil {
+		m.message = err.Error()
+	}
 	switch {
 	case err == nil:
 		m.off = off
@@ -393,7 +402,9 @@ func (m *Mirror) SetListeners(cfg *config.Config, relay config.Relay) {
 	m.closeLocked()
 	m.listeners, m.relays, m.relay = next, relays, relay
 	off, err := offload.Open(m.offloadConfig())
+	m.reason, m.message = why(err), ""
 	if err != nil {
+		m.message = err.Error()
 		m.log.Error("offload: reopening for new listeners failed, relaying through sockets", "error", err.Error())
 		return
 	}
@@ -525,13 +536,17 @@ type Status struct {
 	// Interfaces is how the programs run on each attached interface
 	// (hook, tcx or clsact, egress mode and why); nil when not attached.
 	Interfaces map[string]offload.InterfaceMode
+	// Reason is why the programs run or not (offloadmode.Reason*), and
+	// Message the error behind a fallback (empty while attached).
+	Reason, Message string
 }
 
 // Status returns the state of the fast path and its counts.
 func (m *Mirror) Status() Status {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	st := Status{Requested: m.requested, Attached: offloadmode.None, PutErrors: m.putErrors, Kernel: m.baseStats}
+	st := Status{Requested: m.requested, Attached: offloadmode.None, PutErrors: m.putErrors, Kernel: m.baseStats,
+		Reason: m.reason, Message: m.message}
 	if m.off != nil {
 		st.Attached = string(m.off.Attached())
 		st.Kernel = addStats(st.Kernel, m.off.Stats())
@@ -543,4 +558,18 @@ func (m *Mirror) Status() Status {
 		}
 	}
 	return st
+}
+
+// Report returns what ternd serves at offloadmode.ReportPath: st's
+// engine, hook, reason and interfaces.
+func (st Status) Report() offloadmode.Report {
+	r := offloadmode.Report{Requested: st.Requested, Attached: st.Attached, Reason: st.Reason, Message: st.Message}
+	r.Active = r.Attached != offloadmode.None && r.Attached != ""
+	if len(st.Interfaces) > 0 {
+		r.Interfaces = make(map[string]offloadmode.ReportInterface, len(st.Interfaces))
+		for name, im := range st.Interfaces {
+			r.Interfaces[name] = offloadmode.ReportInterface{Hook: string(im.Hook), Attach: im.Attach, Egress: string(im.Egress), Why: im.Why}
+		}
+	}
+	return r
 }

@@ -130,7 +130,8 @@ type DataplaneSpec struct {
 	// None, the container runs as root, not privileged, with the
 	// capabilities BPF needs (BPF, NET_ADMIN, PERFMON) unless
 	// containerSecurityContext sets its own, and the Gateway gets the
-	// condition OffloadRequested.
+	// condition OffloadRequested; OffloadActive says whether its ready
+	// pods attached, as each reports at its health port.
 	// +optional
 	// +kubebuilder:validation:Enum=None;Auto;XDP;TC;TCMux
 	OffloadEngine string `json:"offloadEngine,omitempty"`
