@@ -72,11 +72,13 @@ func TestIdleConnections(t *testing.T) {
 	s.waitMetric(t, `tern_listener_connections_closed_total{name="tcp",reason="shed"}`, float64(extra), 10*time.Second)
 	t.Logf("%d more connections at the cap shed %d idle ones in %v", extra, extra, time.Since(start).Round(time.Millisecond))
 	lastOpened := time.Now()
-	// Eight dialers open them in parallel, so the first half of the
-	// oldest by index were surely among the first accepted.
-	for i, c := range conns[:extra/2] {
-		if !closedBy(c, 2*time.Second) {
-			t.Fatalf("connection %d, among the oldest, was not shed", i)
+	// The shed ones are old ones: none of the newest is closed. (Which of
+	// the old ones go first depends on the order eight parallel dialers
+	// were accepted in, so it is not checked here; the admission package's
+	// tests check oldest-first on a known order.)
+	for i, c := range more {
+		if closedBy(c, time.Millisecond) {
+			t.Fatalf("connection %d of the %d newest was shed", i, extra)
 		}
 	}
 	legit.check(t)
