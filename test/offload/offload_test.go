@@ -220,6 +220,33 @@ func echoes(t *testing.T, relay net.PacketConn, peer *net.UDPAddr, n, size int) 
 	}
 }
 
+// untilOffloaded sends single echoes through relay to peer until the
+// kernel has relayed at least one packet each way, so that what follows
+// is counted only once the channel binding is in the offload maps. How
+// many packets pion sends as Send indications before its ChannelBind
+// completes depends on scheduling; measuring after this point does not.
+// It fails t after 500 echoes.
+func untilOffloaded(t *testing.T, r *rig, relay net.PacketConn, peer *net.UDPAddr) {
+	t.Helper()
+	for range 500 {
+		echoes(t, relay, peer, 1, 160)
+		m := r.metrics(t)
+		if m[`tern_offload_packets_total{direction="client_to_peer"}`] > 0 && m[`tern_offload_packets_total{direction="peer_to_client"}`] > 0 {
+			return
+		}
+	}
+	t.Fatalf("500 echoes and the kernel has not relayed one each way; offload series:\n%v", offloadSeries(r.metrics(t)))
+}
+
+// delta returns the change of each series from before to after.
+func delta(before, after map[string]float64) map[string]float64 {
+	d := make(map[string]float64, len(after))
+	for k, v := range after {
+		d[k] = v - before[k]
+	}
+	return d
+}
+
 // TestOffloadEndToEnd runs ternd with offload Auto between two veth pairs,
 // once with the tc program attached as Auto chooses (tcx on this kernel
 // when it has tcx, Linux 6.6 on) and once forced to a clsact qdisc
@@ -283,9 +310,12 @@ func testEndToEnd(t *testing.T, attach string) {
 	peerAddr := a.c.LocalAddr().(*net.UDPAddr)
 
 	_, _, relay := pionClient(t, tp)
+	untilOffloaded(t, r, relay, peerAddr)
+	warm := a.count()
+	m0 := r.metrics(t)
 	const n = 1000
 	echoes(t, relay, peerAddr, n, 160)
-	m := r.metrics(t)
+	m := delta(m0, r.metrics(t))
 	t.Logf("pion: %d echoes; kernel relayed %v to the peer and %v back", n,
 		m[`tern_offload_packets_total{direction="client_to_peer"}`], m[`tern_offload_packets_total{direction="peer_to_client"}`])
 	for _, s := range []string{`stunner_cluster_packets_total{name="peers",direction="tx"}`, `stunner_cluster_packets_total{name="peers",direction="rx"}`,
@@ -294,14 +324,14 @@ func testEndToEnd(t *testing.T, attach string) {
 			t.Errorf("%s = %v, want %d", s, m[s], n)
 		}
 	}
-	if k := m[`tern_offload_packets_total{direction="client_to_peer"}`]; k < n-10 {
-		t.Errorf("the kernel relayed %v of %d to the peer; want all but the first few (before the channel is bound)", k, n)
+	if k := m[`tern_offload_packets_total{direction="client_to_peer"}`]; k != n {
+		t.Errorf("once the channel was bound the kernel relayed %v of %d to the peer; want all; offload series:\n%v", k, n, offloadSeries(r.metrics(t)))
 	}
-	if k := m[`tern_offload_packets_total{direction="peer_to_client"}`]; k < n-10 {
-		t.Errorf("the kernel relayed %v of %d to the client", k, n)
+	if k := m[`tern_offload_packets_total{direction="peer_to_client"}`]; k != n {
+		t.Errorf("once the channel was bound the kernel relayed %v of %d to the client; want all", k, n)
 	}
-	if a.count() != n {
-		t.Errorf("peer got %d, want %d", a.count(), n)
+	if got := a.count() - warm; got != n {
+		t.Errorf("peer got %d, want %d", got, n)
 	}
 
 	t.Run("peers without permission", func(t *testing.T) {
@@ -427,16 +457,18 @@ func TestOffloadOneArm(t *testing.T) {
 			}
 			a := startEchoPeer(t, tp, peerA+":24640")
 			_, _, relay := pionClient(t, tp)
+			untilOffloaded(t, r, relay, a.c.LocalAddr().(*net.UDPAddr))
+			warm, m0 := a.count(), r.metrics(t)
 			const n = 500
 			echoes(t, relay, a.c.LocalAddr().(*net.UDPAddr), n, 160)
-			m := r.metrics(t)
+			m := delta(m0, r.metrics(t))
 			c2p, p2c := m[`tern_offload_packets_total{direction="client_to_peer"}`], m[`tern_offload_packets_total{direction="peer_to_client"}`]
-			t.Logf("pion: %d echoes; kernel relayed %v to the peer and %v back", n, c2p, p2c)
-			if c2p < n-10 || p2c < n-10 {
-				t.Errorf("the kernel relayed %v of %d to the peer and %v back; want all but the first few", c2p, n, p2c)
+			t.Logf("pion: %d echoes once bound; kernel relayed %v to the peer and %v back", n, c2p, p2c)
+			if c2p != n || p2c != n {
+				t.Errorf("once the channel was bound the kernel relayed %v of %d to the peer and %v back; want all", c2p, n, p2c)
 			}
-			if a.count() != n {
-				t.Errorf("peer got %d, want %d", a.count(), n)
+			if got := a.count() - warm; got != n {
+				t.Errorf("peer got %d, want %d", got, n)
 			}
 			if k := m[`tern_offload_passed_packets_total{reason="forwarding_disabled"}`]; k != 0 {
 				t.Errorf("%v packets passed for forwarding off", k)

@@ -80,16 +80,18 @@ func TestOffloadLeastPrivilege(t *testing.T) {
 			}
 			a := startEchoPeer(t, tp, peerA+":24640")
 			_, _, relay := pionClient(t, tp)
+			untilOffloaded(t, r, relay, a.c.LocalAddr().(*net.UDPAddr))
+			warm, m0 := a.count(), r.metrics(t)
 			const n = 200
 			echoes(t, relay, a.c.LocalAddr().(*net.UDPAddr), n, 160)
-			m := r.metrics(t)
+			m := delta(m0, r.metrics(t))
 			c2p, p2c := m[`tern_offload_packets_total{direction="client_to_peer"}`], m[`tern_offload_packets_total{direction="peer_to_client"}`]
-			t.Logf("kernel relayed %v to the peer and %v back of %d echoes", c2p, p2c, n)
-			if c2p < n-10 || p2c < n-10 {
-				t.Errorf("the kernel relayed %v of %d to the peer and %v back; want all but the first few", c2p, n, p2c)
+			t.Logf("kernel relayed %v to the peer and %v back of %d echoes once bound", c2p, p2c, n)
+			if c2p != n || p2c != n {
+				t.Errorf("once the channel was bound the kernel relayed %v of %d to the peer and %v back; want all", c2p, n, p2c)
 			}
-			if a.count() != n {
-				t.Errorf("peer got %d, want %d", a.count(), n)
+			if got := a.count() - warm; got != n {
+				t.Errorf("peer got %d, want %d", got, n)
 			}
 		})
 	}
