@@ -40,6 +40,7 @@ type operator struct {
 	cancel context.CancelFunc
 	done   chan error
 	rec    *Reconciler
+	pods   *DataplanePods // the index of dataplane pods by IP, as tern-operator's CDS uses it
 	client client.Client // uncached, so tests see the API server's state, not a cache's
 	err    error
 }
@@ -80,6 +81,9 @@ func (o *operator) run(cfg *rest.Config) error {
 		return err
 	}
 	if o.rec, err = Setup(mgr, Options{ConfigDiscoveryNamespace: testCDSNamespace}); err != nil {
+		return err
+	}
+	if o.pods, err = IndexDataplanePods(context.Background(), mgr); err != nil {
 		return err
 	}
 	if o.client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {

@@ -29,7 +29,7 @@ import (
 )
 
 // CacheOptions returns the manager cache options the controller expects: ConfigMaps,
-// Deployments, DaemonSets, ServiceAccounts, Roles and RoleBindings are cached only when the operator
+// Deployments, DaemonSets, ServiceAccounts, Roles, RoleBindings and Pods are cached only when the operator
 // manages them, since it reads no others and a cluster has many.
 func CacheOptions() cache.Options {
 	sel := labels.SelectorFromSet(managedBy)
@@ -40,6 +40,9 @@ func CacheOptions() cache.Options {
 		&corev1.ServiceAccount{}: {Label: sel},
 		&rbacv1.Role{}:           {Label: sel},
 		&rbacv1.RoleBinding{}:    {Label: sel},
+		// The dataplane pods, for the config discovery service's check of its clients
+		// (DataplanePods).
+		&corev1.Pod{}: {Label: sel},
 	}}
 }
 

@@ -1,0 +1,77 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/tern-gw/tern/operator/render"
+)
+
+// podIPIndex indexes the cached dataplane pods by the addresses of their
+// status.podIPs, for the running pods only: a pending pod has none yet, and
+// a finished one or one being deleted serves no more.
+const podIPIndex = "tern.status.podIPs.running"
+
+// DataplanePods tells which Gateways an address is a running dataplane pod
+// of, from the operator's cache of the pods it rendered (CacheOptions
+// caches those labelled managedBy), indexed by pod IP: no request to the
+// API server per lookup. It implements operator/cds.Clients.
+type DataplanePods struct{ cache client.Reader }
+
+// IndexDataplanePods adds the pod IP index to mgr's cache; call it before
+// mgr starts. The operator needs pods get, list and watch (its ClusterRole).
+func IndexDataplanePods(ctx context.Context, mgr manager.Manager) (*DataplanePods, error) {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, podIPIndex, runningPodIPs); err != nil {
+		return nil, fmt.Errorf("index pods by IP: %w", err)
+	}
+	return &DataplanePods{cache: mgr.GetCache()}, nil
+}
+
+// runningPodIPs are the index keys of a pod: its status.podIPs, in
+// netip's canonical text, while it runs and is not being deleted.
+func runningPodIPs(o client.Object) []string {
+	pod, ok := o.(*corev1.Pod)
+	if !ok || pod.Status.Phase != corev1.PodRunning || pod.DeletionTimestamp != nil {
+		return nil
+	}
+	var keys []string
+	for _, ip := range pod.Status.PodIPs {
+		if a, err := netip.ParseAddr(ip.IP); err == nil {
+			keys = append(keys, a.Unmap().String())
+		}
+	}
+	return keys
+}
+
+// Gateways returns the Gateways ("namespace/name") whose running dataplane
+// pods have the address ip: the pods the operator rendered for a Gateway
+// carry its name and namespace as labels (render.LabelGatewayName,
+// render.LabelGatewayNamespace) and live in its namespace; a pod whose
+// labels name a Gateway of another namespace counts for none. A
+// hostNetwork pod's address is its node's. The error is the cache's (not
+// synced yet, or stopped).
+func (d *DataplanePods) Gateways(ctx context.Context, ip netip.Addr) ([]string, error) {
+	var pods corev1.PodList
+	if err := d.cache.List(ctx, &pods, client.MatchingFields{podIPIndex: ip.Unmap().String()}); err != nil {
+		return nil, err
+	}
+	var ids []string
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		name, ns := p.Labels[render.LabelGatewayName], p.Labels[render.LabelGatewayNamespace]
+		if name == "" || ns != p.Namespace || p.Labels[render.LabelApp] != render.LabelAppValue {
+			continue
+		}
+		if id := ns + "/" + name; !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
