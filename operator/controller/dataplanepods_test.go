@@ -92,7 +92,9 @@ func (f *from) get(t *testing.T, url string) (int, string) {
 func (f *from) list(t *testing.T, url string) []string {
 	t.Helper()
 	code, body := f.get(t, url)
-	var l struct{ Items []struct{ Admin struct{ Name string } } }
+	var l struct {
+		Items []struct{ Admin struct{ Name string } }
+	}
 	if err := json.Unmarshal([]byte(body), &l); err != nil || code != 200 {
 		t.Fatalf("list %s from %s: %d %s (%v)", url, f.src, code, body, err)
 	}

@@ -41,7 +41,7 @@ type operator struct {
 	done   chan error
 	rec    *Reconciler
 	pods   *DataplanePods // the index of dataplane pods by IP, as tern-operator's CDS uses it
-	client client.Client // uncached, so tests see the API server's state, not a cache's
+	client client.Client  // uncached, so tests see the API server's state, not a cache's
 	err    error
 }
 
