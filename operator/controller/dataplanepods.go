@@ -14,12 +14,14 @@ import (
 )
 
 // podIPIndex indexes the cached dataplane pods by the addresses of their
-// status.podIPs, for the running pods only: a pending pod has none yet, and
-// a finished one or one being deleted serves no more.
+// status.podIPs, for the pods that run: those not finished (Succeeded,
+// Failed) nor being deleted. A Pending pod counts once it has its IPs: its
+// sandbox, holding the address, exists, and the kubelet may report the
+// containers' start after ternd, started, has already asked for its config.
 const podIPIndex = "tern.status.podIPs.running"
 
 // DataplanePods tells which Gateways an address is a running dataplane pod
-// of, from the operator's cache of the pods it rendered (CacheOptions
+// of (podIPIndex), from the operator's cache of the pods it rendered (CacheOptions
 // caches those labelled managedBy), indexed by pod IP: no request to the
 // API server per lookup. It implements operator/cds.Clients.
 type DataplanePods struct{ cache client.Reader }
@@ -34,10 +36,10 @@ func IndexDataplanePods(ctx context.Context, mgr manager.Manager) (*DataplanePod
 }
 
 // runningPodIPs are the index keys of a pod: its status.podIPs, in
-// netip's canonical text, while it runs and is not being deleted.
+// netip's canonical text, while it runs (podIPIndex).
 func runningPodIPs(o client.Object) []string {
 	pod, ok := o.(*corev1.Pod)
-	if !ok || pod.Status.Phase != corev1.PodRunning || pod.DeletionTimestamp != nil {
+	if !ok || pod.DeletionTimestamp != nil || (pod.Status.Phase != corev1.PodRunning && pod.Status.Phase != corev1.PodPending) {
 		return nil
 	}
 	var keys []string

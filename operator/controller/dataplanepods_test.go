@@ -136,7 +136,8 @@ func waitGateways(t *testing.T, ip string, want ...string) {
 
 // TestConfigDiscoveryClients serves the config discovery service with the operator's pod
 // index and drives it over real HTTP and WebSocket connections from 127.0.0.x addresses
-// standing for pod IPs: a client gets the configs of the Gateways it is a running pod of,
+// standing for pod IPs: a client gets the configs of the Gateways it is a running pod of
+// (Pending with its IP counts, finished or deleted does not),
 // 403 or a list without the others, and 127.0.0.1 (a port-forward) everything.
 func TestConfigDiscoveryClients(t *testing.T) {
 	c := op.start(t)
@@ -145,7 +146,7 @@ func TestConfigDiscoveryClients(t *testing.T) {
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
-	// gw1's pod at 127.0.0.2 (and an IPv6 address); gw2's at 127.0.0.3, still pending; a pod
+	// gw1's pod at 127.0.0.2 (and an IPv6 address); gw2's, pending without an IP yet; a pod
 	// at 127.0.0.4 whose labels name a Gateway of another namespace; two hostNetwork pods, of
 	// gw1 and gw3, on the node at 127.0.0.5.
 	p1 := dataplanePod(t, c, ns, "gw1-a", "gw1", ns, false, corev1.PodRunning, "127.0.0.2", "fd00::2")
@@ -249,11 +250,17 @@ func TestConfigDiscoveryClients(t *testing.T) {
 		t.Errorf("watch gw1 after update: %s", got)
 	}
 
-	// gw2's pod starts running at 127.0.0.3: served from then on.
-	setPodStatus(t, c, p2, corev1.PodRunning, "127.0.0.3")
+	// gw2's pod gets its IP, still Pending (the kubelet reports its containers later): served
+	// from then on; and once it has finished, no more.
+	setPodStatus(t, c, p2, corev1.PodPending, "127.0.0.3")
 	waitGateways(t, "127.0.0.3", ns+"/gw2")
 	if code, body := pending.get(t, base+"/"+ns+"/gw2"); code != 200 || body != string(configs[ns+"/gw2"]) {
-		t.Errorf("GET gw2 from its running pod: %d %s", code, body)
+		t.Errorf("GET gw2 from its pod: %d %s", code, body)
+	}
+	setPodStatus(t, c, p2, corev1.PodSucceeded, "127.0.0.3")
+	waitGateways(t, "127.0.0.3")
+	if code, _ := pending.get(t, base+"/"+ns+"/gw2"); code != 403 {
+		t.Errorf("GET gw2 from its finished pod: %d, want 403", code)
 	}
 	// gw1's pod is deleted: its address is refused from then on.
 	if err := c.Delete(ctx, p1, client.GracePeriodSeconds(0)); err != nil {
