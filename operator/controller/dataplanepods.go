@@ -32,6 +32,9 @@ func IndexDataplanePods(ctx context.Context, mgr manager.Manager) (*DataplanePod
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, podIPIndex, runningPodIPs); err != nil {
 		return nil, fmt.Errorf("index pods by IP: %w", err)
 	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, hostNetworkIndex, runningHostNetwork); err != nil {
+		return nil, fmt.Errorf("index hostNetwork pods: %w", err)
+	}
 	return &DataplanePods{cache: mgr.GetCache()}, nil
 }
 
@@ -51,17 +54,41 @@ func runningPodIPs(o client.Object) []string {
 	return keys
 }
 
+// hostNetworkIndex indexes the running (podIPIndex) hostNetwork dataplane
+// pods under "true".
+const hostNetworkIndex = "tern.spec.hostNetwork.running"
+
+func runningHostNetwork(o client.Object) []string {
+	if pod, ok := o.(*corev1.Pod); ok && pod.Spec.HostNetwork && len(runningPodIPs(pod)) > 0 {
+		return []string{"true"}
+	}
+	return nil
+}
+
 // Gateways returns the Gateways ("namespace/name") whose running dataplane
 // pods have the address ip: the pods the operator rendered for a Gateway
 // carry its name and namespace as labels (render.LabelGatewayName,
 // render.LabelGatewayNamespace) and live in its namespace; a pod whose
 // labels name a Gateway of another namespace counts for none. A
-// hostNetwork pod's address is its node's. The error is the cache's (not
-// synced yet, or stopped).
+// hostNetwork pod's pod IP is its node's address.
+//
+// An address that is no dataplane pod's gets the Gateways that have running
+// hostNetwork pods: a hostNetwork pod's connection to the Service's
+// ClusterIP is masqueraded by kube-proxy (its source is outside the
+// cluster's pod CIDR) to its node's address on the way to the operator's
+// pod, such as the CNI bridge's, which no pod or Node object names. Those
+// Gateways are thus checked no further than the NetworkPolicy does
+// (docs/security.md). The error is the cache's (not synced yet, or
+// stopped).
 func (d *DataplanePods) Gateways(ctx context.Context, ip netip.Addr) ([]string, error) {
 	var pods corev1.PodList
 	if err := d.cache.List(ctx, &pods, client.MatchingFields{podIPIndex: ip.Unmap().String()}); err != nil {
 		return nil, err
+	}
+	if len(pods.Items) == 0 {
+		if err := d.cache.List(ctx, &pods, client.MatchingFields{hostNetworkIndex: "true"}); err != nil {
+			return nil, err
+		}
 	}
 	var ids []string
 	for i := range pods.Items {

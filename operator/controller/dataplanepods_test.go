@@ -158,6 +158,9 @@ func TestConfigDiscoveryClients(t *testing.T) {
 	waitGateways(t, "fd00::2", ns+"/gw1")
 	waitGateways(t, "127.0.0.5", ns+"/gw1", ns+"/gw3")
 	waitGateways(t, "127.0.0.4")
+	// An address no dataplane pod has gets the Gateways with hostNetwork pods (their
+	// connections arrive masqueraded, from a node address no object names).
+	waitGateways(t, "127.0.0.3", ns+"/gw1", ns+"/gw3")
 
 	store := cds.NewStore()
 	ids := []string{ns + "/gw1", ns + "/gw2", ns + "/gw3", "other/gwx"}
@@ -201,7 +204,7 @@ func TestConfigDiscoveryClients(t *testing.T) {
 		want []string
 	}{
 		{pod1, "", []string{ns + "/gw1"}}, {pod1, "/" + ns, []string{ns + "/gw1"}}, {pod1, "/other", []string{}},
-		{pending, "", []string{}}, {forged, "", []string{}},
+		{pending, "", []string{ns + "/gw1", ns + "/gw3"}}, {forged, "", []string{}},
 		{node, "", []string{ns + "/gw1", ns + "/gw3"}}, {portForward, "", ids},
 	} {
 		if got := c.f.list(t, base+c.path); !slices.Equal(got, c.want) {
@@ -258,7 +261,7 @@ func TestConfigDiscoveryClients(t *testing.T) {
 		t.Errorf("GET gw2 from its pod: %d %s", code, body)
 	}
 	setPodStatus(t, c, p2, corev1.PodSucceeded, "127.0.0.3")
-	waitGateways(t, "127.0.0.3")
+	waitGateways(t, "127.0.0.3", ns+"/gw1", ns+"/gw3")
 	if code, _ := pending.get(t, base+"/"+ns+"/gw2"); code != 403 {
 		t.Errorf("GET gw2 from its finished pod: %d, want 403", code)
 	}
@@ -266,8 +269,21 @@ func TestConfigDiscoveryClients(t *testing.T) {
 	if err := c.Delete(ctx, p1, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
 	}
+	waitGateways(t, "127.0.0.2", ns+"/gw1", ns+"/gw3")
+	if code, _ := pod1.get(t, base+"/"+ns+"/gw2"); code != 403 {
+		t.Errorf("GET gw2 from gw1's deleted pod's address: %d, want 403", code)
+	}
+	// Without hostNetwork pods, an unknown address gets nothing.
+	for _, name := range []string{"gw1-host", "gw3-host"} {
+		if err := c.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, client.GracePeriodSeconds(0)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	waitGateways(t, "127.0.0.2")
 	if code, _ := pod1.get(t, base+"/"+ns+"/gw1"); code != 403 {
 		t.Errorf("GET gw1 from its deleted pod's address: %d, want 403", code)
+	}
+	if got := pod1.list(t, base); len(got) != 0 {
+		t.Errorf("list from gw1's deleted pod's address: %v, want none", got)
 	}
 }
