@@ -13,9 +13,10 @@ import (
 
 // Clients tells which Gateways a client of the service is a dataplane pod
 // of, by the client's source address: the pod IP (status.podIPs) of a
-// running pod the operator rendered for the Gateway, or the node address
-// for a hostNetwork pod. Handler serves a client that is not throughAPI
-// only the configs of those Gateways.
+// running pod the operator rendered for the Gateway (tern-operator's is
+// controller.DataplanePods, which also says how it treats hostNetwork
+// pods). Handler serves a client that is not throughAPI only the configs
+// of those Gateways.
 type Clients interface {
 	// Gateways returns the Gateways ("namespace/name") whose running
 	// dataplane pods have the address ip, none when no such pod has it. An
