@@ -19,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/tern-gw/tern/dataplane/config/loglevel"
@@ -232,8 +233,17 @@ func runManager(ctx context.Context, f managerFlags, log *slog.Logger) error {
 	if f.cdsAddr != "" {
 		store := cds.NewStore()
 		clog := log.With("component", "config-discovery")
+		// Clients other than port-forwards get only the configs of the Gateways they are a
+		// running dataplane pod of, told by the pod cache's index of pod IPs.
+		pods, err := controller.IndexDataplanePods(ctx, mgr)
+		if err != nil {
+			return err
+		}
+		if err := cds.RegisterMetrics(ctrlmetrics.Registry); err != nil {
+			return fmt.Errorf("config discovery metrics: %w", err)
+		}
 		// Bound when this replica is elected: only the leader renders, so only it serves.
-		if err := mgr.Add(cds.NewServer(f.cdsAddr, cds.NewHandler(store, clog), clog)); err != nil {
+		if err := mgr.Add(cds.NewServer(f.cdsAddr, cds.NewHandler(store, pods, clog), clog)); err != nil {
 			return err
 		}
 		copts.Configs = store

@@ -41,7 +41,7 @@ func serve(t *testing.T, addr string, store *cds.Store) (stop func()) {
 	// The port of an earlier server may still be closing.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		srv, err = cds.Listen(addr, cds.NewHandler(store, nil), nil)
+		srv, err = cds.Listen(addr, cds.NewHandler(store, nil, nil), nil)
 		if err == nil || time.Now().After(deadline) {
 			break
 		}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -63,9 +64,18 @@ type apiError struct {
 //	GET /api/v1/configs/{namespace}/{name}[?watch=true]
 //	                                             one Gateway's config; 404 if none
 //
-// Credentials (auth.credentials) are served only to clients on the
-// loopback, which a port-forward through the Kubernetes API is (throughAPI);
-// every other client gets the public config, without them.
+// Clients on the operator pod's loopback (127.0.0.1 or ::1), which a
+// port-forward through the Kubernetes API is (throughAPI), see every
+// Gateway's config with its credentials (auth.credentials). Every other
+// client is checked by its source address (Clients): it is served the
+// public config, without credentials, of the Gateways it is a running
+// dataplane pod of, and nothing else. A get or watch of another Gateway is
+// answered 403, a list (or a watch of a list) leaves the others out, and
+// each refusal is logged and counted (tern_config_discovery_refused_total).
+// The check is made when a request arrives, so a watch keeps the Gateways
+// it was allowed when it opened: its connection lives in the pod's network
+// namespace and ends with the pod (docs/config-discovery.md). A nil Clients
+// serves every client (tests of the API alone).
 //
 // Without watch, a list answers a v1.ConfigList ({"version":"v1","items":
 // [...]}) and a name the config itself. With watch=true the request is
@@ -76,19 +86,21 @@ type apiError struct {
 // addresses in the dataplane ($(NODE_IP)). Errors are v1.Error JSON.
 type Handler struct {
 	store    *Store
+	clients  Clients
 	log      *slog.Logger
 	upgrader websocket.Upgrader
 	mux      *http.ServeMux
 }
 
-// NewHandler serves store; log may be nil.
-func NewHandler(store *Store, log *slog.Logger) *Handler {
+// NewHandler serves store to the clients that clients admits (nil: every
+// client; see Handler); log may be nil.
+func NewHandler(store *Store, clients Clients, log *slog.Logger) *Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	// The default origin check (Origin, when sent, names the Host) is what
 	// STUNner's clients pass: they send the server's own URL as Origin.
-	h := &Handler{store: store, log: log, upgrader: websocket.Upgrader{ReadBufferSize: 1024, WriteBufferSize: 4096}}
+	h := &Handler{store: store, clients: clients, log: log, upgrader: websocket.Upgrader{ReadBufferSize: 1024, WriteBufferSize: 4096}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/v1/license", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, freeLicense) })
 	mux.HandleFunc("GET /api/v1/configs", func(w http.ResponseWriter, r *http.Request) { h.serve(w, r, "", "") })
@@ -119,12 +131,40 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, namespace, name 
 		watch = b
 	}
 	private := throughAPI(r)
+	acc, err := h.access(r)
+	if err != nil {
+		h.log.Warn("config discovery: cannot tell the client's pod", "client", r.RemoteAddr, "error", err)
+		writeJSON(w, http.StatusServiceUnavailable, apiError{Code: http.StatusServiceUnavailable, Message: "cannot tell the client's pod yet: " + err.Error()})
+		return
+	}
+	if name != "" && !acc.allows(namespace+"/"+name) {
+		req := "get"
+		if watch {
+			req = "watch"
+		}
+		metricRefused.WithLabelValues(req).Inc()
+		h.log.Info("config discovery: refused a client that is no running dataplane pod of the Gateway",
+			"client", r.RemoteAddr, "request", req, "gateway", namespace+"/"+name)
+		writeJSON(w, http.StatusForbidden, apiError{Code: http.StatusForbidden,
+			Message: fmt.Sprintf("client %s is no running dataplane pod of Gateway %s/%s", clientAddr(r), namespace, name)})
+		return
+	}
+	var allow func(string) bool
+	if !acc.all {
+		allow = acc.allows
+	}
 	if watch {
-		h.watch(w, r, namespace, name, private)
+		h.watch(w, r, namespace, name, private, allow)
 		return
 	}
 	if name == "" {
-		writeJSON(w, http.StatusOK, configList{Version: "v1", Items: h.store.List(namespace, private)})
+		items, left := h.store.List(namespace, private, allow)
+		if left > 0 {
+			metricRefused.WithLabelValues("list").Inc()
+			h.log.Info("config discovery: left out of a list the Gateways the client is no running dataplane pod of",
+				"client", r.RemoteAddr, "namespace", namespace, "left", left)
+		}
+		writeJSON(w, http.StatusOK, configList{Version: "v1", Items: items})
 		return
 	}
 	public, priv, ok := h.store.Get(namespace, name)
@@ -144,7 +184,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, namespace, name 
 // watch upgrades the request and streams the configs namespace/name
 // watches until the client goes, the watcher falls behind, or the store
 // stops serving it.
-func (h *Handler) watch(w http.ResponseWriter, r *http.Request, namespace, name string, private bool) {
+func (h *Handler) watch(w http.ResponseWriter, r *http.Request, namespace, name string, private bool, allow func(string) bool) {
 	conn, err := h.upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		// Upgrade has answered the client with the error.
@@ -152,7 +192,7 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request, namespace, name 
 		return
 	}
 	defer conn.Close()
-	sub := h.store.subscribe(namespace, name, private)
+	sub := h.store.subscribe(namespace, name, private, allow)
 	defer h.store.unsubscribe(sub)
 	h.log.Info("config watch opened", "client", r.RemoteAddr, "namespace", namespace, "name", name)
 
@@ -221,19 +261,19 @@ func (h *Handler) closeConn(conn *websocket.Conn) {
 	_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, ""), time.Now().Add(time.Second))
 }
 
-// throughAPI reports whether r came from the operator pod's own loopback:
-// how a port-forward (kubectl port-forward, stunnerctl, turncat) arrives,
+// throughAPI reports whether r came from the operator pod's own loopback,
+// 127.0.0.1 or ::1: how a port-forward (kubectl port-forward, stunnerctl,
+// turncat) arrives, the container runtime dialling localhost in the pod's
+// network namespace,
 // after the Kubernetes API server authenticated the user, checked the
 // pods/portforward permission, and carried the stream over TLS. Only such
 // clients get the credentials: the pod network is neither authenticated
 // nor encrypted (docs/security.md).
 func throughAPI(r *http.Request) bool {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return false
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	// Exactly these two, not all of 127.0.0.0/8: tests stand for pods
+	// from 127.0.0.2 and up.
+	ip := clientAddr(r)
+	return ip == netip.AddrFrom4([4]byte{127, 0, 0, 1}) || ip == netip.IPv6Loopback()
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -7,11 +7,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
+	dto "github.com/prometheus/client_model/go"
 )
 
 func cfg(id, listener string) []byte {
@@ -21,7 +23,7 @@ func cfg(id, listener string) []byte {
 // startServer serves store on a loopback port until the test ends.
 func startServer(t *testing.T, store *Store) string {
 	t.Helper()
-	srv, err := Listen("127.0.0.1:0", NewHandler(store, nil), nil)
+	srv, err := Listen("127.0.0.1:0", NewHandler(store, nil, nil), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +209,7 @@ func TestZeroConfig(t *testing.T) {
 // buffer is full, and the store's updates never wait for it.
 func TestStoreSlowWatcher(t *testing.T) {
 	store := NewStore()
-	sub := store.subscribe("", "", false)
+	sub := store.subscribe("", "", false, nil)
 	for i := range subscriptionBuffer + 1 {
 		store.Update(map[string][]byte{"a/gw": cfg("a/gw", strings.Repeat("x", i+1))}, nil)
 	}
@@ -230,13 +232,16 @@ func TestHandlerCredentials(t *testing.T) {
 	store := NewStore()
 	public, private := cfg("a/gw", "l1"), []byte(`{"version":"v1","admin":{"name":"a/gw"},"auth":{"credentials":{"password":"secret"}}}`)
 	store.Update(map[string][]byte{"a/gw": public}, map[string][]byte{"a/gw": private})
-	h := NewHandler(store, nil)
+	h := NewHandler(store, nil, nil)
 	for _, c := range []struct {
 		remote, path string
 		secret       bool
 	}{
 		{"127.0.0.1:40000", "/api/v1/configs/a/gw", true},
 		{"[::1]:40000", "/api/v1/configs/a", true},
+		{"[::ffff:127.0.0.1]:40000", "/api/v1/configs/a", true},
+		// The rest of 127.0.0.0/8 is no port-forward.
+		{"127.0.0.2:40000", "/api/v1/configs/a/gw", false},
 		{"10.244.1.7:40000", "/api/v1/configs/a/gw", false},
 		{"10.244.1.7:40000", "/api/v1/configs", false},
 		{"[fd00::7]:40000", "/api/v1/configs/a/gw", false},
@@ -264,7 +269,7 @@ func TestNewServerBindsOnStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := ln.Addr().String()
-	srv := NewServer(addr, NewHandler(NewStore(), nil), nil)
+	srv := NewServer(addr, NewHandler(NewStore(), nil, nil), nil)
 	if srv.Addr() != nil {
 		t.Error("bound before Start")
 	}
@@ -272,7 +277,7 @@ func TestNewServerBindsOnStart(t *testing.T) {
 		t.Error("Start on a taken port succeeded")
 	}
 	ln.Close()
-	srv = NewServer(addr, NewHandler(NewStore(), nil), nil)
+	srv = NewServer(addr, NewHandler(NewStore(), nil, nil), nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Start(ctx) }()
@@ -293,4 +298,55 @@ func TestNewServerBindsOnStart(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("Start: %v", err)
 	}
+}
+
+// clientTable is Clients from a fixed table of addresses to Gateways.
+type clientTable map[netip.Addr][]string
+
+func (c clientTable) Gateways(_ context.Context, ip netip.Addr) ([]string, error) { return c[ip], nil }
+
+// TestHandlerRefusals: a client other than a port-forward is served only
+// its own Gateways; each refusal is counted by request.
+func TestHandlerRefusals(t *testing.T) {
+	store := NewStore()
+	store.Update(map[string][]byte{"a/gw1": cfg("a/gw1", "l1"), "a/gw2": cfg("a/gw2", "l2")}, nil)
+	h := NewHandler(store, clientTable{netip.MustParseAddr("10.244.1.7"): {"a/gw1"}}, nil)
+	before := map[string]float64{}
+	for _, req := range []string{"get", "list", "watch"} {
+		before[req] = refused(t, req)
+	}
+	for _, c := range []struct {
+		remote, path string
+		code         int
+		body         string
+	}{
+		{"10.244.1.7:40000", "/api/v1/configs/a/gw1", 200, string(cfg("a/gw1", "l1"))},
+		{"10.244.1.7:40000", "/api/v1/configs/a/gw2", 403, `"code":403`},
+		{"10.244.1.7:40000", "/api/v1/configs/a/gw2?watch=true", 403, `"code":403`},
+		{"10.244.1.7:40000", "/api/v1/configs/a", 200, `"items":[` + string(cfg("a/gw1", "l1")) + `]`},
+		{"10.244.1.8:40000", "/api/v1/configs/a/gw1", 403, "10.244.1.8"},
+		{"127.0.0.1:40000", "/api/v1/configs/a/gw2", 200, string(cfg("a/gw2", "l2"))},
+	} {
+		r := httptest.NewRequest(http.MethodGet, c.path, nil)
+		r.RemoteAddr = c.remote
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != c.code || !strings.Contains(w.Body.String(), c.body) {
+			t.Errorf("%s from %s: %d %s; want %d with %s", c.path, c.remote, w.Code, w.Body, c.code, c.body)
+		}
+	}
+	for req, want := range map[string]float64{"get": 2, "list": 1, "watch": 1} {
+		if got := refused(t, req) - before[req]; got != want {
+			t.Errorf("refused{request=%q} grew by %v, want %v", req, got, want)
+		}
+	}
+}
+
+func refused(t *testing.T, req string) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := metricRefused.WithLabelValues(req).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
 }

@@ -39,7 +39,8 @@ func (c served) get(private bool) []byte {
 // namespace (name ""), or of one Gateway's.
 type subscription struct {
 	namespace, name string
-	private         bool // gets the configs with credentials
+	private         bool              // gets the configs with credentials
+	allow           func(string) bool // the Gateways ("namespace/name") it may see; nil: every one
 	// ch gets each config, in order; it is closed when the watcher fell
 	// too far behind or the store stopped serving it.
 	ch     chan []byte
@@ -89,17 +90,23 @@ func (s *Store) notify(id string, c served) {
 }
 
 // List returns the configs of namespace ("" for every namespace), sorted
-// by namespace and name, with credentials when private.
-func (s *Store) List(namespace string, private bool) []json.RawMessage {
+// by namespace and name, with credentials when private, of the Gateways
+// ("namespace/name") allow allows (nil: every one); left is how many it
+// left out for allow.
+func (s *Store) List(namespace string, private bool, allow func(id string) bool) (configs []json.RawMessage, left int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := []json.RawMessage{}
 	for _, id := range slices.Sorted(maps.Keys(s.configs)) {
 		if ns, _, _ := strings.Cut(id, "/"); namespace == "" || ns == namespace {
+			if allow != nil && !allow(id) {
+				left++
+				continue
+			}
 			out = append(out, s.configs[id].get(private))
 		}
 	}
-	return out
+	return out, left
 }
 
 // Get returns the config of the Gateway namespace/name, public and with
@@ -111,11 +118,11 @@ func (s *Store) Get(namespace, name string) (public, private []byte, ok bool) {
 	return c.public, c.private, ok
 }
 
-// subscribe registers a watcher of namespace/name ("" for any) and queues
-// the current configs it watches, so a watcher always starts from the
-// state of the world.
-func (s *Store) subscribe(namespace, name string, private bool) *subscription {
-	sub := &subscription{namespace: namespace, name: name, private: private, ch: make(chan []byte, subscriptionBuffer)}
+// subscribe registers a watcher of namespace/name ("" for any) of the
+// Gateways allow allows (nil: every one) and queues the current configs it
+// watches, so a watcher always starts from the state of the world.
+func (s *Store) subscribe(namespace, name string, private bool, allow func(id string) bool) *subscription {
+	sub := &subscription{namespace: namespace, name: name, private: private, allow: allow, ch: make(chan []byte, subscriptionBuffer)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.subs[sub] = struct{}{}
@@ -144,7 +151,8 @@ func (s *Store) Watchers() int {
 }
 
 func (sub *subscription) matches(namespace, name string) bool {
-	return (sub.namespace == "" || sub.namespace == namespace) && (sub.name == "" || sub.name == name)
+	return (sub.namespace == "" || sub.namespace == namespace) && (sub.name == "" || sub.name == name) &&
+		(sub.allow == nil || sub.allow(namespace+"/"+name))
 }
 
 // send queues c, or closes sub when it is full; the store's lock is held.

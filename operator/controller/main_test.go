@@ -41,7 +41,8 @@ type operator struct {
 	cancel context.CancelFunc
 	done   chan error
 	rec    *Reconciler
-	client client.Client // uncached, so tests see the API server's state, not a cache's
+	pods   *DataplanePods // the index of dataplane pods by IP, as tern-operator's CDS uses it
+	client client.Client  // uncached, so tests see the API server's state, not a cache's
 	err    error
 }
 
@@ -99,6 +100,9 @@ func (o *operator) run(cfg *rest.Config) error {
 		return err
 	}
 	if o.rec, err = Setup(mgr, Options{ConfigDiscoveryNamespace: testCDSNamespace, OffloadReportPort: offloadReportPort}); err != nil {
+		return err
+	}
+	if o.pods, err = IndexDataplanePods(context.Background(), mgr); err != nil {
 		return err
 	}
 	if o.client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {

@@ -40,7 +40,9 @@ func CacheOptions() cache.Options {
 		&corev1.ServiceAccount{}: {Label: sel},
 		&rbacv1.Role{}:           {Label: sel},
 		&rbacv1.RoleBinding{}:    {Label: sel},
-		&corev1.Pod{}:            {Label: sel},
+		// The dataplane pods: the config discovery service checks its clients against
+		// their IPs (DataplanePods), and OffloadActive asks them at their health port.
+		&corev1.Pod{}: {Label: sel},
 	}}
 }
 

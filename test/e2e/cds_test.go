@@ -118,7 +118,7 @@ func startOperatorCDS(t *testing.T, credentialsDir, addr string) (stop func()) {
 	var srv *cds.Server
 	testenv.Eventually(t, 30*time.Second, func() error {
 		var err error
-		srv, err = cds.Listen(addr, cds.NewHandler(store, nil), nil)
+		srv, err = cds.Listen(addr, cds.NewHandler(store, nil, nil), nil)
 		return err
 	})
 	return startOperatorWith(t, controller.Options{CredentialsDir: credentialsDir, Configs: store},
