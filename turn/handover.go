@@ -104,6 +104,9 @@ func (e *Engine) SetNonceKey(k [32]byte) {
 	e.nonces = n
 }
 
+// Settings returns the settings in force.
+func (e *Engine) Settings() Settings { return *e.settings.Load() }
+
 // ErrImport wraps every error of Import.
 var ErrImport = errors.New("turn: import")
 

@@ -24,6 +24,7 @@ import (
 	"github.com/tern-gw/tern/dataplane/k8sconfig"
 	"github.com/tern-gw/tern/dataplane/memlimit"
 	"github.com/tern-gw/tern/dataplane/stunnerdconf"
+	"github.com/tern-gw/tern/dataplane/takeover"
 	"github.com/tern-gw/tern/internal/version"
 )
 
@@ -85,12 +86,39 @@ func run(args []string) int {
 		return exit(err)
 	}
 	defer startPprof(f.pprofAt, log)()
+	if err := srv.ServeHandover(handoverSocket(cfg)); err != nil {
+		log.Warn("no hand-over socket: a successor cannot take over (ternd --takeover)", "error", err)
+	}
 	log.Info("ternd serving", "config", src.name, "realm", cfg.Auth.Realm)
 
-	waitForSignal(srv, sig, f.grace, log)
+	if waitForSignal(srv, sig, f.grace, log) {
+		// The successor serves the sockets now: Close would delete the
+		// allocations it took over.
+		log.Info("handed over to the successor; exiting")
+		return 0
+	}
 	srv.Close()
 	log.Info("stopped")
 	return 0
+}
+
+// handoverSocket is the config's hand-over socket path, or the default.
+func handoverSocket(cfg *config.Config) string {
+	return cmp.Or(cfg.Admin.HandoverSocket, takeover.DefaultSocket)
+}
+
+// takeoverStep is --takeover-exit-at's hook: it kills the process at that
+// step, as a crash would, so that a test sees the old process serve on.
+func takeoverStep(at string) func(dataplane.TakeoverStep) {
+	if at == "" {
+		return nil
+	}
+	return func(s dataplane.TakeoverStep) {
+		if string(s) == at {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {}
+		}
+	}
 }
 
 // exitError is a step of run that failed: ternd exits with code, after
@@ -231,6 +259,14 @@ func startServer(f *flags, cfg *config.Config, lvl *slog.LevelVar, fromFlags boo
 		opts.LogLevel = lvl // the config's admin.logLevel stays in charge
 	}
 	opts.OffloadAttach = f.offloadAttach
+	if f.takeover {
+		srv, err := dataplane.Takeover(cfg, opts, handoverSocket(cfg), takeoverStep(f.takeoverExitAt))
+		if err != nil {
+			log.Error("takeover failed; the running ternd serves on", "socket", handoverSocket(cfg), "error", err)
+			return nil, &exitError{code: 1}
+		}
+		return srv, nil
+	}
 	srv, err := dataplane.New(cfg, opts)
 	if err != nil {
 		log.Error("cannot start the dataplane", "file", source, "error", err)
@@ -328,14 +364,20 @@ func startPprof(addr string, log *slog.Logger) (stop func()) {
 }
 
 // waitForSignal returns after SIGINT, or after SIGTERM once the server has
-// drained (drain).
-func waitForSignal(srv *dataplane.Server, sig <-chan os.Signal, grace time.Duration, log *slog.Logger) {
-	s := <-sig
+// drained (drain), or true once a successor has taken over.
+func waitForSignal(srv *dataplane.Server, sig <-chan os.Signal, grace time.Duration, log *slog.Logger) (handedOver bool) {
+	var s os.Signal
+	select {
+	case <-srv.HandedOver():
+		return true
+	case s = <-sig:
+	}
 	if s == syscall.SIGTERM {
 		drain(srv, sig, grace, log)
-		return
+		return false
 	}
 	log.Info("shutting down", "signal", s.String())
+	return false
 }
 
 // drainPoll is how often drain looks at the allocation count: an atomic
@@ -362,6 +404,9 @@ func drain(srv *dataplane.Server, sig <-chan os.Signal, grace time.Duration, log
 			return
 		case <-deadline.C:
 			log.Info("grace period over", "allocations", srv.Engine().Allocations())
+			return
+		case <-srv.HandedOver():
+			log.Info("handed over to the successor while draining")
 			return
 		case <-tick.C:
 		}
