@@ -233,6 +233,13 @@ func Takeover(cfg *config.Config, opts Options, path string, step func(TakeoverS
 	if err != nil {
 		return nil, err
 	}
+	// The offload's maps and programs are not handed over yet: a
+	// successor whose offload attached (where the old one's, on the same
+	// config, would have too) detaches and gives up before it asks.
+	if s.offload != nil && s.offload.Active() {
+		s.Close()
+		return nil, errors.New("hand-over: the kernel offload is on, and its maps are not handed over yet; run both processes with offload.engine None (--offload-engine None) to hand over")
+	}
 	c, err := takeover.Dial(path)
 	if err != nil {
 		return nil, err

@@ -16,10 +16,16 @@ import (
 // a successor with the same config takes over, and the allocations relay
 // through it while the first reports HandedOver.
 func TestHandoverInProcess(t *testing.T) {
-	cfg := testConfig(t, 26700, 26709)
+	for i, mode := range []string{IOThreads, IOPoller} {
+		t.Run(mode, func(t *testing.T) { testHandover(t, mode, 26700+20*i) })
+	}
+}
+
+func testHandover(t *testing.T, mode string, ports int) {
+	cfg := testConfig(t, ports, ports+9)
 	sock := filepath.Join(t.TempDir(), "run", "ternd.sock")
 	cfg.Admin.HandoverSocket = sock
-	opts := Options{UDPThreads: 2, RelayThreads: 2, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	opts := Options{UDPThreads: 2, RelayThreads: 2, IOMode: mode, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	old := startOpts(t, cfg, opts)
 	if err := old.ServeHandover(sock); err != nil {
 		t.Fatal(err)
@@ -47,7 +53,7 @@ func TestHandoverInProcess(t *testing.T) {
 	}
 	relayAll("before")
 
-	other := testConfig(t, 26710, 26719)
+	other := testConfig(t, ports+10, ports+19)
 	other.Listeners, other.Admin = cfg.Listeners, cfg.Admin
 	if _, err := Takeover(other, opts, sock, nil); err == nil || !strings.Contains(err.Error(), "relay config") {
 		t.Fatalf("takeover with other relay ports: %v, want an error naming the relay config", err)

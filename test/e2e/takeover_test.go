@@ -130,7 +130,7 @@ func checkAfterTakeover(t *testing.T, flows []*flow) {
 // TestTakeover replaces a loaded ternd by a second one started with
 // --takeover: no allocation is lost, the old process exits 0, every
 // allocation refreshes, binds and relays on the new one, and the loss
-// across the switch is reported (and must stay under 1%: datagrams wait in
+// across the switch is reported (and must stay under 5%: datagrams wait in
 // the sockets' 4 MiB kernel buffers while neither process reads).
 func TestTakeover(t *testing.T) {
 	if targetIsCoturn() {
@@ -138,12 +138,12 @@ func TestTakeover(t *testing.T) {
 	}
 	old := startTernd(t, takeoverConfig(t))
 	echo := startEchoPeer(t, "127.0.0.1:0")
-	const nFlows = 40
+	const nFlows = 100
 	flows := startFlows(t, old, echo, nFlows)
 	old.waitMetric(t, "stunner_allocations_active", nFlows, 10*time.Second)
 
 	stop := make(chan struct{})
-	wait := load(flows, echo, 10*time.Millisecond, stop) // 4,000 datagrams/s each way in all
+	wait := load(flows, echo, 20*time.Millisecond, stop) // 5,000 datagrams/s each way in all
 	time.Sleep(time.Second)                              // load before the switch: not an assertion
 	old.signalled = true                                 // it exits by itself once handed over
 	start := time.Now()
@@ -168,13 +168,22 @@ func TestTakeover(t *testing.T) {
 		received += f.received.Load()
 	}
 	loss := float64(sent-received) / float64(sent)
-	t.Logf("takeover of %d allocations under load: %d datagrams sent, %d echoed back, loss %.3f%% (both directions count); new process started to old exited: %v",
-		nFlows, sent, received, 100*loss, switched)
+	paused := "?"
+	if _, after, ok := strings.Cut(old.out.String(), "handed over to the successor"); ok {
+		if _, v, ok := strings.Cut(after, "paused="); ok {
+			paused, _, _ = strings.Cut(v, "\n")
+		}
+	}
+	t.Logf("takeover of %d allocations under load: %d datagrams sent, %d echoed back, loss %.3f%% (both directions count); the old process stopped reading for %s; new process started to old exited: %v",
+		nFlows, sent, received, 100*loss, paused, switched)
 	if v, _ := next.metric(t, "stunner_allocations_active"); v != nFlows {
 		t.Errorf("allocations on the new ternd: %v, want %d", v, nFlows)
 	}
-	if loss > 0.01 {
-		t.Errorf("loss across the switch %.3f%%, want under 1%%", 100*loss)
+	// A bound loose enough for a loaded machine: a hand-over that
+	// dropped a socket's traffic for the length of the test would lose
+	// far more.
+	if loss > 0.05 {
+		t.Errorf("loss across the switch %.3f%%, want under 5%%", 100*loss)
 	}
 	checkAfterTakeover(t, flows)
 }

@@ -198,9 +198,9 @@ func (l *Listener) Resume() {
 
 // Adopt makes a listener for lc of the sockets fds that another ternd
 // bound for it and handed over, serving clients that may reach the peers
-// of al. It reads nothing until Resume; until then its sockets' flags are
-// left alone, so that the process that handed them over can take them
-// back. It returns an error naming the listener when a descriptor is not a
+// of al. It reads nothing until Resume. In poller mode the descriptors in
+// fds are replaced by duplicates registered with the netpoller (and
+// closed). It returns an error naming the listener when a descriptor is not a
 // UDP socket bound to lc's address; fds are then left open.
 func Adopt(env core.Env, lc config.Listener, al *allowlist.List, fds []int) (*Listener, error) {
 	ip, err := netip.ParseAddr(lc.Address)
@@ -226,6 +226,11 @@ func Adopt(env core.Env, lc config.Listener, al *allowlist.List, fds []int) (*Li
 			return nil, fmt.Errorf("listener %q: handed-over socket: %w", lc.Name, err)
 		}
 		sock.l = l
+		// Readied for this process's I/O mode now, not at Resume: in
+		// poller mode that gives the socket another descriptor, which
+		// relays adopted next must already send on. The process that
+		// handed it over sets its own mode again if it resumes.
+		sock.resumeMode(env.Mode)
 		l.socks = append(l.socks, sock)
 	}
 	return l, nil

@@ -230,14 +230,17 @@ func (s *udpSocket) resumeMode(mode udpio.Mode) {
 		_ = unix.SetsockoptTimeval(s.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
 		return
 	}
-	f := os.NewFile(uintptr(s.fd), "udp-listener")
-	pc, err := net.FilePacketConn(f) // a duplicate, registered with the netpoller
+	d, err := unix.Dup(s.fd)
+	if err != nil {
+		return // served in threads mode's shape, blocking
+	}
+	f := os.NewFile(uintptr(d), "udp-listener")
+	pc, err := net.FilePacketConn(f) // another duplicate, registered with the netpoller
 	f.Close()
 	if err != nil {
-		// Keep the descriptor in threads mode's shape rather than lose it.
-		s.fd, _ = unix.Dup(s.fd)
 		return
 	}
+	_ = unix.Close(s.fd)
 	s.conn = pc.(*net.UDPConn)
 	s.rc, _ = s.conn.SyscallConn()
 	_ = s.rc.Control(func(fd uintptr) { s.fd = int(fd) })
