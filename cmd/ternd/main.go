@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"sync/atomic"
@@ -86,9 +87,7 @@ func run(args []string) int {
 		return exit(err)
 	}
 	defer startPprof(f.pprofAt, log)()
-	if err := srv.ServeHandover(handoverSocket(cfg)); err != nil {
-		log.Warn("no hand-over socket: a successor cannot take over (ternd --takeover)", "error", err)
-	}
+	startHandover(srv, cfg, log)
 	log.Info("ternd serving", "config", src.name, "realm", cfg.Auth.Realm)
 
 	if waitForSignal(srv, sig, f.grace, log) {
@@ -105,6 +104,25 @@ func run(args []string) int {
 // handoverSocket is the config's hand-over socket path, or the default.
 func handoverSocket(cfg *config.Config) string {
 	return cmp.Or(cfg.Admin.HandoverSocket, takeover.DefaultSocket)
+}
+
+// startHandover opens the hand-over socket a successor takes over
+// through. The default path is used only where its directory exists (made
+// by the service manager, e.g. systemd's RuntimeDirectory=tern), so that
+// a ternd started by hand makes no directory under /run; a path the config
+// names gets its directory made. Failing to open it is logged: ternd
+// serves without one.
+func startHandover(srv *dataplane.Server, cfg *config.Config, log *slog.Logger) {
+	path := handoverSocket(cfg)
+	if cfg.Admin.HandoverSocket == "" {
+		if _, err := os.Stat(filepath.Dir(path)); err != nil {
+			log.Info("no hand-over socket: its default directory does not exist; create it or set admin.handoverSocket for ternd --takeover", "path", path)
+			return
+		}
+	}
+	if err := srv.ServeHandover(path); err != nil {
+		log.Warn("no hand-over socket: a successor cannot take over (ternd --takeover)", "error", err)
+	}
 }
 
 // takeoverStep is --takeover-exit-at's hook: it kills the process at that

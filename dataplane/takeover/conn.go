@@ -14,8 +14,8 @@ import (
 )
 
 // DefaultSocket is the hand-over socket's path when the config names none
-// (admin.handoverSocket): under the run directory, which is root's. A
-// ternd that cannot create it serves without one.
+// (admin.handoverSocket): under the run directory. ternd uses it only
+// where /run/tern exists (cmd/ternd).
 const DefaultSocket = "/run/tern/ternd.sock"
 
 // The hand-over over a SOCK_SEQPACKET Unix socket, one message per step:
