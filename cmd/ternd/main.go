@@ -9,10 +9,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -76,6 +79,8 @@ func run(args []string) int {
 	// Signals are caught from before the listeners start.
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	upgrade := make(chan os.Signal, 1)
+	signal.Notify(upgrade, syscall.SIGUSR2)
 	srv, err := startServer(f, cfg, lvl, fromFlags, src.name, log)
 	if err != nil {
 		return exit(err)
@@ -90,7 +95,10 @@ func run(args []string) int {
 	startHandover(srv, cfg, log)
 	log.Info("ternd serving", "config", src.name, "realm", cfg.Auth.Realm)
 
-	if waitForSignal(srv, sig, f.grace, log) {
+	if f.takeover {
+		notifyMainPID(log)
+	}
+	if waitForSignal(srv, sig, upgrade, f.grace, log) {
 		// The successor serves the sockets now: Close would delete the
 		// allocations it took over.
 		log.Info("handed over to the successor; exiting")
@@ -382,13 +390,18 @@ func startPprof(addr string, log *slog.Logger) (stop func()) {
 }
 
 // waitForSignal returns after SIGINT, or after SIGTERM once the server has
-// drained (drain), or true once a successor has taken over.
-func waitForSignal(srv *dataplane.Server, sig <-chan os.Signal, grace time.Duration, log *slog.Logger) (handedOver bool) {
+// drained (drain), or true once a successor has taken over. SIGUSR2 starts
+// a successor (startSuccessor) and waits on.
+func waitForSignal(srv *dataplane.Server, sig, upgrade <-chan os.Signal, grace time.Duration, log *slog.Logger) (handedOver bool) {
 	var s os.Signal
-	select {
-	case <-srv.HandedOver():
-		return true
-	case s = <-sig:
+	for s == nil {
+		select {
+		case <-srv.HandedOver():
+			return true
+		case <-upgrade:
+			startSuccessor(log)
+		case s = <-sig:
+		}
 	}
 	if s == syscall.SIGTERM {
 		drain(srv, sig, grace, log)
@@ -430,4 +443,56 @@ func drain(srv *dataplane.Server, sig <-chan os.Signal, grace time.Duration, log
 		}
 	}
 	log.Info("drained: no allocations left")
+}
+
+// startSuccessor is SIGUSR2, nginx's binary upgrade: it starts the binary
+// at ternd's path (the new one, after a package upgrade replaced the file)
+// with ternd's arguments and --takeover, its output on ternd's. The
+// successor takes over through the hand-over socket and this process then
+// exits (HandedOver); if the successor fails first, this one serves on
+// and logs how it exited.
+func startSuccessor(log *slog.Logger) {
+	exe, err := os.Executable()
+	if err != nil {
+		log.Error("SIGUSR2: cannot find ternd's binary", "error", err)
+		return
+	}
+	args := os.Args[1:]
+	if !slices.Contains(args, "--takeover") {
+		args = append(slices.Clip(args), "--takeover")
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
+	if err := cmd.Start(); err != nil {
+		log.Error("SIGUSR2: cannot start the successor", "binary", exe, "error", err)
+		return
+	}
+	log.Info("SIGUSR2: successor started", "binary", exe, "successorPID", cmd.Process.Pid)
+	go func() {
+		err := cmd.Wait()
+		log.Warn("SIGUSR2: the successor exited; serving on", "successorPID", cmd.Process.Pid, "status", fmt.Sprint(err))
+	}()
+}
+
+// notifyMainPID tells a service manager that speaks systemd's notify
+// protocol ($NOTIFY_SOCKET) that this process, which has taken over, is
+// the service's main process now (MAINPID=, sd_notify(3)). systemd takes
+// it from a process other than the main one only with NotifyAccess=all.
+func notifyMainPID(log *slog.Logger) {
+	path := os.Getenv("NOTIFY_SOCKET")
+	if path == "" {
+		return
+	}
+	if strings.HasPrefix(path, "@") {
+		path = "\x00" + path[1:]
+	}
+	c, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		log.Warn("NOTIFY_SOCKET", "error", err)
+		return
+	}
+	defer c.Close()
+	if _, err := fmt.Fprintf(c, "MAINPID=%d\nREADY=1", os.Getpid()); err != nil {
+		log.Warn("NOTIFY_SOCKET", "error", err)
+	}
 }

@@ -2,16 +2,21 @@ package e2e
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/pion/stun/v3"
+	"sigs.k8s.io/yaml"
 
 	"github.com/tern-gw/tern/internal/testenv"
 )
@@ -231,5 +236,92 @@ func TestTakeoverKilledAtEachStep(t *testing.T) {
 		}
 		return next.ready()
 	})
+	checkAfterTakeover(t, flows)
+}
+
+// TestSIGUSR2StartsSuccessor: SIGUSR2 makes ternd start its own binary
+// with --takeover (nginx's binary upgrade), which takes over; the old
+// process exits 0 and the allocations relay through the successor. The
+// processes write to a file, not a pipe, since the successor outlives the
+// process the test started.
+func TestSIGUSR2StartsSuccessor(t *testing.T) {
+	if targetIsCoturn() {
+		t.Skip("ternd's hand-over")
+	}
+	cfg := defaultConfig(t)
+	takeoverConfig(t)(&cfg)
+	dir := t.TempDir()
+	raw, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "ternd.yaml")
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.Create(filepath.Join(dir, "ternd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(terndBinary(t), "-c", path, "-l", "debug")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{}) // closed when the process has exited, waitErr set
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(done) }()
+	logText := func() string { b, _ := os.ReadFile(logf.Name()); return string(b) }
+	successor := 0
+	t.Cleanup(func() {
+		select {
+		case <-done:
+		default:
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if successor > 0 {
+			_ = syscall.Kill(successor, syscall.SIGINT)
+			testenv.Eventually(t, stopTimeout, func() error {
+				if syscall.Kill(successor, 0) == nil {
+					return fmt.Errorf("successor %d still running", successor)
+				}
+				return nil
+			})
+		}
+		if t.Failed() {
+			t.Logf("ternd output:\n%s", logText())
+		}
+	})
+	s := &server{cfg: cfg, addr: &net.UDPAddr{IP: net.ParseIP("127.0.0.1"), Port: cfg.Listeners[0].Port},
+		healthURL: "http://" + cfg.Admin.HealthAddress, metricsURL: "http://" + cfg.Admin.MetricsAddress}
+	testenv.Eventually(t, readyTimeout, s.ready)
+	echo := startEchoPeer(t, "127.0.0.1:0")
+	flows := startFlows(t, s, echo, 5)
+
+	if err := cmd.Process.Signal(syscall.SIGUSR2); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+		if waitErr != nil {
+			t.Fatalf("old ternd after SIGUSR2: %v", waitErr)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("old ternd still running 60 s after SIGUSR2")
+	}
+	_, after, ok := strings.Cut(logText(), "successorPID=")
+	if !ok {
+		t.Fatal("no successor PID logged")
+	}
+	pid, _, _ := strings.Cut(after, "\n")
+	if successor, err = strconv.Atoi(strings.TrimSpace(pid)); err != nil {
+		t.Fatalf("successor PID %q: %v", pid, err)
+	}
+	testenv.Eventually(t, readyTimeout, s.ready)
+	if v, _ := s.metric(t, "stunner_allocations_active"); v != 5 {
+		t.Errorf("allocations on the successor: %v, want 5", v)
+	}
 	checkAfterTakeover(t, flows)
 }
