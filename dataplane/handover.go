@@ -126,7 +126,7 @@ func (s *Server) handOver(c *takeover.Conn) bool {
 		}
 		s.sweepPaused.Store(false)
 	}
-	snap, fds := s.snapshot(cfg, udps)
+	snap, fds := s.snapshot(udps)
 	b, err := takeover.Encode(snap)
 	if err == nil {
 		err = c.SendState(b, fds)
@@ -168,7 +168,7 @@ func (s *Server) handOver(c *takeover.Conn) bool {
 // snapshot describes the TURN-UDP listeners ls and their allocations, and
 // returns the descriptors in the order the snapshot names them. The
 // caller has paused the listeners, the relays and the sweep.
-func (s *Server) snapshot(cfg *config.Config, ls []pausable) (*takeover.Snapshot, []int) {
+func (s *Server) snapshot(ls []pausable) (*takeover.Snapshot, []int) {
 	st := s.engine.Settings()
 	snap := &takeover.Snapshot{Created: time.Now().UnixNano(), Realm: st.Realm, NonceKey: s.engine.NonceKey(),
 		StateBytes: s.engine.StateBytes()}
@@ -197,7 +197,6 @@ func (s *Server) snapshot(cfg *config.Config, ls []pausable) (*takeover.Snapshot
 		}
 	})
 	snap.Slots = uint32(len(snap.Allocations))
-	_ = cfg
 	return snap, fds
 }
 
