@@ -154,6 +154,14 @@ type Server struct {
 	stop     chan struct{}
 	bg       sync.WaitGroup
 
+	// handoverLn is the hand-over socket (ServeHandover), nil without
+	// one; handedOver is closed once a successor has taken over; while
+	// sweepPaused the background sweep holds off (a hand-over is taking
+	// the allocation table). See handover.go.
+	handoverLn  *net.UnixListener
+	handedOver  chan struct{}
+	sweepPaused atomic.Bool
+
 	// listenerHook, when set (by a test, before the first Reconfigure), is
 	// called just before a listener opens or closes its sockets.
 	listenerHook func()
@@ -186,7 +194,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		opts.Logger = slog.Default()
 	}
 	s := &Server{opts: opts, log: opts.Logger, clock: coarseclock.New(), cfg: cfg,
-		listeners: map[string]listener.Listener{}, retired: map[string]*listenerCounts{}, stop: make(chan struct{})}
+		listeners: map[string]listener.Listener{}, retired: map[string]*listenerCounts{}, stop: make(chan struct{}), handedOver: make(chan struct{})}
 	if s.opts.MemoryLimit == 0 {
 		s.opts.MemoryLimit, _ = memlimit.Read()
 	}
@@ -429,6 +437,8 @@ func (s *Server) Drain() {
 
 // Close stops the listeners, deletes every allocation (closing relay
 // sockets) and stops the HTTP endpoints. It is safe to call more than once.
+// After a hand-over (HandedOver) it leaves the handed-over sockets and
+// allocations alone.
 func (s *Server) Close() {
 	s.changeMu.Lock()
 	defer s.changeMu.Unlock()
@@ -439,8 +449,22 @@ func (s *Server) Close() {
 	if closed {
 		return
 	}
+	select {
+	case <-s.handedOver:
+		// The successor reads the listener and relay sockets now:
+		// shutting them down or deleting their allocations would end its
+		// calls. Only this process's own parts stop; exit closes the rest.
+		s.dns.Close()
+		close(s.stop)
+		s.bg.Wait()
+		return
+	default:
+	}
 	s.dns.Close()
 	s.ready.Store(false)
+	if s.handoverLn != nil {
+		s.handoverLn.Close()
+	}
 	s.listenersMu.Lock()
 	ls := s.listeners
 	s.listeners = map[string]listener.Listener{}
@@ -471,7 +495,7 @@ func (s *Server) background() {
 			return
 		case now := <-tick.C:
 			s.clock.Set(now)
-			if now.Sub(lastSweep) >= time.Second {
+			if now.Sub(lastSweep) >= time.Second && !s.sweepPaused.Load() {
 				lastSweep = now
 				s.engine.Sweep()
 				s.relays.Sweep(now)

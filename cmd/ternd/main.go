@@ -9,9 +9,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -24,6 +28,7 @@ import (
 	"github.com/tern-gw/tern/dataplane/k8sconfig"
 	"github.com/tern-gw/tern/dataplane/memlimit"
 	"github.com/tern-gw/tern/dataplane/stunnerdconf"
+	"github.com/tern-gw/tern/dataplane/takeover"
 	"github.com/tern-gw/tern/internal/version"
 )
 
@@ -74,6 +79,8 @@ func run(args []string) int {
 	// Signals are caught from before the listeners start.
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	upgrade := make(chan os.Signal, 1)
+	signal.Notify(upgrade, syscall.SIGUSR2)
 	srv, err := startServer(f, cfg, lvl, fromFlags, src.name, log)
 	if err != nil {
 		return exit(err)
@@ -85,12 +92,59 @@ func run(args []string) int {
 		return exit(err)
 	}
 	defer startPprof(f.pprofAt, log)()
+	startHandover(srv, cfg, log)
 	log.Info("ternd serving", "config", src.name, "realm", cfg.Auth.Realm)
 
-	waitForSignal(srv, sig, f.grace, log)
+	if f.takeover {
+		notifyMainPID(log)
+	}
+	if waitForSignal(srv, sig, upgrade, f.grace, log) {
+		// The successor serves the sockets now: Close would delete the
+		// allocations it took over.
+		log.Info("handed over to the successor; exiting")
+		return 0
+	}
 	srv.Close()
 	log.Info("stopped")
 	return 0
+}
+
+// handoverSocket is the config's hand-over socket path, or the default.
+func handoverSocket(cfg *config.Config) string {
+	return cmp.Or(cfg.Admin.HandoverSocket, takeover.DefaultSocket)
+}
+
+// startHandover opens the hand-over socket a successor takes over
+// through. The default path is used only where its directory exists (made
+// by the service manager, e.g. systemd's RuntimeDirectory=tern), so that
+// a ternd started by hand makes no directory under /run; a path the config
+// names gets its directory made. Failing to open it is logged: ternd
+// serves without one.
+func startHandover(srv *dataplane.Server, cfg *config.Config, log *slog.Logger) {
+	path := handoverSocket(cfg)
+	if cfg.Admin.HandoverSocket == "" {
+		if _, err := os.Stat(filepath.Dir(path)); err != nil {
+			log.Info("no hand-over socket: its default directory does not exist; create it or set admin.handoverSocket for ternd --takeover", "path", path)
+			return
+		}
+	}
+	if err := srv.ServeHandover(path); err != nil {
+		log.Warn("no hand-over socket: a successor cannot take over (ternd --takeover)", "error", err)
+	}
+}
+
+// takeoverStep is --takeover-exit-at's hook: it kills the process at that
+// step, as a crash would, so that a test sees the old process serve on.
+func takeoverStep(at string) func(dataplane.TakeoverStep) {
+	if at == "" {
+		return nil
+	}
+	return func(s dataplane.TakeoverStep) {
+		if string(s) == at {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {}
+		}
+	}
 }
 
 // exitError is a step of run that failed: ternd exits with code, after
@@ -231,6 +285,14 @@ func startServer(f *flags, cfg *config.Config, lvl *slog.LevelVar, fromFlags boo
 		opts.LogLevel = lvl // the config's admin.logLevel stays in charge
 	}
 	opts.OffloadAttach = f.offloadAttach
+	if f.takeover {
+		srv, err := dataplane.Takeover(cfg, opts, handoverSocket(cfg), takeoverStep(f.takeoverExitAt))
+		if err != nil {
+			log.Error("takeover failed; the running ternd serves on", "socket", handoverSocket(cfg), "error", err)
+			return nil, &exitError{code: 1}
+		}
+		return srv, nil
+	}
 	srv, err := dataplane.New(cfg, opts)
 	if err != nil {
 		log.Error("cannot start the dataplane", "file", source, "error", err)
@@ -328,14 +390,25 @@ func startPprof(addr string, log *slog.Logger) (stop func()) {
 }
 
 // waitForSignal returns after SIGINT, or after SIGTERM once the server has
-// drained (drain).
-func waitForSignal(srv *dataplane.Server, sig <-chan os.Signal, grace time.Duration, log *slog.Logger) {
-	s := <-sig
+// drained (drain), or true once a successor has taken over. SIGUSR2 starts
+// a successor (startSuccessor) and waits on.
+func waitForSignal(srv *dataplane.Server, sig, upgrade <-chan os.Signal, grace time.Duration, log *slog.Logger) (handedOver bool) {
+	var s os.Signal
+	for s == nil {
+		select {
+		case <-srv.HandedOver():
+			return true
+		case <-upgrade:
+			startSuccessor(log)
+		case s = <-sig:
+		}
+	}
 	if s == syscall.SIGTERM {
 		drain(srv, sig, grace, log)
-		return
+		return false
 	}
 	log.Info("shutting down", "signal", s.String())
+	return false
 }
 
 // drainPoll is how often drain looks at the allocation count: an atomic
@@ -363,8 +436,63 @@ func drain(srv *dataplane.Server, sig <-chan os.Signal, grace time.Duration, log
 		case <-deadline.C:
 			log.Info("grace period over", "allocations", srv.Engine().Allocations())
 			return
+		case <-srv.HandedOver():
+			log.Info("handed over to the successor while draining")
+			return
 		case <-tick.C:
 		}
 	}
 	log.Info("drained: no allocations left")
+}
+
+// startSuccessor is SIGUSR2, nginx's binary upgrade: it starts the binary
+// at ternd's path (the new one, after a package upgrade replaced the file)
+// with ternd's arguments and --takeover, its output on ternd's. The
+// successor takes over through the hand-over socket and this process then
+// exits (HandedOver); if the successor fails first, this one serves on
+// and logs how it exited.
+func startSuccessor(log *slog.Logger) {
+	exe, err := os.Executable()
+	if err != nil {
+		log.Error("SIGUSR2: cannot find ternd's binary", "error", err)
+		return
+	}
+	args := os.Args[1:]
+	if !slices.Contains(args, "--takeover") {
+		args = append(slices.Clip(args), "--takeover")
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
+	if err := cmd.Start(); err != nil {
+		log.Error("SIGUSR2: cannot start the successor", "binary", exe, "error", err)
+		return
+	}
+	log.Info("SIGUSR2: successor started", "binary", exe, "successorPID", cmd.Process.Pid)
+	go func() {
+		err := cmd.Wait()
+		log.Warn("SIGUSR2: the successor exited; serving on", "successorPID", cmd.Process.Pid, "status", fmt.Sprint(err))
+	}()
+}
+
+// notifyMainPID tells a service manager that speaks systemd's notify
+// protocol ($NOTIFY_SOCKET) that this process, which has taken over, is
+// the service's main process now (MAINPID=, sd_notify(3)). systemd takes
+// it from a process other than the main one only with NotifyAccess=all.
+func notifyMainPID(log *slog.Logger) {
+	path := os.Getenv("NOTIFY_SOCKET")
+	if path == "" {
+		return
+	}
+	if strings.HasPrefix(path, "@") {
+		path = "\x00" + path[1:]
+	}
+	c, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		log.Warn("NOTIFY_SOCKET", "error", err)
+		return
+	}
+	defer c.Close()
+	if _, err := fmt.Fprintf(c, "MAINPID=%d\nREADY=1", os.Getpid()); err != nil {
+		log.Warn("NOTIFY_SOCKET", "error", err)
+	}
 }

@@ -86,6 +86,11 @@ type Admin struct {
 	MetricsAddress string `json:"metricsAddress,omitempty"`
 	// HealthAddress is host:port of /live and /ready; empty disables it.
 	HealthAddress string `json:"healthAddress,omitempty"`
+	// HandoverSocket is the path of the Unix socket on which a running
+	// ternd hands its TURN-UDP sockets and allocations to a successor
+	// started with --takeover (docs/operations.md "Upgrades"). Empty is
+	// /run/tern/ternd.sock. Read at start; a reload does not move it.
+	HandoverSocket string `json:"handoverSocket,omitempty"`
 }
 
 // Auth selects the TURN long-term credential mechanism (RFC 8489 §9.2).

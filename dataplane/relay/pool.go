@@ -307,6 +307,55 @@ func (p *Pool) claim(token uint64, owner reservation) (relaySocket, *Addr, uint1
 	return r.sock, r.addr, r.port, nil
 }
 
+// Pause stops the relay workers reading relay sockets, for a hand-over:
+// what peers send meanwhile waits in the sockets' kernel buffers. It
+// returns once every worker has stopped. Relays closed meanwhile are
+// closed on Resume.
+func (p *Pool) Pause() { p.io.pause() }
+
+// Resume lets the relay workers read again.
+func (p *Pool) Resume() { p.io.resume() }
+
+// Adopt implements the relay side of turn.Engine.Import: it serves fd, a
+// relay socket that the process handing over bound at relayed transport
+// address addr, as a's relay, on the pool's address of that public IP
+// whose port range holds the port. It returns an error when no relay
+// address of the pool (the config's relay section) matches, the port is
+// in use, or fd is not a UDP socket bound there; fd is then left open.
+func (p *Pool) Adopt(a *turn.Allocation, fd int, addr netip.AddrPort) (turn.Relay, error) {
+	client, _ := a.Transport.(Client)
+	if client == nil {
+		return nil, fmt.Errorf("relay: transport %T cannot take relayed data", a.Transport)
+	}
+	sock, local, err := p.io.adoptSocket(fd)
+	if err != nil {
+		return nil, fmt.Errorf("relay socket for %s: %w", addr, err)
+	}
+	if local.Port() != addr.Port() {
+		return nil, fmt.Errorf("relay socket for %s is bound to %s", addr, local)
+	}
+	p.mu.Lock()
+	var ra *Addr
+	for _, c := range p.addrs {
+		i := int(addr.Port()) - int(c.min)
+		if c.public == addr.Addr() && c.bind == local.Addr() && i >= 0 && i < len(c.used) && !c.used[i] {
+			ra = c
+			c.used[i] = true
+			break
+		}
+	}
+	p.mu.Unlock()
+	if ra == nil {
+		return nil, fmt.Errorf("relay socket %s (bound to %s): no free port of that address in the relay config", addr, local)
+	}
+	r := &Relay{sock: sock, ra: ra, port: addr.Port(), addr: addr, pool: p, alloc: a, client: client}
+	if err := p.io.start(r); err != nil {
+		p.release(r)
+		return nil, err
+	}
+	return r, nil
+}
+
 // Sweep releases reservations nobody claimed in time; now is the time of
 // the sweep.
 func (p *Pool) Sweep(now time.Time) {

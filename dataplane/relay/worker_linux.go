@@ -12,6 +12,7 @@ import (
 
 	"github.com/tern-gw/tern/dataplane/stats"
 	"github.com/tern-gw/tern/dataplane/udpio"
+	"github.com/tern-gw/tern/internal/pausegate"
 	"github.com/tern-gw/tern/internal/sysblock"
 	"github.com/tern-gw/tern/turn"
 )
@@ -32,6 +33,9 @@ type relayIO struct {
 	ws   []*worker
 	next atomic.Uint32
 	wg   sync.WaitGroup
+	// gate parks the workers in control while a hand-over holds them
+	// (Pool.Pause): they read no relay socket and close none.
+	gate pausegate.Gate
 }
 
 // worker owns an epoll set of relay sockets. It alone closes them, so a
@@ -169,8 +173,46 @@ func (io *relayIO) stop(r *Relay) {
 	}
 }
 
+// pause parks every worker; queued closes wait until resume.
+func (io *relayIO) pause() {
+	io.gate.Pause(len(io.ws), func() {
+		for _, w := range io.ws {
+			w.wake()
+		}
+	})
+}
+
+// resume lets the workers go on.
+func (io *relayIO) resume() { io.gate.Resume() }
+
+// adoptSocket takes fd, a relay socket another process bound, and returns
+// it with its bound address. It is made non-blocking, as relay sockets are.
+func (io *relayIO) adoptSocket(fd int) (relaySocket, netip.AddrPort, error) {
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		return relaySocket{}, netip.AddrPort{}, err
+	}
+	var local netip.AddrPort
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		local = netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port))
+	case *unix.SockaddrInet6:
+		local = netip.AddrPortFrom(netip.AddrFrom16(a.Addr).Unmap(), uint16(a.Port))
+	default:
+		return relaySocket{}, netip.AddrPort{}, errors.New("not an IP socket")
+	}
+	if t, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE); err != nil || t != unix.SOCK_DGRAM {
+		return relaySocket{}, netip.AddrPort{}, errors.New("not a UDP socket")
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		return relaySocket{}, netip.AddrPort{}, err
+	}
+	return relaySocket{fd: fd}, local, nil
+}
+
 // close stops every worker, closing the sockets they serve.
 func (io *relayIO) close() {
+	io.gate.Resume()
 	for _, w := range io.ws {
 		w.mu.Lock()
 		w.stopping = true
@@ -356,8 +398,12 @@ func (w *worker) control() bool {
 			unix.Close(w.epfd)
 		}
 		unix.Close(w.evfd)
+		return true
 	}
-	return stopping
+	if w.io.gate.Paused() {
+		w.io.gate.Park()
+	}
+	return false
 }
 
 // drain reads r's socket until it would block and frames each datagram

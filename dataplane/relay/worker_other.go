@@ -108,3 +108,10 @@ func (io *relayIO) serve(r *Relay) {
 		}
 	}
 }
+
+func (io *relayIO) pause()  {}
+func (io *relayIO) resume() {}
+
+func (io *relayIO) adoptSocket(int) (relaySocket, netip.AddrPort, error) {
+	return relaySocket{}, netip.AddrPort{}, errors.New("relay: taking over relay sockets needs Linux")
+}

@@ -121,6 +121,7 @@ type admin struct {
 	LogLevel       string `json:"logLevel,omitempty"`
 	MetricsAddress string `json:"metricsAddress,omitempty"`
 	HealthAddress  string `json:"healthAddress,omitempty"`
+	HandoverSocket string `json:"handoverSocket,omitempty"`
 }
 
 type auth struct {
@@ -172,6 +173,7 @@ type server struct {
 	out        *syncBuffer // the process's stdout and stderr
 
 	cmd       *exec.Cmd
+	cfgPath   string        // ternd's config file
 	done      chan struct{} // closed when the process has exited
 	waitErr   error         // cmd.Wait's result, valid once done is closed
 	signalled bool          // the test itself sent a signal
@@ -334,6 +336,7 @@ func launchServer(t *testing.T, mutate func(*config)) *server {
 			t.Fatal(err)
 		}
 		cmd = exec.Command(terndBinary(t), "-c", path, "-l", cfg.Admin.LogLevel)
+		s.cfgPath = path
 		if cfg.Admin.HealthAddress != "" {
 			s.healthURL = "http://" + cfg.Admin.HealthAddress
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/tern-gw/tern/dataplane/config"
 	"github.com/tern-gw/tern/dataplane/listener/core"
 	"github.com/tern-gw/tern/dataplane/stats"
+	"github.com/tern-gw/tern/internal/pausegate"
 )
 
 // Listener is a TURN-UDP listener: N sockets bound to one address with
@@ -44,6 +45,11 @@ type Listener struct {
 	relayStats []stats.Worker
 	wg         sync.WaitGroup
 	closed     atomic.Bool
+	// gate parks the workers while a hand-over holds them (Pause).
+	gate pausegate.Gate
+	// adopted is set for a listener made of another process's sockets
+	// (Adopt) until Resume starts its workers.
+	adopted bool
 }
 
 // serverAddr is the server address of the 5-tuple of a client at from:
@@ -140,12 +146,97 @@ func Start(env core.Env, lc config.Listener, al *allowlist.List) (*Listener, err
 		l.socks = append(l.socks, sock)
 	}
 	env.Log.Debug("udp listener sockets", "name", lc.Name, "threads", len(l.socks))
+	l.startWorkers()
+	return l, nil
+}
+
+func (l *Listener) startWorkers() {
 	for _, sock := range l.socks {
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
 			sock.serve()
 		}()
+	}
+}
+
+// Sockets returns the descriptors of the listener's sockets, for a
+// hand-over to a successor process (dataplane/takeover).
+func (l *Listener) Sockets() []int {
+	fds := make([]int, len(l.socks))
+	for i, s := range l.socks {
+		fds[i] = s.fd
+	}
+	return fds
+}
+
+// Pause stops the workers reading, without closing or shutting down the
+// sockets, and returns once all have stopped: datagrams then wait in the
+// sockets' kernel buffers. In threads mode a worker blocked in recvmmsg
+// notices within its receive timeout (1 s).
+func (l *Listener) Pause() {
+	if !canHandOver || l.adopted {
+		return
+	}
+	l.gate.Pause(len(l.socks), func() {
+		for _, s := range l.socks {
+			s.wakeForPause()
+		}
+	})
+}
+
+// Resume starts the workers of an adopted listener, or lets those of a
+// paused one read again. It first sets the sockets' blocking mode for this
+// process's I/O mode, which a successor that did not take over may have
+// changed.
+func (l *Listener) Resume() {
+	for _, s := range l.socks {
+		s.resumeMode(l.env.Mode)
+	}
+	if l.adopted {
+		l.adopted = false
+		l.startWorkers()
+		return
+	}
+	l.gate.Resume()
+}
+
+// Adopt makes a listener for lc of the sockets fds that another ternd
+// bound for it and handed over, serving clients that may reach the peers
+// of al. It reads nothing until Resume. In poller mode the descriptors in
+// fds are replaced by duplicates registered with the netpoller (and
+// closed). It returns an error naming the listener when a descriptor is not a
+// UDP socket bound to lc's address; fds are then left open.
+func Adopt(env core.Env, lc config.Listener, al *allowlist.List, fds []int) (*Listener, error) {
+	ip, err := netip.ParseAddr(lc.Address)
+	if err != nil {
+		return nil, fmt.Errorf("listener %q: address: %w", lc.Name, err)
+	}
+	if len(fds) == 0 {
+		return nil, fmt.Errorf("listener %q: no sockets handed over", lc.Name)
+	}
+	ip = ip.Unmap()
+	l := &Listener{addr: netip.AddrPortFrom(ip, uint16(lc.Port)), env: env, adopted: true}
+	l.addr6, l.bound = l.addr, l.addr
+	if ip.IsUnspecified() {
+		l.addr = netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(lc.Port))
+		l.addr6 = netip.AddrPortFrom(netip.IPv6Unspecified(), uint16(lc.Port))
+	}
+	l.cfg.Store(&lc)
+	l.relayStats = make([]stats.Worker, max(env.RelayWorkers, 1))
+	l.allowlist.Store(al)
+	for _, fd := range fds {
+		sock, err := adoptUDPSocket(fd, l.bound)
+		if err != nil {
+			return nil, fmt.Errorf("listener %q: handed-over socket: %w", lc.Name, err)
+		}
+		sock.l = l
+		// Readied for this process's I/O mode now, not at Resume: in
+		// poller mode that gives the socket another descriptor, which
+		// relays adopted next must already send on. The process that
+		// handed it over sets its own mode again if it resumes.
+		sock.resumeMode(env.Mode)
+		l.socks = append(l.socks, sock)
 	}
 	return l, nil
 }
@@ -159,6 +250,11 @@ func (l *Listener) Close() {
 
 func (l *Listener) closeSockets() {
 	l.closed.Store(true)
+	if l.adopted {
+		l.adopted = false
+		l.Resume()
+	}
+	l.gate.Resume()
 	for _, s := range l.socks {
 		s.shutdown()
 	}

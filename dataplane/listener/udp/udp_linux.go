@@ -2,9 +2,13 @@ package udp
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -92,6 +96,10 @@ func (s *udpSocket) serve() {
 		var y sysblock.Yielder
 		linger := sysblock.Linger{Period: s.l.env.Linger}
 		for {
+			s.l.gate.Park()
+			if s.l.closed.Load() {
+				return
+			}
 			y.Maybe()
 			var (
 				n   int
@@ -123,8 +131,12 @@ func (s *udpSocket) serve() {
 		return rerr != unix.EAGAIN
 	}
 	for {
+		s.l.gate.Park()
 		if err := s.rc.Read(read); err != nil {
-			return // closed
+			if s.l.closed.Load() || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue // woken by Pause's deadline
 		}
 		if rerr == nil && n > 0 {
 			s.process(rb, n)
@@ -188,4 +200,73 @@ func (s *udpSocket) close() {
 	if s.conn == nil {
 		_ = unix.Close(s.fd)
 	}
+}
+
+// canHandOver: Linux listeners can be paused and adopted.
+const canHandOver = true
+
+// wakeForPause makes the worker return to its loop: in poller mode a read
+// deadline in the past; in threads mode it returns by itself within the
+// socket's receive timeout.
+func (s *udpSocket) wakeForPause() {
+	if s.conn != nil {
+		_ = s.conn.SetReadDeadline(time.Now())
+	}
+}
+
+// resumeMode readies the socket for this process's I/O mode: blocking with
+// a receive timeout for threads mode, or registered with the netpoller
+// (non-blocking) for poller mode. An adopted socket becomes a net.UDPConn
+// here, in poller mode, and no earlier.
+func (s *udpSocket) resumeMode(mode udpio.Mode) {
+	if s.conn != nil {
+		_ = s.conn.SetReadDeadline(time.Time{})
+		_ = s.rc.Control(func(fd uintptr) { _ = unix.SetNonblock(int(fd), true) })
+		return
+	}
+	if mode == udpio.Threads {
+		_ = unix.SetNonblock(s.fd, false)
+		tv := unix.Timeval{Sec: 1}
+		_ = unix.SetsockoptTimeval(s.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+		return
+	}
+	d, err := unix.Dup(s.fd)
+	if err != nil {
+		return // served in threads mode's shape, blocking
+	}
+	f := os.NewFile(uintptr(d), "udp-listener")
+	pc, err := net.FilePacketConn(f) // another duplicate, registered with the netpoller
+	f.Close()
+	if err != nil {
+		return
+	}
+	_ = unix.Close(s.fd)
+	s.conn = pc.(*net.UDPConn)
+	s.rc, _ = s.conn.SyscallConn()
+	_ = s.rc.Control(func(fd uintptr) { s.fd = int(fd) })
+}
+
+// adoptUDPSocket checks that fd is a UDP socket bound to addr's port (and
+// address, unless addr is a wildcard) and wraps it, leaving its flags alone.
+func adoptUDPSocket(fd int, addr netip.AddrPort) (*udpSocket, error) {
+	if t, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE); err != nil || t != unix.SOCK_DGRAM {
+		return nil, fmt.Errorf("descriptor %d is not a UDP socket", fd)
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		return nil, err
+	}
+	var local netip.AddrPort
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		local = netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port))
+	case *unix.SockaddrInet6:
+		local = netip.AddrPortFrom(netip.AddrFrom16(a.Addr).Unmap(), uint16(a.Port))
+	default:
+		return nil, fmt.Errorf("descriptor %d is not an IP socket", fd)
+	}
+	if local.Port() != addr.Port() || (!addr.Addr().IsUnspecified() && local.Addr() != addr.Addr()) {
+		return nil, fmt.Errorf("socket bound to %s, the listener is %s", local, addr)
+	}
+	return &udpSocket{fd: fd}, nil
 }

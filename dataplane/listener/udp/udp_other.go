@@ -79,3 +79,13 @@ func (s *udpSocket) Forward(fd int, p []byte, peer netip.AddrPort) error {
 
 func (s *udpSocket) shutdown() { s.conn.Close() }
 func (s *udpSocket) close()    {}
+
+// canHandOver: elsewhere listeners are not handed over.
+const canHandOver = false
+
+func (s *udpSocket) wakeForPause()         {}
+func (s *udpSocket) resumeMode(udpio.Mode) {}
+
+func adoptUDPSocket(int, netip.AddrPort) (*udpSocket, error) {
+	return nil, errors.New("taking over listener sockets needs Linux")
+}

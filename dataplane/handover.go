@@ -1,0 +1,403 @@
+package dataplane
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tern-gw/tern/dataplane/allowlist"
+	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
+	"github.com/tern-gw/tern/dataplane/listener"
+	"github.com/tern-gw/tern/dataplane/listener/udp"
+	"github.com/tern-gw/tern/dataplane/secretfile"
+	"github.com/tern-gw/tern/dataplane/takeover"
+	"github.com/tern-gw/tern/turn"
+)
+
+// The hand-over of a running ternd to its successor (ternd --takeover,
+// docs/operations.md "Upgrades"). The old process listens on the hand-over
+// socket (ServeHandover). A successor (Takeover) connects and says hello;
+// the old one stops reading its TURN-UDP listener and relay sockets and
+// sweeping, and sends their descriptors and the snapshot of its TURN-UDP
+// allocations (dataplane/takeover). The successor adopts them without
+// reading, and confirms (ready). Only then does the old one close what it
+// does not hand over (TCP, TLS and DTLS listeners, with their allocations;
+// the health and metrics endpoints; the hand-over socket), say bye and
+// report HandedOver, after which ternd exits without closing the handed-
+// over sockets. The successor then reads them and opens the rest.
+// Datagrams that arrive meanwhile wait in the sockets' kernel buffers.
+//
+// If the successor fails or goes away before it confirms, or takes longer
+// than handoverTimeout, the old process reads again and serves on.
+
+// handoverTimeout bounds the hand-over from hello to ready.
+const handoverTimeout = 30 * time.Second
+
+// pausable is a listener that a hand-over can hold and give away: a
+// TURN-UDP listener (*udp.Listener).
+type pausable interface {
+	listener.Listener
+	Pause()
+	Resume()
+	Sockets() []int
+}
+
+// ServeHandover listens on the hand-over socket at path (owner-only) for a
+// successor and hands this server's TURN-UDP sockets and allocations to
+// the first that asks and confirms. It returns an error when the socket
+// cannot be made (takeover.Listen); the server then serves on without one.
+func (s *Server) ServeHandover(path string) error {
+	ln, err := takeover.Listen(path)
+	if err != nil {
+		return err
+	}
+	s.changeMu.Lock()
+	s.handoverLn = ln
+	s.changeMu.Unlock()
+	s.log.Info("hand-over socket", "path", path)
+	go func() {
+		for {
+			c, err := ln.AcceptUnix()
+			if err != nil {
+				return
+			}
+			done := s.handOver(takeover.NewConn(c))
+			c.Close()
+			if done {
+				return
+			}
+		}
+	}()
+	return nil
+}
+
+// HandedOver is closed when this server has handed its sockets to a
+// successor: the process must then exit without Close, which would
+// delete allocations the successor now serves.
+func (s *Server) HandedOver() <-chan struct{} { return s.handedOver }
+
+// handOver runs the old process's side of one hand-over and reports
+// whether it handed over.
+func (s *Server) handOver(c *takeover.Conn) bool {
+	_ = c.SetDeadline(time.Now().Add(handoverTimeout))
+	if err := c.ExpectHello(); err != nil {
+		s.log.Warn("hand-over: no valid hello from the successor; serving on", "error", err)
+		c.Abort(err.Error())
+		return false
+	}
+	s.changeMu.Lock()
+	defer s.changeMu.Unlock()
+	s.mu.Lock()
+	closed, cfg := s.closed, s.cfg
+	s.mu.Unlock()
+	switch {
+	case closed:
+		c.Abort("the old process is shutting down")
+		return false
+	case s.offload != nil && s.offload.Active():
+		c.Abort("the kernel offload is on: its maps are not handed over yet (docs/operations.md)")
+		s.log.Warn("hand-over refused: the kernel offload is on")
+		return false
+	}
+	s.listenersMu.Lock()
+	var udps []pausable
+	for _, lc := range cfg.Listeners {
+		if l, ok := s.listeners[lc.Name].(pausable); ok {
+			udps = append(udps, l)
+		}
+	}
+	s.listenersMu.Unlock()
+
+	start := time.Now()
+	s.sweepPaused.Store(true)
+	for _, l := range udps {
+		l.Pause()
+	}
+	s.relays.Pause()
+	resume := func() {
+		s.relays.Resume()
+		for _, l := range udps {
+			l.Resume()
+		}
+		s.sweepPaused.Store(false)
+	}
+	snap, fds := s.snapshot(udps)
+	b, err := takeover.Encode(snap)
+	if err == nil {
+		err = c.SendState(b, fds)
+	}
+	if err == nil {
+		err = c.ExpectReady()
+	}
+	if err != nil {
+		resume()
+		c.Abort(err.Error())
+		s.log.Warn("hand-over: the successor failed before it confirmed; serving on", "error", err,
+			"paused", time.Since(start).String())
+		return false
+	}
+	// Confirmed: the successor serves from now on. What is not handed
+	// over is closed, so that it can open it.
+	s.listenersMu.Lock()
+	var others []string
+	for name, l := range s.listeners {
+		if _, ok := l.(pausable); !ok {
+			others = append(others, name)
+		}
+	}
+	s.listenersMu.Unlock()
+	for _, name := range others {
+		s.stopListener(name, "handed over")
+	}
+	s.http.Close()
+	s.http = nil
+	s.handoverLn.Close()
+	s.ready.Store(false)
+	_ = c.Bye()
+	s.log.Info("handed over to the successor", "allocations", len(snap.Allocations), "listeners", len(udps),
+		"descriptors", len(fds), "snapshotBytes", len(b), "paused", time.Since(start).String())
+	close(s.handedOver)
+	return true
+}
+
+// snapshot describes the TURN-UDP listeners ls and their allocations, and
+// returns the descriptors in the order the snapshot names them. The
+// caller has paused the listeners, the relays and the sweep.
+func (s *Server) snapshot(ls []pausable) (*takeover.Snapshot, []int) {
+	st := s.engine.Settings()
+	snap := &takeover.Snapshot{Created: time.Now().UnixNano(), Realm: st.Realm, NonceKey: s.engine.NonceKey(),
+		StateBytes: s.engine.StateBytes()}
+	var fds []int
+	idx := map[turn.Transport]uint16{}
+	for i, l := range ls {
+		lc := l.Spec()
+		ip, _ := netip.ParseAddr(lc.Address)
+		socks := l.Sockets()
+		snap.Listeners = append(snap.Listeners, takeover.Listener{Name: lc.Name, Address: netip.AddrPortFrom(ip.Unmap(), uint16(lc.Port)), Sockets: uint16(len(socks))})
+		fds = append(fds, socks...)
+		if t, ok := l.(turn.Transport); ok {
+			idx[t] = uint16(i)
+		}
+	}
+	now := time.Now()
+	s.engine.Export(func(a *turn.Allocation) {
+		li, ok := idx[a.Transport]
+		if !ok || a.FiveTuple.Proto != turn.ProtoUDP {
+			return
+		}
+		key, _ := st.Auth.Key(a.Username, st.Realm, now)
+		snap.Allocations = append(snap.Allocations, takeover.Allocation{Listener: li, Key: key, AllocationState: a.State()})
+		for _, r := range a.Relays() {
+			fds = append(fds, r.Socket())
+		}
+	})
+	snap.Slots = uint32(len(snap.Allocations))
+	return snap, fds
+}
+
+// TakeoverStep names a step of Takeover, for TakeoverOptions.Step.
+type TakeoverStep string
+
+// The steps of Takeover before it confirms.
+const (
+	StepHello    TakeoverStep = "hello"    // connected and said hello
+	StepReceived TakeoverStep = "received" // descriptors and snapshot received
+	StepImported TakeoverStep = "imported" // sockets adopted, allocations imported
+)
+
+// Takeover builds a Server for cfg as New does and, instead of opening its
+// TURN-UDP listeners, takes over those and their allocations from the
+// ternd that listens on the hand-over socket at path (ServeHandover). It
+// returns a running server once the old process has said bye; it opens
+// the listeners that were not handed over (TCP, TLS, DTLS, and UDP ones
+// the old config lacked) and the health and metrics endpoints itself.
+// step, when not nil, is called at each step before the confirmation (a
+// test kills the process there).
+//
+// On an error before it confirms (the old process is not running, a
+// snapshot of another version, a handed-over listener or relay address
+// that this config lacks, an allocation that cannot be imported) the old
+// process goes on serving, and this one must exit: the Server it built
+// holds sockets it shares with the old process and is not returned.
+func Takeover(cfg *config.Config, opts Options, path string, step func(TakeoverStep)) (*Server, error) {
+	if step == nil {
+		step = func(TakeoverStep) {}
+	}
+	s, err := New(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	// The offload's maps and programs are not handed over yet: a
+	// successor whose offload attached (where the old one's, on the same
+	// config, would have too) detaches and gives up before it asks.
+	if s.offload != nil && s.offload.Active() {
+		s.Close()
+		return nil, errors.New("hand-over: the kernel offload is on, and its maps are not handed over yet; run both processes with offload.engine None (--offload-engine None) to hand over")
+	}
+	c, err := takeover.Dial(path)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * handoverTimeout))
+	if err := c.Hello(); err != nil {
+		return nil, fmt.Errorf("hand-over: hello: %w", err)
+	}
+	step(StepHello)
+	b, fds, err := c.RecvState()
+	if err != nil {
+		return nil, fmt.Errorf("hand-over: receiving sockets and snapshot: %w", err)
+	}
+	step(StepReceived)
+	adopted, n, err := s.adopt(cfg, b, fds)
+	if err != nil {
+		c.Abort(err.Error())
+		return nil, fmt.Errorf("hand-over: %w", err)
+	}
+	step(StepImported)
+	if err := c.Ready(); err != nil {
+		return nil, fmt.Errorf("hand-over: confirming: %w", err)
+	}
+	if err := c.ExpectBye(); errors.Is(err, takeover.ErrAborted) {
+		return nil, fmt.Errorf("hand-over: %w", err)
+	} else if err != nil {
+		// The old process committed when it read ready; without its
+		// bye it has gone: serve.
+		s.log.Warn("hand-over: no bye from the old process; serving", "error", err)
+	}
+	s.serveAdopted(adopted)
+	s.log.Info("took over", "allocations", n, "listeners", len(adopted))
+	return s, nil
+}
+
+// adopt decodes the snapshot b and makes the listeners and allocations it
+// describes of fds, without reading them. It returns the listeners by name
+// and how many allocations it imported.
+func (s *Server) adopt(cfg *config.Config, b []byte, fds []int) (map[string]*udp.Listener, int, error) {
+	snap, err := takeover.Decode(b)
+	if err != nil {
+		closeAll(fds)
+		return nil, 0, err
+	}
+	if snap.FDs() != len(fds) {
+		closeAll(fds)
+		return nil, 0, fmt.Errorf("snapshot names %d descriptors, %d came", snap.FDs(), len(fds))
+	}
+	s.relays.Pause()
+	s.engine.SetNonceKey(snap.NonceKey)
+	ls := make([]*udp.Listener, len(snap.Listeners))
+	adopted := map[string]*udp.Listener{}
+	next := 0
+	for i, sl := range snap.Listeners {
+		lc, ok := findUDPListener(cfg, sl)
+		if !ok {
+			return nil, 0, fmt.Errorf("listener %q (TURN-UDP %s) was handed over, but this config has no such listener", sl.Name, sl.Address)
+		}
+		al, err := allowlist.Build(lc.Routes, cfg.Clusters, s.ownAddrs(cfg), s.dns.Lookup, &s.clusterIDs)
+		if err != nil {
+			return nil, 0, fmt.Errorf("listener %q: %w", lc.Name, err)
+		}
+		l, err := udp.Adopt(s.listenerEnv(cfg), lc, al, fds[next:next+int(sl.Sockets)])
+		if err != nil {
+			return nil, 0, err
+		}
+		next += int(sl.Sockets)
+		ls[i], adopted[lc.Name] = l, l
+	}
+	st := s.engine.Settings()
+	now := time.Now()
+	stale := 0
+	for _, a := range snap.Allocations {
+		relayFDs := fds[next : next+len(a.Relays)]
+		next += len(a.Relays)
+		_, err := s.engine.Import(a.AllocationState, ls[a.Listener], func(al *turn.Allocation) ([]turn.Relay, error) {
+			var rs []turn.Relay
+			for j, fd := range relayFDs {
+				r, err := s.relays.Adopt(al, fd, a.Relays[j])
+				if err != nil {
+					for _, r := range rs {
+						_ = r.Close()
+					}
+					return nil, err
+				}
+				rs = append(rs, r)
+			}
+			return rs, nil
+		})
+		if err != nil {
+			return nil, 0, err
+		}
+		if key, ok := st.Auth.Key(a.Username, st.Realm, now); len(a.Key) > 0 && (!ok || !bytes.Equal(key, a.Key) || snap.Realm != st.Realm) {
+			stale++
+		}
+	}
+	if stale > 0 {
+		s.log.Warn("hand-over: allocations whose credentials this config keys otherwise; their clients' next requests get 401", "allocations", stale)
+	}
+	if got := s.engine.Allocations(); got != len(snap.Allocations) {
+		return nil, 0, fmt.Errorf("imported %d allocations of %d", got, len(snap.Allocations))
+	}
+	s.log.Info("hand-over: imported", "allocations", len(snap.Allocations), "stateBytes", s.engine.StateBytes(),
+		"stateBytesBefore", snap.StateBytes, "snapshotAge", time.Since(time.Unix(0, snap.Created)).String())
+	return adopted, len(snap.Allocations), nil
+}
+
+// findUDPListener returns the TURN-UDP listener of cfg that sl was.
+func findUDPListener(cfg *config.Config, sl takeover.Listener) (config.Listener, bool) {
+	for _, lc := range cfg.Listeners {
+		ip, err := netip.ParseAddr(lc.Address)
+		if lc.Name == sl.Name && lc.Protocol == protocol.TURNUDP && err == nil &&
+			netip.AddrPortFrom(ip.Unmap(), uint16(lc.Port)) == sl.Address {
+			return lc, true
+		}
+	}
+	return config.Listener{}, false
+}
+
+// serveAdopted starts serving after a hand-over: the adopted listeners and
+// the relays read again at once, then what Start opens follows.
+func (s *Server) serveAdopted(adopted map[string]*udp.Listener) {
+	s.changeMu.Lock()
+	defer s.changeMu.Unlock()
+	s.mu.Lock()
+	cfg := s.cfg
+	s.mu.Unlock()
+	s.listenersMu.Lock()
+	for name, l := range adopted {
+		s.listeners[name] = l
+	}
+	s.listenersMu.Unlock()
+	for _, l := range adopted {
+		l.Resume()
+	}
+	s.relays.Resume()
+	s.bg.Add(1)
+	go s.background()
+	s.secrets = s.watchSecrets(secretfile.Files(cfg.Auth))
+	var err error
+	if s.http, err = s.startAdmin(cfg.Admin); err != nil {
+		s.log.Error("health and metrics endpoints failed to start", "error", err)
+	}
+	s.dns.SetClusters(cfg.Clusters)
+	var rest []config.Listener
+	for _, lc := range cfg.Listeners {
+		if adopted[lc.Name] == nil {
+			rest = append(rest, lc)
+		}
+	}
+	if err := s.startListeners(cfg, rest); err != nil {
+		s.log.Error("some listeners failed to start after the hand-over", "error", err)
+	}
+	s.ready.Store(s.running() > 0)
+}
+
+func closeAll(fds []int) {
+	for _, fd := range fds {
+		_ = unix.Close(fd)
+	}
+}
