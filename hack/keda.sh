@@ -20,7 +20,10 @@
 #
 # Cached: when both binaries and the CRDs are there the script prints the directory and exits
 # at once. --check only reports (exit 1 when something is missing). Only the directory goes to
-# stdout; progress goes to stderr. Concurrent callers wait for one another on a lock.
+# stdout; progress goes to stderr. Concurrent callers wait for one another on a lock. A cold
+# build (its modules downloaded, then compiled) took 16.5 minutes (990 s) with
+# TERN_KEDA_BUILD_P=2 on two cores shared with other builds; the binaries are about 180 MB (keda)
+# and 130 MB (keda-adapter).
 #
 # Environment:
 #   TERN_KEDA_VERSION   module version of github.com/kedacore/keda/v2 (default v2.21.0)
