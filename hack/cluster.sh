@@ -35,6 +35,11 @@
 #   - pods' cgroups are under tern-cluster[-<work dir name>]/<node> in each cgroup v1
 #     hierarchy, removed by `down`;
 #   - the kubelet is built never to write machine-wide sysctls (see hack/cluster-bins.sh).
+# The API server has the aggregation layer's settings (a front-proxy CA and client certificate
+# of their own, --enable-aggregator-routing): an extension API server registered as an
+# APIService, such as KEDA's metrics API server, may run as a process in the control plane's
+# namespace, named by a Service without selector whose Endpoints hold 10.244.0.1 and its port
+# (test/cluster's TestKEDAScaling does that).
 # Every process is started here, its PID recorded under the work dir and stopped by that PID.
 #
 # Images: the pause image (the sandbox image, tern.local/pause:3.10) and every bin/images/*.tar
@@ -168,6 +173,7 @@ pki() {
 	openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
 	# cert NAME SUBJECT [SAN]
 	cert() {
+		local ca=${4:-ca}
 		openssl req -newkey rsa:2048 -nodes -keyout "$1.key" -out "$1.csr" -subj "$2" 2>/dev/null
 		local ext=$1.ext
 		printf 'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\n' >"$ext"
@@ -176,7 +182,7 @@ pki() {
 		else
 			printf 'extendedKeyUsage=clientAuth\n' >>"$ext"
 		fi
-		openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -out "$1.crt" -days 2 -extfile "$ext" 2>/dev/null
+		openssl x509 -req -in "$1.csr" -CA "$ca.crt" -CAkey "$ca.key" -CAcreateserial -out "$1.crt" -days 2 -extfile "$ext" 2>/dev/null
 	}
 	cert apiserver /CN=kube-apiserver "IP:127.0.0.1,IP:$cp_ip,IP:$svc_ip,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
 	cert admin "/O=system:masters/CN=tern-admin"
@@ -185,6 +191,11 @@ pki() {
 	cert kcm /CN=system:kube-controller-manager
 	cert scheduler /CN=system:kube-scheduler
 	cert kube-proxy /CN=system:kube-proxy # bound to system:node-proxier by the default RBAC
+	# The aggregation layer (extension API servers such as KEDA's metrics server): the API
+	# server proxies to them with this client certificate, of a CA of its own, and they trust
+	# the X-Remote-User/Group headers of requests signed by that CA and name only.
+	openssl req -x509 -newkey rsa:2048 -nodes -keyout front-proxy-ca.key -out front-proxy-ca.crt -days 2 -subj /CN=tern-front-proxy-ca 2>/dev/null
+	cert front-proxy-client /CN=front-proxy-client "" front-proxy-ca
 	cd - >/dev/null
 	kubeconfig admin https://127.0.0.1:6443 >"$work/kubeconfig"
 	kubeconfig kcm https://127.0.0.1:6443 >"$work/kcm.kubeconfig"
@@ -467,7 +478,12 @@ up() {
 		--client-ca-file "$p/ca.crt" --kubelet-client-certificate "$p/admin.crt" --kubelet-client-key "$p/admin.key" \
 		--service-account-key-file "$p/sa.pub" --service-account-signing-key-file "$p/sa.key" \
 		--service-account-issuer https://kubernetes.default.svc --service-cluster-ip-range "$svc_cidr" \
-		--authorization-mode Node,RBAC --allow-privileged=true --kubelet-preferred-address-types InternalIP
+		--authorization-mode Node,RBAC --allow-privileged=true --kubelet-preferred-address-types InternalIP \
+		--requestheader-client-ca-file "$p/front-proxy-ca.crt" --requestheader-allowed-names front-proxy-client \
+		--requestheader-username-headers X-Remote-User --requestheader-group-headers X-Remote-Group \
+		--requestheader-extra-headers-prefix X-Remote-Extra- \
+		--proxy-client-cert-file "$p/front-proxy-client.crt" --proxy-client-key-file "$p/front-proxy-client.key" \
+		--enable-aggregator-routing=true
 	wait_for 60 kube-apiserver "API server readiness" kubectl_ get --raw /readyz
 
 	start kube-controller-manager 0 "$bins/kube-controller-manager" --kubeconfig "$work/kcm.kubeconfig" \

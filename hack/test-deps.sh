@@ -4,7 +4,8 @@
 # server for comparisons); curl, which the README's command blocks run (test/docs); containerd, runc, the CNI plugins and iptables for the real-node cluster of
 # test/cluster (hack/cluster.sh runs them in namespaces of its own). Before that it builds, or
 # finds cached, the Kubernetes binaries (hack/envtest.sh's and hack/cluster-bins.sh's) and
-# Grafana Mimir with Debian's vmagent for the metrics test of test/e2e (hack/mimir.sh). `make
+# Grafana Mimir with Debian's vmagent for the metrics test of test/e2e (hack/mimir.sh), and
+# KEDA's operator and metrics API server for the KEDA test of test/cluster (hack/keda.sh). `make
 # test` runs it first.
 #
 # Idempotent: when every binary is already on PATH it does nothing, not even apt-get update.
@@ -17,7 +18,8 @@
 set -euo pipefail
 "$(dirname "$0")/envtest.sh" >/dev/null # kube-apiserver + etcd for envtest, into the cache the tests read (internal/testenv)
 "$(dirname "$0")/cluster-bins.sh" >/dev/null # kubelet, controller-manager, scheduler, kube-proxy, pause image for hack/cluster.sh
-"$(dirname "$0")/mimir.sh" >/dev/null # Grafana Mimir (built, cached) and vmagent (apt) for test/e2e's TestMimirKEDA
+"$(dirname "$0")/mimir.sh" >/dev/null # Grafana Mimir (built, cached) and vmagent (apt) for test/e2e's TestMimirKEDA and test/cluster's TestKEDAScaling
+"$(dirname "$0")/keda.sh" >/dev/null # KEDA's operator and metrics API server (built, cached) for test/cluster's TestKEDAScaling
 
 # binary:package pairs
 deps=(turnutils_uclient:coturn turnutils_peer:coturn turnserver:coturn

@@ -283,7 +283,9 @@ var cases = []struct {
 	}},
 	{"keda", map[string]any{
 		"gateway": map[string]any{"name": "stunner-gateway", "namespace": "stunner"},
-		"keda":    map[string]any{"enabled": true, "serverAddress": "http://mimir.monitoring.svc:8080/prometheus", "tenant": "tern"},
+		"keda": map[string]any{"enabled": true, "serverAddress": "http://mimir.monitoring.svc:8080/prometheus", "tenant": "tern",
+			"pollingInterval": 5, "advanced": map[string]any{"horizontalPodAutoscalerConfig": map[string]any{
+				"behavior": map[string]any{"scaleDown": map[string]any{"stabilizationWindowSeconds": 10}}}}},
 	}},
 	{"tls443", map[string]any{
 		"gateway": map[string]any{"name": "tls-gateway", "namespace": "stunner", "tls443": map[string]any{

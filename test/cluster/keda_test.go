@@ -1,0 +1,623 @@
+//go:build cluster
+
+package cluster
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tern-gw/tern/internal/testenv"
+)
+
+// The Gateway TestKEDAScaling scales, and how: threshold allocations per replica, so
+// kedaAllocations allocations ask for ceil(6/2) = 3 replicas, the most the ScaledObject allows.
+const (
+	kedaGateway     = "udp-keda"
+	kedaSelector    = "stunner.l7mp.io/related-gateway-name=" + kedaGateway
+	kedaPort        = 3480
+	kedaThreshold   = 2
+	kedaAllocations = 6
+	kedaMax         = 3
+	kedaNamespace   = "keda" // KEDA's own namespace (its POD_NAMESPACE)
+	mimirTenant     = "tern" // the tenant vmagent writes as and KEDA queries as
+	// The address of the control plane's network namespace on the nodes' bridge
+	// (hack/cluster.sh's cp_ip): where the API server reaches KEDA's metrics API server.
+	controlPlaneIP = "10.244.0.1"
+	// How long each scaling may take: KEDA polls every 5 s, the HPA controller syncs every
+	// 15 s, a new ternd pod has to start; the machine is loaded.
+	kedaScaleBound = 5 * time.Minute
+)
+
+// kedaManifests is the Gateway API side of TestKEDAScaling: a Gateway of its own (TURN-UDP on
+// kedaPort, a ClusterIP Service) on the chart's default Dataplane. No route: allocations are
+// all the test makes.
+const kedaManifests = `apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: keda-class}
+spec:
+  controllerName: stunner.l7mp.io/gateway-operator
+  parametersRef: {group: stunner.l7mp.io, kind: GatewayConfig, name: keda-config, namespace: stunner}
+---
+apiVersion: stunner.l7mp.io/v1
+kind: GatewayConfig
+metadata: {name: keda-config, namespace: stunner}
+spec:
+  realm: stunner.l7mp.io
+  authRef: {name: stunner-auth-secret, namespace: stunner}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata:
+  name: udp-keda
+  namespace: stunner
+  annotations: {stunner.l7mp.io/service-type: ClusterIP}
+spec:
+  gatewayClassName: keda-class
+  listeners: [{name: udp-listener, port: 3480, protocol: TURN-UDP}]
+`
+
+// mimirClusterConfig runs Mimir as one process (target all) on 127.0.0.1 of the control
+// plane's network namespace, filesystem storage under %[1]s, every ring in memory (the
+// configuration of test/e2e's metrics test).
+const mimirClusterConfig = `target: all
+multitenancy_enabled: true
+server:
+  http_listen_address: 127.0.0.1
+  http_listen_port: %[2]d
+  grpc_listen_address: 127.0.0.1
+  grpc_listen_port: %[3]d
+  log_level: warn
+memberlist:
+  bind_addr: [127.0.0.1]
+  bind_port: %[4]d
+  advertise_addr: 127.0.0.1
+common:
+  storage:
+    backend: filesystem
+    filesystem: {dir: %[1]s/common}
+blocks_storage:
+  backend: filesystem
+  filesystem: {dir: %[1]s/blocks}
+  bucket_store: {sync_dir: %[1]s/tsdb-sync}
+  tsdb: {dir: %[1]s/tsdb}
+compactor:
+  data_dir: %[1]s/compactor
+  sharding_ring: {kvstore: {store: inmemory}, instance_addr: 127.0.0.1}
+distributor:
+  ring: {kvstore: {store: inmemory}, instance_addr: 127.0.0.1}
+ingester:
+  ring:
+    kvstore: {store: inmemory}
+    instance_addr: 127.0.0.1
+    replication_factor: 1
+    min_ready_duration: 0s
+    final_sleep: 0s
+    observe_period: 0s
+store_gateway:
+  sharding_ring: {kvstore: {store: inmemory}, instance_addr: 127.0.0.1, replication_factor: 1}
+ruler:
+  ring: {kvstore: {store: inmemory}, instance_addr: 127.0.0.1}
+ruler_storage:
+  backend: filesystem
+  filesystem: {dir: %[1]s/rules}
+query_scheduler:
+  ring: {kvstore: {store: inmemory}, instance_addr: 127.0.0.1}
+frontend:
+  address: 127.0.0.1
+`
+
+// vmagentScrape is deploy/monitoring/vmagent.yaml's scrape config (Kubernetes pod discovery,
+// STUNner's label and port name) through the cluster's kubeconfig (%[1]s), every second, kept
+// to the Gateway of the test.
+const vmagentScrape = `global:
+  scrape_interval: 1s
+scrape_configs:
+  - job_name: tern-dataplane
+    kubernetes_sd_configs:
+      - role: pod
+        kubeconfig_file: %[1]s
+        namespaces: {names: [stunner]}
+    relabel_configs:
+      - source_labels: [__meta_kubernetes_pod_label_app]
+        regex: stunner
+        action: keep
+      - source_labels: [__meta_kubernetes_pod_container_port_name]
+        regex: metrics-port
+        action: keep
+      - source_labels: [__meta_kubernetes_pod_label_stunner_l7mp_io_related_gateway_name]
+        regex: %[2]s
+        action: keep
+      - source_labels: [__meta_kubernetes_namespace]
+        target_label: namespace
+      - source_labels: [__meta_kubernetes_pod_name]
+        target_label: pod
+      - source_labels: [__meta_kubernetes_pod_label_stunner_l7mp_io_related_gateway_name]
+        target_label: gateway
+`
+
+// kedaAPIService registers KEDA's metrics API server as external.metrics.k8s.io: a Service
+// with no selector whose Endpoints name the process's address in the control plane's network
+// namespace (the API server routes to endpoints: hack/cluster.sh sets
+// --enable-aggregator-routing). %[1]d is its port, %[2]s the CA of its certificate.
+const kedaAPIService = `apiVersion: v1
+kind: Service
+metadata: {name: keda-metrics-apiserver, namespace: keda}
+spec:
+  ports: [{name: https, port: 443, targetPort: %[1]d, protocol: TCP}]
+---
+apiVersion: v1
+kind: Endpoints
+metadata: {name: keda-metrics-apiserver, namespace: keda}
+subsets:
+  - addresses: [{ip: ` + controlPlaneIP + `}]
+    ports: [{name: https, port: %[1]d, protocol: TCP}]
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata: {name: v1beta1.external.metrics.k8s.io}
+spec:
+  group: external.metrics.k8s.io
+  version: v1beta1
+  groupPriorityMinimum: 100
+  versionPriority: 100
+  service: {name: keda-metrics-apiserver, namespace: keda, port: 443}
+  caBundle: %[2]s
+`
+
+// TestKEDAScaling is issue 26's "KEDA for real": the chain an adopter runs, every link real.
+// Grafana Mimir (hack/mimir.sh) and vmagent run as processes in the control plane's network
+// namespace; vmagent discovers the Gateway's ternd pods through the API server and
+// remote-writes their metrics to Mimir; KEDA's operator and metrics API server (hack/keda.sh)
+// run as processes with the cluster's kubeconfig, the latter registered as the
+// external.metrics.k8s.io APIService; the chart's ScaledObject (keda.enabled, by helm
+// upgrade) points KEDA at Mimir with sum(stunner_allocations_active) and a threshold of 2
+// allocations per replica. Six pion/turn allocations on the Gateway's one ternd pod scale its
+// Deployment from 1 to 3 replicas; releasing them scales it back to 1 (the HPA's scale-down
+// stabilization set to 0 through the chart's keda.advanced). The times are logged.
+func TestKEDAScaling(t *testing.T) {
+	dir := cluster(t)
+	tag := installOperator(t)
+	mimirBin := testenv.Mimir(t)
+	kedaDir := testenv.KEDA(t)
+	root := repoRoot(t)
+	kubeconfig := os.Getenv("KUBECONFIG")
+	step := func(name string, f func(t *testing.T)) {
+		t.Helper()
+		if !t.Run(name, f) {
+			t.FailNow()
+		}
+	}
+	// The aggregation layer: the API server must proxy to extension API servers.
+	if ca, _ := tryRun(nil, "kubectl", "-n", "kube-system", "get", "configmap", "extension-apiserver-authentication",
+		"-o", "jsonpath={.data.requestheader-client-ca-file}"); ca == "" {
+		t.Fatalf("the API server of %s has no front-proxy (requestheader) settings: the cluster was started by an older hack/cluster.sh; take it down and up again", dir)
+	}
+
+	kubectl(t, "apply", "-f", filepath.Join(root, "test", "cluster", "testdata", "gateway-prereqs.yaml"))
+	run(t, []byte(kedaManifests), "kubectl", "apply", "-f", "-")
+	t.Cleanup(func() {
+		_, _ = tryRun([]byte(kedaManifests), "kubectl", "delete", "--ignore-not-found", "--wait=false", "-f", "-")
+	})
+	// The setup runs on t itself, not in subtests: the processes and objects it starts stay
+	// until the test ends (a subtest's cleanups run when the subtest does).
+	var first pod
+	testenv.Eventually(t, 120*time.Second, func() error {
+		pods, err := readyPods(gatewayNamespace, kedaSelector)
+		if err != nil || len(pods) != 1 {
+			return fmt.Errorf("want one Ready ternd pod for Gateway %s, have %v (%v)", kedaGateway, pods, err)
+		}
+		first = pods[0]
+		return nil
+	})
+
+	mimir := startClusterMimir(t, mimirBin)
+	startClusterVmagent(t, kubeconfig, mimir)
+	// The ternd pod's series reaches Mimir: sum(stunner_allocations_active) is 0.
+	start := time.Now()
+	testenv.Eventually(t, 120*time.Second, func() error {
+		v, err := mimirSum(mimir)
+		if err == nil && v != 0 {
+			err = fmt.Errorf("sum(stunner_allocations_active) = %v with no allocation, want 0", v)
+		}
+		return err
+	})
+	t.Logf("Mimir has the ternd pod's stunner_allocations_active %.1fs after vmagent started", time.Since(start).Seconds())
+
+	run(t, []byte(kubectl(t, "create", "namespace", kedaNamespace, "--dry-run=client", "-o", "yaml")), "kubectl", "apply", "-f", "-")
+	kubectl(t, "apply", "--server-side", "-f", filepath.Join(kedaDir, "crds"))
+	testenv.Eventually(t, 60*time.Second, func() error {
+		est, err := tryRun(nil, "kubectl", "get", "crd", "scaledobjects.keda.sh",
+			"-o", `jsonpath={.status.conditions[?(@.type=="Established")].status}`)
+		if err != nil || est != "True" {
+			return fmt.Errorf("CRD scaledobjects.keda.sh Established=%q (%v)", est, err)
+		}
+		return nil
+	})
+	start = time.Now()
+	startKEDA(t, kedaDir, kubeconfig)
+	t.Logf("KEDA's metrics API server Available as external.metrics.k8s.io %.1fs after its start", time.Since(start).Seconds())
+
+	// The chart's ScaledObject, by helm upgrade of the release.
+	vals := chartValues(tag, false)
+	vals["gateway"] = map[string]any{"name": kedaGateway, "namespace": gatewayNamespace}
+	vals["keda"] = map[string]any{
+		"enabled":         true,
+		"minReplicaCount": 1,
+		"maxReplicaCount": kedaMax,
+		"serverAddress":   mimir + "/prometheus",
+		"threshold":       strconv.Itoa(kedaThreshold),
+		"tenant":          mimirTenant,
+		"pollingInterval": 5,
+		"advanced": map[string]any{"horizontalPodAutoscalerConfig": map[string]any{"behavior": map[string]any{
+			"scaleDown": map[string]any{"stabilizationWindowSeconds": 0},
+			"scaleUp":   map[string]any{"stabilizationWindowSeconds": 0},
+		}}},
+	}
+	helmUpgrade(t, vals)
+	// Taken out again while KEDA still runs (its finalizer on the ScaledObject goes with it),
+	// before the processes stop: cleanups run last registered first.
+	t.Cleanup(func() {
+		helmUpgrade(t, chartValues(tag, false))
+		_, _ = tryRun(nil, "kubectl", "-n", gatewayNamespace, "wait", "--for=delete", "--timeout=60s", "scaledobject/"+kedaGateway)
+	})
+	testenv.Eventually(t, 120*time.Second, func() error {
+		ready, err := tryRun(nil, "kubectl", "-n", gatewayNamespace, "get", "scaledobject", kedaGateway,
+			"-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+		if err != nil || ready != "True" {
+			return fmt.Errorf("ScaledObject %s/%s Ready=%q (%v)", gatewayNamespace, kedaGateway, ready, err)
+		}
+		return nil
+	})
+	// The metric the HPA KEDA made reads, through the APIService.
+	testenv.Eventually(t, 120*time.Second, func() error {
+		out, err := tryRun(nil, "kubectl", "get", "--raw",
+			"/apis/external.metrics.k8s.io/v1beta1/namespaces/"+gatewayNamespace+"/s0-prometheus?labelSelector=scaledobject.keda.sh%2Fname%3D"+kedaGateway)
+		if err != nil || !strings.Contains(out, `"metricName":"s0-prometheus"`) {
+			return fmt.Errorf("external metric s0-prometheus: %q (%v)", out, err)
+		}
+		return nil
+	})
+
+	server := net.JoinHostPort(first.ip, strconv.Itoa(kedaPort))
+	var allocs []*turnAlloc
+	defer func() {
+		for _, a := range allocs {
+			a.Close()
+		}
+	}()
+	step("ScaleOut", func(t *testing.T) {
+		start := time.Now()
+		for range kedaAllocations {
+			a, err := allocate(server)
+			if err != nil {
+				t.Fatal(err)
+			}
+			allocs = append(allocs, a)
+		}
+		testenv.Eventually(t, kedaScaleBound, func() error {
+			v, err := mimirSum(mimir)
+			if err != nil || v != kedaAllocations {
+				return fmt.Errorf("sum(stunner_allocations_active) = %v (%v), want %d", v, err, kedaAllocations)
+			}
+			return nil
+		})
+		inMimir := time.Since(start)
+		waitReplicas(t, kedaMax)
+		t.Logf("KEDA scale-out: %d allocations on %s; in Mimir after %.1fs; %d Ready replicas after %.1fs",
+			kedaAllocations, server, inMimir.Seconds(), kedaMax, time.Since(start).Seconds())
+	})
+
+	step("ScaleIn", func(t *testing.T) {
+		start := time.Now()
+		for _, a := range allocs {
+			a.Close()
+		}
+		allocs = nil
+		waitReplicas(t, 1)
+		t.Logf("KEDA scale-in: allocations released; 1 replica left after %.1fs", time.Since(start).Seconds())
+	})
+}
+
+// waitReplicas waits up to kedaScaleBound for the Gateway's Deployment to ask for n replicas
+// and have n Ready pods and no other.
+func waitReplicas(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(kedaScaleBound)
+	for {
+		spec, _ := tryRun(nil, "kubectl", "-n", gatewayNamespace, "get", "deployment", kedaGateway, "-o", "jsonpath={.spec.replicas}")
+		ready, err := readyPods(gatewayNamespace, kedaSelector)
+		running := runningPodsNow(gatewayNamespace, kedaSelector)
+		if spec == strconv.Itoa(n) && err == nil && len(ready) == n && len(running) == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			hpa, _ := tryRun(nil, "kubectl", "-n", gatewayNamespace, "describe", "hpa")
+			so, _ := tryRun(nil, "kubectl", "-n", gatewayNamespace, "get", "scaledobject", kedaGateway, "-o", "yaml")
+			t.Fatalf("Deployment %s/%s: spec.replicas %q, Ready pods %v, running %v after %v; want %d\nHPA:\n%s\nScaledObject:\n%s",
+				gatewayNamespace, kedaGateway, spec, ready, running, kedaScaleBound, n, hpa, so)
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+// daemon is a process the test started, stopped by its PID (SIGTERM, then SIGKILL) when the
+// test ends; its output is logged when the test failed.
+type daemon struct {
+	name string
+	cmd  *exec.Cmd
+	out  *lockedBuffer
+	done chan struct{}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.b.String()
+	if len(s) > 8000 {
+		s = "...\n" + s[len(s)-8000:]
+	}
+	return s
+}
+
+func startDaemon(t *testing.T, env []string, name string, args ...string) *daemon {
+	t.Helper()
+	d := &daemon{name: name, cmd: exec.Command(args[0], args[1:]...), out: &lockedBuffer{}, done: make(chan struct{})}
+	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
+	d.cmd.Env = append(os.Environ(), env...)
+	if err := d.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() { _ = d.cmd.Wait(); close(d.done) }()
+	t.Cleanup(func() {
+		_ = d.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-d.done:
+		case <-time.After(15 * time.Second):
+			_ = d.cmd.Process.Kill()
+			<-d.done
+		}
+		if t.Failed() {
+			t.Logf("%s output:\n%s", name, d.out.String())
+		}
+	})
+	return d
+}
+
+func (d *daemon) exited() bool {
+	select {
+	case <-d.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// freeTCPPort returns a TCP port free on ip at the time of the call.
+func freeTCPPort(t *testing.T, ip string) int {
+	t.Helper()
+	l, err := net.Listen("tcp4", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startClusterMimir runs Mimir and returns its base URL once /ready answers.
+func startClusterMimir(t *testing.T, bin string) string {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "mimir.yaml")
+	httpPort := freeTCPPort(t, "127.0.0.1")
+	conf := fmt.Sprintf(mimirClusterConfig, filepath.Join(dir, "data"), httpPort, freeTCPPort(t, "127.0.0.1"), freeTCPPort(t, "127.0.0.1"))
+	if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, nil, "mimir", bin, "-config.file="+cfg)
+	base := "http://127.0.0.1:" + strconv.Itoa(httpPort)
+	testenv.Eventually(t, 120*time.Second, func() error {
+		if d.exited() {
+			t.Fatalf("mimir exited:\n%s", d.out.String())
+		}
+		resp, err := http.Get(base + "/ready")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("mimir /ready: %d %s", resp.StatusCode, strings.TrimSpace(string(body)))
+		}
+		return nil
+	})
+	return base
+}
+
+// startClusterVmagent runs Debian's vmagent with vmagentScrape, remote-writing to Mimir as
+// mimirTenant, with deploy/monitoring/vmagent.yaml's flags.
+func startClusterVmagent(t *testing.T, kubeconfig, mimir string) {
+	t.Helper()
+	bin, err := exec.LookPath("vmagent")
+	testenv.Require(t, "vmagent (Debian package victoria-metrics; hack/mimir.sh installs it)", err)
+	dir := t.TempDir()
+	scrape := filepath.Join(dir, "scrape.yaml")
+	if err := os.WriteFile(scrape, fmt.Appendf(nil, vmagentScrape, kubeconfig, kedaGateway), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startDaemon(t, nil, "vmagent", bin,
+		"-promscrape.config="+scrape,
+		"-remoteWrite.url="+mimir+"/api/v1/push",
+		"-remoteWrite.headers=X-Scope-OrgID:"+mimirTenant,
+		"-remoteWrite.flushInterval=1s",
+		"-remoteWrite.tmpDataPath="+filepath.Join(dir, "remotewrite"),
+		"-httpListenAddr=127.0.0.1:"+strconv.Itoa(freeTCPPort(t, "127.0.0.1")),
+		"-loggerLevel=WARN")
+}
+
+// mimirSum asks Mimir, as KEDA does, for sum(stunner_allocations_active); no series is an error.
+func mimirSum(mimir string) (float64, error) {
+	req, err := http.NewRequest(http.MethodGet, mimir+"/prometheus/api/v1/query?query="+url.QueryEscape("sum(stunner_allocations_active)"), nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("X-Scope-OrgID", mimirTenant)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			Result []struct {
+				Value [2]any `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return 0, fmt.Errorf("mimir query: %d: %w", resp.StatusCode, err)
+	}
+	if r.Status != "success" {
+		return 0, fmt.Errorf("mimir query: %s", r.Error)
+	}
+	if len(r.Data.Result) != 1 {
+		return 0, fmt.Errorf("mimir query: %d series, want 1", len(r.Data.Result))
+	}
+	s, _ := r.Data.Result[0].Value[1].(string)
+	return strconv.ParseFloat(s, 64)
+}
+
+// startKEDA runs KEDA's operator and metrics API server with the cluster's kubeconfig and
+// registers the latter as the external.metrics.k8s.io APIService. Their gRPC link is mutual
+// TLS (KEDA's ca.crt, tls.crt, tls.key in one directory): one certificate of a CA made here
+// serves both ends, and the API server's connections to the metrics API server (by its
+// Service's name, keda-metrics-apiserver.keda.svc, at controlPlaneIP).
+func startKEDA(t *testing.T, kedaDir, kubeconfig string) {
+	t.Helper()
+	certs := t.TempDir()
+	caPEM := writeKEDACerts(t, certs)
+	grpcAddr := "127.0.0.1:" + strconv.Itoa(freeTCPPort(t, "127.0.0.1"))
+	env := []string{"KUBECONFIG=" + kubeconfig, "WATCH_NAMESPACE=", "POD_NAMESPACE=" + kedaNamespace,
+		"KEDA_CLUSTER_OBJECT_NAMESPACE=" + kedaNamespace}
+	op := startDaemon(t, env, "keda-operator", filepath.Join(kedaDir, "keda"),
+		"--cert-dir="+certs, "--ca-dir="+certs,
+		"--metrics-service-bind-address="+grpcAddr,
+		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(freeTCPPort(t, "127.0.0.1")),
+		"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(freeTCPPort(t, "127.0.0.1")),
+		"--zap-log-level=info")
+	port := freeTCPPort(t, controlPlaneIP)
+	ad := startDaemon(t, env, "keda-adapter", filepath.Join(kedaDir, "keda-adapter"),
+		"--secure-port="+strconv.Itoa(port), "--bind-address="+controlPlaneIP,
+		"--cert-dir="+certs,
+		"--tls-cert-file="+filepath.Join(certs, "tls.crt"), "--tls-private-key-file="+filepath.Join(certs, "tls.key"),
+		"--lister-kubeconfig="+kubeconfig,
+		"--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig,
+		"--metrics-service-address="+grpcAddr,
+		"--port="+strconv.Itoa(freeTCPPort(t, "127.0.0.1")))
+	apiService := fmt.Appendf(nil, kedaAPIService, port, base64.StdEncoding.EncodeToString(caPEM))
+	run(t, apiService, "kubectl", "apply", "-f", "-")
+	// Unregistered before the metrics API server stops: an APIService with no server behind it
+	// breaks API discovery (kubectl, Helm) for the tests after this one.
+	t.Cleanup(func() {
+		_, _ = tryRun(apiService, "kubectl", "delete", "--ignore-not-found", "-f", "-")
+	})
+	testenv.Eventually(t, 180*time.Second, func() error {
+		for _, d := range []*daemon{op, ad} {
+			if d.exited() {
+				t.Fatalf("%s exited:\n%s", d.name, d.out.String())
+			}
+		}
+		avail, err := tryRun(nil, "kubectl", "get", "apiservice", "v1beta1.external.metrics.k8s.io",
+			"-o", `jsonpath={.status.conditions[?(@.type=="Available")].status} {.status.conditions[?(@.type=="Available")].message}`)
+		if err != nil || !strings.HasPrefix(avail, "True") {
+			return fmt.Errorf("APIService v1beta1.external.metrics.k8s.io Available: %q (%v)", avail, err)
+		}
+		return nil
+	})
+}
+
+// writeKEDACerts writes ca.crt, tls.crt and tls.key into dir and returns the CA's PEM.
+func writeKEDACerts(t *testing.T, dir string) []byte {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "tern-test-keda-ca"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "keda"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		DNSNames: []string{"localhost", "keda-metrics-apiserver", "keda-metrics-apiserver.keda",
+			"keda-metrics-apiserver.keda.svc", "keda-operator.keda.svc"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(controlPlaneIP)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
+	for name, data := range map[string][]byte{
+		"ca.crt":  caPEM,
+		"tls.crt": pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		"tls.key": pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return caPEM
+}
