@@ -69,6 +69,16 @@ type Client interface {
 	FlushToClient(w int)
 }
 
+// DestinationSource is implemented by a UDP listener Client on a wildcard
+// address: FromDestination reports true when what relay workers batch for
+// its clients (BatchSocket) must name the server address of the
+// allocation's 5-tuple as its source, because the socket's own address
+// (0.0.0.0 or ::) leaves the kernel to pick one by route, which a client
+// that connect()ed its socket to the server drops (udpio.SetPacketInfo).
+type DestinationSource interface {
+	FromDestination() bool
+}
+
 // Pool opens relay sockets on its addresses within a port range and
 // implements turn.RelayAllocator. The socket work is platform-specific
 // (worker_linux.go: non-blocking sockets served by epoll workers).
@@ -429,6 +439,9 @@ type Relay struct {
 	batch    bool
 	outFD    int
 	outStats *stats.Worker
+	// src is the source address of what is batched for the client, when
+	// its listener must name one (DestinationSource); else the zero Addr.
+	src netip.Addr
 }
 
 // Addr implements turn.Relay: the relayed transport address.

@@ -145,6 +145,9 @@ func (io *relayIO) start(r *Relay) error {
 	w := io.ws[int(io.next.Add(1))%len(io.ws)]
 	r.worker = w.id
 	r.outFD, r.outStats, r.batch = r.client.BatchSocket(w.id)
+	if ds, ok := r.client.(DestinationSource); ok && ds.FromDestination() && r.alloc != nil {
+		r.src = r.alloc.FiveTuple.Server.Addr()
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.stopping {
@@ -454,7 +457,7 @@ func (w *worker) drain(r *Relay, rb, sb *udpio.Batch, out *outQueue) {
 				}
 				continue
 			}
-			sb.Add(r.outFD, msg, client)
+			sb.AddFrom(r.outFD, msg, client, r.src)
 		}
 		if r.batch {
 			out.used = off + n

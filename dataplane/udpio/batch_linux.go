@@ -19,6 +19,13 @@ type Batch struct {
 	n     int       // messages queued (send batches only)
 	gso   *gsoState // send batches with UDP GSO on; nil sends datagram by datagram
 	slab  []byte    // the mapping receive buffers live in; nil for heap or lent buffers
+	// Packet info (pktinfo_linux.go): rctl holds each received message's
+	// control (receive batches after RecvDest); srcs and sctl each queued
+	// message's source address and the control that names it (send
+	// batches; the zero Addr leaves the source to the kernel).
+	rctl []byte
+	srcs []netip.Addr
+	sctl []byte
 }
 
 func newBatch(n int) *Batch {
@@ -27,6 +34,8 @@ func newBatch(n int) *Batch {
 		iovs:  make([]unix.Iovec, n),
 		names: make([]unix.RawSockaddrInet6, n),
 		fds:   make([]int, n),
+		srcs:  make([]netip.Addr, n),
+		sctl:  make([]byte, n*pktinfoSpace),
 	}
 	for i := range b.hdrs {
 		b.hdrs[i].Hdr.Name = (*byte)(unsafe.Pointer(&b.names[i]))
@@ -124,6 +133,9 @@ func (b *Batch) RecvAt(fd, off, n, flags int, blocking bool) (int, error) {
 	for i := off; i < off+n; i++ {
 		b.hdrs[i].Hdr.Namelen = unix.SizeofSockaddrInet6
 		b.hdrs[i].Hdr.Flags = 0
+		if b.rctl != nil {
+			b.hdrs[i].Hdr.SetControllen(pktinfoSpace)
+		}
 	}
 	return b.mmsgAt(unix.SYS_RECVMMSG, fd, off, n, flags, blocking)
 }
@@ -149,8 +161,7 @@ func (b *Batch) Send(fd, flags int, blocking bool) (int, error) {
 	if b.gso != nil {
 		// Slots an earlier Flush coalesced still carry UDP_SEGMENT.
 		for i := range b.n {
-			b.hdrs[i].Hdr.Control = nil
-			b.hdrs[i].Hdr.SetControllen(0)
+			b.setSourceControl(i)
 		}
 	}
 	return b.mmsg(unix.SYS_SENDMMSG, fd, b.n, flags, blocking)
@@ -228,13 +239,20 @@ func (b *Batch) Queued() int { return b.n }
 // Full reports whether no more datagrams can be queued before Flush.
 func (b *Batch) Full() bool { return b.n == len(b.hdrs) }
 
-// Add queues p for to on socket fd. p must stay unchanged until Flush. The
-// caller flushes before the batch is full.
+// Add queues p for to on socket fd, from the address the kernel picks. p
+// must stay unchanged until Flush. The caller flushes before the batch is
+// full.
 func (b *Batch) Add(fd int, p []byte, to netip.AddrPort) {
 	i := b.n
 	b.setIov(i, p)
 	b.hdrs[i].Hdr.Namelen = encodeSockaddr(&b.names[i], to)
 	b.fds[i] = fd
+	if b.srcs[i].IsValid() {
+		// The slot's last datagram named its source (AddFrom).
+		b.srcs[i] = netip.Addr{}
+		b.hdrs[i].Hdr.Control = nil
+		b.hdrs[i].Hdr.SetControllen(0)
+	}
 	b.n++
 }
 

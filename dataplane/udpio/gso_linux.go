@@ -1,6 +1,7 @@
 package udpio
 
 import (
+	"net/netip"
 	"sync"
 	"unsafe"
 
@@ -17,22 +18,27 @@ const (
 	udpSegment     = 103   // UDP_SEGMENT, in linux/udp.h
 )
 
+// gsoCtrl is the control space of one coalesced message in bytes: a
+// UDP_SEGMENT message (a cmsghdr and a uint16, aligned to 8) and room for
+// the packet info of a datagram with a source address (pktinfoSpace).
+const gsoCtrl = unix.SizeofCmsghdr + 8 + unix.SizeofCmsghdr + 24
+
 // gsoState is what a send batch needs for segmentation: a buffer the runs
 // are copied into and one control message per batch slot.
 type gsoState struct {
 	buf  []byte
-	ctrl [][unix.SizeofCmsghdr + 8]byte
+	ctrl [][gsoCtrl]byte
 	segs []int // datagrams carried by each queued message after coalesce
 }
 
 // newGSOState returns the state for a batch of n. The copy buffer (127 KiB)
 // comes with the first flush, so that a worker that never sends holds none.
 func newGSOState(n int) *gsoState {
-	return &gsoState{ctrl: make([][unix.SizeofCmsghdr + 8]byte, n), segs: make([]int, n)}
+	return &gsoState{ctrl: make([][gsoCtrl]byte, n), segs: make([]int, n)}
 }
 
 // coalesce rewrites b's queued messages so that each run of consecutive
-// datagrams on one socket to one destination, all of one size (the last
+// datagrams on one socket to one destination from one source, all of one size (the last
 // may be shorter, as GSO allows), becomes one message with a UDP_SEGMENT
 // control message. Payloads of runs are copied into g.buf (a copy of ~100
 // bytes is far cheaper than a trip down the send path). Messages that do
@@ -48,7 +54,7 @@ func (b *Batch) coalesce(g *gsoState) {
 		j := i + 1
 		total := size
 		for j < b.n && j-i < gsoMaxSegments && b.fds[j] == b.fds[i] &&
-			b.hdrs[j].Hdr.Namelen == b.hdrs[i].Hdr.Namelen && b.names[j] == b.names[i] &&
+			b.hdrs[j].Hdr.Namelen == b.hdrs[i].Hdr.Namelen && b.names[j] == b.names[i] && b.srcs[j] == b.srcs[i] &&
 			total+int(b.iovs[j].Len) <= gsoMaxBytes && len(g.buf)+total+int(b.iovs[j].Len) <= cap(g.buf) {
 			l := int(b.iovs[j].Len)
 			if l > size {
@@ -79,8 +85,12 @@ func (b *Batch) coalesce(g *gsoState) {
 		h.Level, h.Type = unix.SOL_UDP, udpSegment
 		h.SetLen(unix.CmsgLen(2))
 		*(*uint16)(unsafe.Pointer(&c[unix.SizeofCmsghdr])) = uint16(size)
+		cl := unix.CmsgSpace(2)
+		if b.srcs[w].IsValid() {
+			cl += putPktinfo(c[cl:], b.srcs[w])
+		}
 		b.hdrs[w].Hdr.Control = &c[0]
-		b.hdrs[w].Hdr.SetControllen(unix.CmsgSpace(2))
+		b.hdrs[w].Hdr.SetControllen(cl)
 		g.segs[w] = j - i
 		w++
 		i = j
@@ -88,16 +98,17 @@ func (b *Batch) coalesce(g *gsoState) {
 	b.n = w
 }
 
-// move copies queued message i to slot w (w <= i) without a control message.
+// move copies queued message i to slot w (w <= i) with no control message
+// but its packet info, if it has a source address.
 func (b *Batch) move(w, i int) {
 	if w != i {
 		b.iovs[w] = b.iovs[i]
 		b.names[w] = b.names[i]
 		b.fds[w] = b.fds[i]
+		b.srcs[w] = b.srcs[i]
 		b.hdrs[w].Hdr.Namelen = b.hdrs[i].Hdr.Namelen
 	}
-	b.hdrs[w].Hdr.Control = nil
-	b.hdrs[w].Hdr.SetControllen(0)
+	b.setSourceControl(w)
 }
 
 // sendSegments sends the datagrams of GSO message i one by one: the
@@ -110,7 +121,7 @@ func (b *Batch) sendSegments(i, segs int) (sent, bytes int) {
 	for k := 0; k < segs && len(all) > 0; k++ {
 		p := all[:min(size, len(all))]
 		all = all[len(p):]
-		if SendTo(b.fds[i], p, to) == nil {
+		if sendFrom(b.fds[i], p, to, b.srcs[i]) == nil {
 			sent++
 			bytes += len(p)
 		}
@@ -130,4 +141,29 @@ func gsoSupported() bool {
 	defer unix.Close(fd)
 	_, err = unix.GetsockoptInt(fd, unix.SOL_UDP, udpSegment)
 	return err == nil
+}
+
+// sendFrom sends p to `to` on socket fd from src (SendTo when src is the
+// zero Addr), with one sendmsg. It allocates, so only the fallback of a
+// refused GSO message uses it.
+func sendFrom(fd int, p []byte, to netip.AddrPort, src netip.Addr) error {
+	if !src.IsValid() {
+		return SendTo(fd, p, to)
+	}
+	var sa unix.RawSockaddrInet6
+	n := encodeSockaddr(&sa, to)
+	oob := make([]byte, pktinfoSpace)
+	oob = oob[:putPktinfo(oob, src)]
+	var iov unix.Iovec
+	if len(p) > 0 {
+		iov.Base = &p[0]
+	}
+	iov.SetLen(len(p))
+	msg := unix.Msghdr{Name: (*byte)(unsafe.Pointer(&sa)), Namelen: n, Iov: &iov, Iovlen: 1, Control: &oob[0]}
+	msg.SetControllen(len(oob))
+	_, _, en := unix.Syscall(unix.SYS_SENDMSG, uintptr(fd), uintptr(unsafe.Pointer(&msg)), 0)
+	if en != 0 {
+		return en
+	}
+	return nil
 }

@@ -21,20 +21,26 @@ func TestCoalesce(t *testing.T) {
 		fd   int
 		size int
 		to   netip.AddrPort
+		src  netip.Addr // AddFrom's source; the zero Addr is Add
 	}
+	var z netip.Addr
+	s1, s2 := netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("127.0.0.3")
 	for _, tc := range []struct {
 		name string
 		in   []msg
 		segs []int // datagrams per message after coalescing
 	}{
-		{"one datagram", []msg{{3, 100, a}}, []int{1}},
-		{"run of one size", []msg{{3, 100, a}, {3, 100, a}, {3, 100, a}}, []int{3}},
-		{"shorter last joins", []msg{{3, 100, a}, {3, 100, a}, {3, 40, a}}, []int{3}},
-		{"shorter ends the run", []msg{{3, 100, a}, {3, 40, a}, {3, 40, a}}, []int{2, 1}},
-		{"longer starts a new run", []msg{{3, 40, a}, {3, 100, a}, {3, 100, a}}, []int{1, 2}},
-		{"other destination", []msg{{3, 100, a}, {3, 100, b}, {3, 100, b}}, []int{1, 2}},
-		{"other socket", []msg{{3, 100, a}, {4, 100, a}, {4, 100, a}}, []int{1, 2}},
-		{"empty datagrams stay single", []msg{{3, 0, a}, {3, 0, a}}, []int{1, 1}},
+		{"one datagram", []msg{{3, 100, a, z}}, []int{1}},
+		{"run of one size", []msg{{3, 100, a, z}, {3, 100, a, z}, {3, 100, a, z}}, []int{3}},
+		{"shorter last joins", []msg{{3, 100, a, z}, {3, 100, a, z}, {3, 40, a, z}}, []int{3}},
+		{"shorter ends the run", []msg{{3, 100, a, z}, {3, 40, a, z}, {3, 40, a, z}}, []int{2, 1}},
+		{"longer starts a new run", []msg{{3, 40, a, z}, {3, 100, a, z}, {3, 100, a, z}}, []int{1, 2}},
+		{"other destination", []msg{{3, 100, a, z}, {3, 100, b, z}, {3, 100, b, z}}, []int{1, 2}},
+		{"other socket", []msg{{3, 100, a, z}, {4, 100, a, z}, {4, 100, a, z}}, []int{1, 2}},
+		{"empty datagrams stay single", []msg{{3, 0, a, z}, {3, 0, a, z}}, []int{1, 1}},
+		{"one source", []msg{{3, 100, a, s1}, {3, 100, a, s1}}, []int{2}},
+		{"other source", []msg{{3, 100, a, s1}, {3, 100, a, s2}, {3, 100, a, s2}}, []int{1, 2}},
+		{"source and none", []msg{{3, 100, a, s1}, {3, 100, a, z}}, []int{1, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sb := newBatch(BatchSize)
@@ -43,7 +49,7 @@ func TestCoalesce(t *testing.T) {
 			for i, m := range tc.in {
 				p := bytes.Repeat([]byte{byte(i + 1)}, m.size)
 				want = append(want, p...)
-				sb.Add(m.fd, p, m.to)
+				sb.AddFrom(m.fd, p, m.to, m.src)
 			}
 			sb.coalesce(g)
 			if sb.n != len(tc.segs) {
@@ -54,8 +60,9 @@ func TestCoalesce(t *testing.T) {
 				if g.segs[i] != tc.segs[i] {
 					t.Errorf("message %d carries %d datagrams, want %d", i, g.segs[i], tc.segs[i])
 				}
-				if gso := sb.hdrs[i].Hdr.Control != nil; gso != (tc.segs[i] > 1) {
-					t.Errorf("message %d: UDP_SEGMENT control %v, want %v", i, gso, tc.segs[i] > 1)
+				wantCtl := tc.segs[i] > 1 || sb.srcs[i].IsValid()
+				if ctl := sb.hdrs[i].Hdr.Control != nil; ctl != wantCtl {
+					t.Errorf("message %d: control %v, want %v", i, ctl, wantCtl)
 				}
 				if sb.iovs[i].Len > 0 {
 					got = append(got, unsafeBytes(sb, i)...)

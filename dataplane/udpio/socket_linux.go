@@ -24,6 +24,10 @@ type SocketOptions struct {
 	// IPv4 sources arrive as IPv4-mapped addresses (decodeSockaddr unmaps
 	// them). Where the kernel has no IPv6 it falls back to an IPv4 socket.
 	DualStack bool
+	// PacketInfo reports each datagram's destination address
+	// (SetPacketInfo), for a socket on a wildcard address that must answer
+	// from the address each client sent to.
+	PacketInfo bool
 }
 
 // Socket opens a UDP socket of ap's family bound to ap and returns its
@@ -101,6 +105,11 @@ func setup(fd, family int, o SocketOptions) error {
 	}
 	if o.Buffer > 0 {
 		SetBuffers(fd, o.Buffer)
+	}
+	if o.PacketInfo {
+		if err := SetPacketInfo(fd); err != nil {
+			return fmt.Errorf("IP_PKTINFO: %w", err)
+		}
 	}
 	return nil
 }

@@ -192,7 +192,7 @@ spec:
 
 // TestOffloadRelay is issue 25's offload on the real node: the chart upgraded with
 // dataplane.offloadEngine Auto, a Gateway on the pod network and one on the node's network
-// (hostNetwork) relay pion/turn's datagrams (and, on the pod network, turnutils_uclient's)
+// (hostNetwork) relay pion/turn's and turnutils_uclient's datagrams
 // from a client pod to the echo pod with no loss, at least offloadShare of them in the kernel (tern_offload_packets_total
 // against tern_peer_packets_total, both from the pod's /metrics), and each Gateway says
 // OffloadActive=True. A third Gateway's Dataplane runs the image's ternd-offload (ternd with
@@ -347,17 +347,10 @@ func TestOffloadRelay(t *testing.T) {
 				}
 				return err
 			})
-			if g.hostNetwork {
-				// turnutils_uclient connect()s its socket to the server's address, and a
-				// ternd listener bound to the wildcard answers from the address the route
-				// back picks: from a pod that is the node's cni0 address (10.88.0.1), not
-				// the node address the client sent to (10.244.0.1), so the client's kernel
-				// drops every answer and it waits for its Allocate forever. pion does not
-				// connect its socket and takes the answers. Not an offload matter: the
-				// socket path answers the same way (docs/offload.md, "Proved on the
-				// real-node cluster").
-				return
-			}
+			// turnutils_uclient connect()s its socket to the server's address; on the
+			// hostNetwork Gateway, whose listener is on the wildcard, the answers come from the
+			// node address it sent to, not the cni0 address the route back to the pod picks
+			// (udpio.SetPacketInfo).
 			measure("turnutils_uclient", func() error {
 				r := runUclientIn(clientPID, uclient, server, echo.ip)
 				if r.err != nil {

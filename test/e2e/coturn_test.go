@@ -174,7 +174,8 @@ func TestCoturnUclient(t *testing.T) {
 		flags    []string
 		password string
 		wantFail bool
-		stream   bool // the client speaks TCP, TLS or DTLS to a listener mutate adds
+		stream   bool   // the client speaks TCP, TLS or DTLS to a listener mutate adds
+		target   string // the address the client sends to, when not the listener's
 	}{
 		// -t is TURN over TCP; -S adds TLS to it, or makes UDP DTLS.
 		{name: "TCP", mutate: stream("TURN-TCP"), flags: []string{"-c", "-t"}, stream: true},
@@ -189,10 +190,19 @@ func TestCoturnUclient(t *testing.T) {
 		// -W makes TURN REST credentials from the shared secret.
 		{name: "REST shared secret", mutate: ephemeral, flags: []string{"-c", "-W", secret}},
 		{name: "wrong password", flags: []string{"-c"}, password: "wrong", wantFail: true},
+		// uclient connect()s its socket to the server's address. A listener
+		// on 0.0.0.0 that the client reaches at 127.0.0.2 must answer, and
+		// relay the peer's data, from 127.0.0.2, not from the 127.0.0.1 the
+		// route back to the client picks, or the client's kernel drops it
+		// all (what a hostNetwork Gateway on a node with several addresses
+		// meets). -s covers the Send indications the listener worker sends,
+		// channels the relay workers' ChannelData.
+		{name: "wildcard listener, channels", mutate: func(c *config) { c.Listeners[0].Address = "0.0.0.0" }, flags: []string{"-c"}, target: "127.0.0.2"},
+		{name: "wildcard listener, send indications", mutate: func(c *config) { c.Listeners[0].Address = "0.0.0.0" }, flags: []string{"-c", "-s"}, target: "127.0.0.2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if targetIsCoturn() && tc.stream {
-				t.Skip("the coturn target is configured for TURN-UDP only")
+			if targetIsCoturn() && (tc.stream || tc.target != "") {
+				t.Skip("the coturn target is configured for TURN-UDP on 127.0.0.1 only")
 			}
 			// The default config: turnutils_uclient draws channel numbers
 			// at random in RFC 5766's 0x4000-0x7FFF, which ternd accepts
@@ -212,7 +222,11 @@ func TestCoturnUclient(t *testing.T) {
 				"-e", "127.0.0.1", "-r", strconv.Itoa(peerPort),
 				"-m", strconv.Itoa(clients), "-n", strconv.Itoa(messages), "-l", "100",
 			}
-			args = append(append(args, tc.flags...), s.addr.IP.String())
+			target := s.addr.IP.String()
+			if tc.target != "" {
+				target = tc.target
+			}
+			args = append(append(args, tc.flags...), target)
 
 			run := func() (string, error) {
 				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -36,7 +36,12 @@ type Listener struct {
 	// (addr itself is then 0.0.0.0 for IPv4 clients).
 	addr6 netip.AddrPort
 	// bound is the address as configured, for LocalAddr.
-	bound     netip.AddrPort
+	bound netip.AddrPort
+	// wild is set for a listener on a wildcard address (0.0.0.0 or ::): its
+	// sockets learn each datagram's destination address, which becomes the
+	// server address of the client's 5-tuple and the source of everything
+	// sent to the client (udpio.SetPacketInfo says why).
+	wild      bool
 	env       core.Env
 	socks     []*udpSocket
 	allowlist atomic.Pointer[allowlist.List]
@@ -79,6 +84,11 @@ func udpNetwork(ip netip.Addr) string {
 func (l *Listener) PeerCluster(peer netip.AddrPort) (uint32, bool) {
 	return l.allowlist.Load().Cluster(peer)
 }
+
+// FromDestination implements relay.DestinationSource: on a wildcard
+// listener, relay workers send to a client from the server address of its
+// 5-tuple, the address it sent its Allocate to.
+func (l *Listener) FromDestination() bool { return l.wild }
 
 // BatchSocket implements relay.Client: relay worker w sends on socket
 // w mod N, so the workers spread over the listener's sockets.
@@ -132,6 +142,7 @@ func Start(env core.Env, lc config.Listener, al *allowlist.List) (*Listener, err
 	if ip.IsUnspecified() {
 		l.addr = netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(lc.Port))
 		l.addr6 = netip.AddrPortFrom(netip.IPv6Unspecified(), uint16(lc.Port))
+		l.wild = true
 	}
 	l.cfg.Store(&lc)
 	l.relayStats = make([]stats.Worker, max(env.RelayWorkers, 1))
@@ -221,6 +232,7 @@ func Adopt(env core.Env, lc config.Listener, al *allowlist.List, fds []int) (*Li
 	if ip.IsUnspecified() {
 		l.addr = netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(lc.Port))
 		l.addr6 = netip.AddrPortFrom(netip.IPv6Unspecified(), uint16(lc.Port))
+		l.wild = true
 	}
 	l.cfg.Store(&lc)
 	l.relayStats = make([]stats.Worker, max(env.RelayWorkers, 1))

@@ -37,6 +37,10 @@ type udpSocket struct {
 	// sb is the worker's send batch, which Reply and Forward (core.Sink)
 	// fill; the worker flushes it after each batch it reads.
 	sb *udpio.Batch
+	// src is the destination address of the datagram the worker is
+	// answering, the source of its Reply, on a wildcard listener (the zero
+	// Addr on others: the socket's own address is the source).
+	src netip.Addr
 }
 
 // openUDPSocket binds a listener socket. In poller mode it is non-blocking
@@ -46,7 +50,7 @@ type udpSocket struct {
 // TCP, TLS and DTLS listeners do (udpio.SocketOptions.DualStack).
 func openUDPSocket(addr netip.AddrPort, bufSize int, mode udpio.Mode) (*udpSocket, error) {
 	s := &udpSocket{}
-	opts := udpio.SocketOptions{ReusePort: true, Buffer: bufSize, DualStack: true}
+	opts := udpio.SocketOptions{ReusePort: true, Buffer: bufSize, DualStack: true, PacketInfo: addr.Addr().IsUnspecified()}
 	if mode == udpio.Threads {
 		fd, err := udpio.Socket(addr, opts)
 		if err != nil {
@@ -87,6 +91,9 @@ func openUDPSocket(addr netip.AddrPort, bufSize int, mode udpio.Mode) (*udpSocke
 func (s *udpSocket) serve() {
 	rb := udpio.NewRecvBatch(udpio.BatchSize, 0, listenerSlot, 0)
 	defer rb.Free()
+	if s.l.wild {
+		rb.RecvDest()
+	}
 	s.sb = udpio.NewSendBatch(udpio.BatchSize, s.l.env.GSO)
 	if s.rc == nil {
 		// Threads mode: block in recvmmsg, for the first datagram only
@@ -164,7 +171,14 @@ func (s *udpSocket) process(rb *udpio.Batch, n int) {
 			continue
 		}
 		from := rb.From(i)
-		ft := turn.FiveTuple{Client: from, Server: l.serverAddr(from), Proto: turn.ProtoUDP}
+		server := l.serverAddr(from)
+		if l.wild {
+			if to := rb.To(i); to.IsValid() && to.Is4() == server.Addr().Is4() {
+				server = netip.AddrPortFrom(to, server.Port())
+			}
+			s.src = server.Addr()
+		}
+		ft := turn.FiveTuple{Client: from, Server: server, Proto: turn.ProtoUDP}
 		eng.HandleClient(l, ft, rb.Buf(i)[:size], &res)
 		_ = core.Deliver(&res, from, s, st, &counts)
 	}
@@ -174,9 +188,10 @@ func (s *udpSocket) process(rb *udpio.Batch, n int) {
 	counts.Flush(st, l.env.NoCounters)
 }
 
-// Reply implements core.Sink: the reply joins the batch, from this socket.
+// Reply implements core.Sink: the reply joins the batch, from this socket
+// and, on a wildcard listener, from the address the request was sent to.
 func (s *udpSocket) Reply(msg []byte, client netip.AddrPort) error {
-	s.sb.Add(s.fd, msg, client)
+	s.sb.AddFrom(s.fd, msg, client, s.src)
 	return nil
 }
 
@@ -267,6 +282,12 @@ func adoptUDPSocket(fd int, addr netip.AddrPort) (*udpSocket, error) {
 	}
 	if local.Port() != addr.Port() || (!addr.Addr().IsUnspecified() && local.Addr() != addr.Addr()) {
 		return nil, fmt.Errorf("socket bound to %s, the listener is %s", local, addr)
+	}
+	if addr.Addr().IsUnspecified() {
+		// A predecessor that did not ask for packet info.
+		if err := udpio.SetPacketInfo(fd); err != nil {
+			return nil, fmt.Errorf("descriptor %d: IP_PKTINFO: %w", fd, err)
+		}
 	}
 	return &udpSocket{fd: fd}, nil
 }
