@@ -87,8 +87,8 @@ type pageResult struct {
 	} `json:"candidates"`
 	ICEErrors []iceError     `json:"iceErrors"`
 	Gathered  map[string]int `json:"gathered"` // candidates in each side's SDP
-	Pair      *pairStats     `json:"pair"`      // the offerer's selected pair
-	PairB     *pairStats     `json:"pairB"`     // the answerer's
+	Pair      *pairStats     `json:"pair"`     // the offerer's selected pair
+	PairB     *pairStats     `json:"pairB"`    // the answerer's
 	Error     string         `json:"error"`
 	UserAgent string         `json:"userAgent"`
 }
