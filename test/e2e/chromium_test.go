@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +24,9 @@ import (
 
 //go:embed chromium_page.html
 var chromiumPage []byte
+
+// redirectNet is the /24 of TestChromiumRedirect's namespace: A is .1 and B .2.
+const redirectNet = "10.11.0"
 
 const (
 	chromiumMessages = 100              // data channel messages the page sends and expects echoed
@@ -137,7 +142,7 @@ func runChromium(t *testing.T, cfg pageConfig) pageResult {
 	t.Cleanup(cancel)
 	cmd := exec.CommandContext(ctx, bin, "--headless=new", "--no-sandbox", "--disable-gpu",
 		"--disable-dev-shm-usage", "--no-first-run", "--no-default-browser-check",
-		"--user-data-dir="+t.TempDir(), srv.URL+"/")
+		"--enable-logging=stderr", "--vmodule=*/p2p/base/turn_port*=1", "--user-data-dir="+t.TempDir(), srv.URL+"/")
 	// Its own process group: Chromium forks a zygote, renderers and
 	// utility processes, and the cleanup kills them all by the group's id.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -265,6 +270,163 @@ func TestChromiumRelay(t *testing.T) {
 			if v, _ := s.metric(t, "stunner_allocations_active"); v < want {
 				t.Errorf("stunner_allocations_active = %v during the call, want at least %v", v, want)
 			}
+		})
+	}
+}
+
+// TestChromiumRedirect checks that Chromium follows ternd's 300 Try
+// Alternate (RFC 8489 §10): two ternds with their own listener addresses
+// (TURN-UDP and TURN-TCP on one port each) and relay ranges, A's
+// alternates naming B, and Chromium given only A's URIs. A holds one
+// pion/turn allocation and is draining (SIGTERM; the default grace period
+// keeps it up) or full (limits.maxAllocations 1): every Allocate of
+// Chromium's, over UDP and over TCP, is redirected, the call connects
+// relay to relay in B's range, and A counts the redirects by reason and
+// holds no allocation of Chromium's. With no alternate, A at capacity
+// answers 508 and the page gathers no candidate, which it reports as a
+// failed call within its bound.
+//
+// libwebrtc refuses an ALTERNATE-SERVER on loopback ("Blocking attempted
+// redirect to loopback address", p2p/base/turn_port.cc), so the test runs
+// in a network namespace of its own (testenv.InFreshNetns, as root) where
+// a veth carries A's and B's addresses, redirectNet.
+func TestChromiumRedirect(t *testing.T) {
+	if targetIsCoturn() {
+		t.Skip("ternd's drain and ALTERNATE-SERVER")
+	}
+	chromiumBinary(t)
+	if testenv.InFreshNetns(t) {
+		return
+	}
+	if os.Getenv("TERN_TEST_NETNS") != t.Name() {
+		testenv.SkipOrFail(t, "needs root, to run in a network namespace of its own: libwebrtc refuses an ALTERNATE-SERVER on loopback")
+	}
+	// A veth pair with both addresses on one end: non-loopback addresses
+	// in this namespace only, which goes when the test process ends.
+	for _, args := range [][]string{
+		{"link", "add", "tern0", "type", "veth", "peer", "name", "tern1"},
+		{"addr", "add", redirectNet + ".1/24", "dev", "tern0"},
+		{"addr", "add", redirectNet + ".2/24", "dev", "tern0"},
+		{"link", "set", "tern0", "up"},
+		{"link", "set", "tern1", "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	// on puts a ternd's listeners and relay on address host of redirectNet.
+	on := func(c *config, name, host string) {
+		c.Admin.Name = name
+		c.Listeners[0].Address, c.Relay.Address = redirectNet+host, redirectNet+host
+		withTCP(c)
+		// The peers are the server's own relayed addresses, which a
+		// cluster must name exactly (a wider prefix leaves them out).
+		c.Clusters[0].Endpoints = []string{redirectNet + host + "/32"}
+		c.Offload = map[string]any{"engine": "None"} // nothing to attach to in this test
+	}
+	for _, tc := range []struct {
+		name      string
+		alternate bool
+		drain     bool // SIGTERM A; otherwise A is full
+		reason    string
+	}{
+		{name: "draining", alternate: true, drain: true, reason: "draining"},
+		{name: "full", alternate: true, reason: "capacity"},
+		{name: "full without alternate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b *server
+			var alternates []string
+			if tc.alternate {
+				b = startTernd(t, func(c *config) { on(c, "B", ".2") })
+				alternates = []string{b.addr.String()}
+			}
+			a := startTernd(t, func(c *config) {
+				on(c, "A", ".1")
+				c.Alternates = alternates
+				if !tc.drain {
+					c.Limits.MaxAllocations = 1
+				}
+				if b != nil {
+					// Relay ranges that do not overlap, so the range
+					// tells which server allocated a candidate.
+					c.Relay.MinPort, c.Relay.MaxPort = 30000, 30999
+					if b.cfg.Relay.MaxPort >= 30000 {
+						t.Fatalf("B's relay range %d-%d overlaps A's", b.cfg.Relay.MinPort, b.cfg.Relay.MaxPort)
+					}
+				}
+			})
+			newPionClient(t, a, testUser, testPassword).allocate(t)
+			if tc.drain {
+				a.signal(t, syscall.SIGTERM)
+				testenv.Eventually(t, 5*time.Second, func() error {
+					if a.ready() == nil {
+						return fmt.Errorf("A still ready after SIGTERM")
+					}
+					return nil
+				})
+			}
+			urls := turnURLs(a)
+			cfg := pageConfig{
+				ICEServers: []iceServer{{URLs: urls, Username: testUser, Credential: testPassword}},
+				Messages:   chromiumMessages, GatherMs: 20000, ConnectMs: 20000,
+			}
+			res := runChromium(t, cfg)
+			if v, _ := a.metric(t, "stunner_allocations_active"); v != 1 {
+				t.Errorf("A: stunner_allocations_active = %v, want 1 (pion's)", v)
+			}
+			if a.exited() {
+				t.Fatalf("A exited while it held an allocation: %v", a.waitErr)
+			}
+			if !tc.alternate {
+				if res.Connected || res.Gathered["a"] != 0 || len(res.Candidates) != 0 {
+					t.Fatalf("call through A at capacity with no alternate: connected %v, candidates %+v; want none", res.Connected, res.Candidates)
+				}
+				for _, u := range urls {
+					found := false
+					for _, e := range res.ICEErrors {
+						found = found || (e.URL == u && e.ErrorCode == 508)
+					}
+					if !found {
+						t.Errorf("no icecandidateerror 508 from %s; got %+v", u, res.ICEErrors)
+					}
+				}
+				if v, _ := a.metric(t, `tern_allocation_errors_total{code="508"}`); v < float64(len(urls)) {
+					t.Errorf(`A: tern_allocation_errors_total{code="508"} = %v, want at least %d`, v, len(urls))
+				}
+				if v, _ := a.metric(t, "tern_redirects_total"); v != 0 {
+					t.Errorf("A: tern_redirects_total = %v with no alternate, want 0", v)
+				}
+				return
+			}
+			checkRelayed(t, res, b)
+			// Each peer connection's Allocate over each URI of A's was
+			// redirected, and allocated at B.
+			for _, pc := range []string{"a", "b"} {
+				for _, u := range urls {
+					found := false
+					for _, c := range res.Candidates {
+						found = found || (c.PC == pc && c.URL == u)
+					}
+					if !found {
+						t.Errorf("peer connection %s gathered no relay candidate through %s", pc, u)
+					}
+				}
+			}
+			// A followed redirect is no ICE error.
+			if len(res.ICEErrors) != 0 {
+				t.Errorf("icecandidateerror events %+v, want none", res.ICEErrors)
+			}
+			want := float64(2 * len(urls))
+			redirects, _ := a.metric(t, `tern_redirects_total{reason="`+tc.reason+`"}`)
+			if redirects < want {
+				t.Errorf(`A: tern_redirects_total{reason=%q} = %v, want at least %v`, tc.reason, redirects, want)
+			}
+			allocs, _ := b.metric(t, "stunner_allocations_active")
+			if allocs < want {
+				t.Errorf("B: stunner_allocations_active = %v during the call, want at least %v", allocs, want)
+			}
+			t.Logf(`A: tern_redirects_total{reason=%q} = %v; B: stunner_allocations_active = %v`, tc.reason, redirects, allocs)
 		})
 	}
 }
