@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -415,6 +416,11 @@ func TestChromiumRedirect(t *testing.T) {
 						t.Errorf("peer connection %s gathered no relay candidate through %s", pc, u)
 					}
 				}
+			}
+			// libwebrtc names the URI it was given, A's, as the server of
+			// a candidate it allocated at the alternate.
+			if u := res.Pair.Local.URL; !slices.Contains(urls, u) {
+				t.Errorf("selected local candidate's url %q, want one of A's %v", u, urls)
 			}
 			// A followed redirect is no ICE error.
 			if len(res.ICEErrors) != 0 {
