@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # hack/test-deps.sh — install the Debian packages the tests drive, if they are missing:
 # coturn, for turnutils_uclient and turnutils_peer (test/e2e, test/docs) and turnserver (a peer
-# server for comparisons); curl, which the README's command blocks run (test/docs); containerd, runc, the CNI plugins and iptables for the real-node cluster of
+# server for comparisons); chromium, whose libwebrtc calls through ternd in test/e2e's TestChromium*; curl, which the README's command blocks run (test/docs); containerd, runc, the CNI plugins and iptables for the real-node cluster of
 # test/cluster (hack/cluster.sh runs them in namespaces of its own). Before that it builds, or
 # finds cached, the Kubernetes binaries (hack/envtest.sh's and hack/cluster-bins.sh's) and
 # Grafana Mimir with Debian's vmagent for the metrics test of test/e2e (hack/mimir.sh), and
@@ -24,7 +24,8 @@ set -euo pipefail
 # binary:package pairs
 deps=(turnutils_uclient:coturn turnutils_peer:coturn turnserver:coturn
 	containerd:containerd ctr:containerd runc:runc iptables:iptables
-	curl:curl) # curl: the README's and docs' command blocks that test/docs runs
+	curl:curl     # curl: the README's and docs' command blocks that test/docs runs
+	chromium:chromium) # Debian's Chromium: its libwebrtc is the TURN client of test/e2e's TestChromium*
 
 pkgs=()
 # The real-node cluster of make cluster-e2e (hack/cluster.sh) runs pods with the CNI bridge plugin.

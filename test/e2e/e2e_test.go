@@ -160,6 +160,7 @@ type limits struct {
 	ConnectionsPerIP      int `json:"connectionsPerIP,omitempty"`
 	MaxConnections        int `json:"maxConnections,omitempty"`
 	PartialFrameTimeout   int `json:"partialFrameTimeout,omitempty"`
+	MaxAllocations        int `json:"maxAllocations,omitempty"`
 }
 
 // server is a running TURN server under test.
