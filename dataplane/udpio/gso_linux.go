@@ -1,7 +1,6 @@
 package udpio
 
 import (
-	"net/netip"
 	"sync"
 	"unsafe"
 
@@ -121,7 +120,7 @@ func (b *Batch) sendSegments(i, segs int) (sent, bytes int) {
 	for k := 0; k < segs && len(all) > 0; k++ {
 		p := all[:min(size, len(all))]
 		all = all[len(p):]
-		if sendFrom(b.fds[i], p, to, b.srcs[i]) == nil {
+		if sendFrom(unix.Syscall6, b.fds[i], p, to, b.srcs[i]) == nil {
 			sent++
 			bytes += len(p)
 		}
@@ -141,29 +140,4 @@ func gsoSupported() bool {
 	defer unix.Close(fd)
 	_, err = unix.GetsockoptInt(fd, unix.SOL_UDP, udpSegment)
 	return err == nil
-}
-
-// sendFrom sends p to `to` on socket fd from src (SendTo when src is the
-// zero Addr), with one sendmsg. It allocates, so only the fallback of a
-// refused GSO message uses it.
-func sendFrom(fd int, p []byte, to netip.AddrPort, src netip.Addr) error {
-	if !src.IsValid() {
-		return SendTo(fd, p, to)
-	}
-	var sa unix.RawSockaddrInet6
-	n := encodeSockaddr(&sa, to)
-	oob := make([]byte, pktinfoSpace)
-	oob = oob[:putPktinfo(oob, src)]
-	var iov unix.Iovec
-	if len(p) > 0 {
-		iov.Base = &p[0]
-	}
-	iov.SetLen(len(p))
-	msg := unix.Msghdr{Name: (*byte)(unsafe.Pointer(&sa)), Namelen: n, Iov: &iov, Iovlen: 1, Control: &oob[0]}
-	msg.SetControllen(len(oob))
-	_, _, en := unix.Syscall(unix.SYS_SENDMSG, uintptr(fd), uintptr(unsafe.Pointer(&msg)), 0)
-	if en != 0 {
-		return en
-	}
-	return nil
 }

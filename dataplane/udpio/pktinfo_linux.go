@@ -133,3 +133,34 @@ func putPktinfo(c []byte, src netip.Addr) int {
 	*pi = unix.Inet6Pktinfo{Addr: src.As16()}
 	return unix.CmsgSpace(unix.SizeofInet6Pktinfo)
 }
+
+// sendFrom sends p to `to` on socket fd from src with one sendmsg, through
+// call (unix.Syscall6, or unix.RawSyscall6 for a non-blocking socket), or
+// with sendto (as SendTo) when src is the zero or an unspecified Addr. It
+// builds the message on the stack and allocates nothing. It returns the
+// errno, if any; EINTR is retried.
+func sendFrom(call func(trap, a1, a2, a3, a4, a5, a6 uintptr) (r1, r2 uintptr, err unix.Errno), fd int, p []byte, to netip.AddrPort, src netip.Addr) error {
+	if !src.IsValid() || src.IsUnspecified() {
+		return sendTo(call, fd, p, to)
+	}
+	var sa unix.RawSockaddrInet6
+	var oob [64]byte
+	var iov unix.Iovec
+	if len(p) > 0 {
+		iov.Base = &p[0]
+	}
+	iov.SetLen(len(p))
+	msg := unix.Msghdr{Name: (*byte)(unsafe.Pointer(&sa)), Namelen: encodeSockaddr(&sa, to), Iov: &iov, Iovlen: 1, Control: &oob[0]}
+	msg.SetControllen(putPktinfo(oob[:], src.Unmap()))
+	for {
+		_, _, en := call(unix.SYS_SENDMSG, uintptr(fd), uintptr(unsafe.Pointer(&msg)), 0, 0, 0, 0)
+		switch en {
+		case 0:
+			return nil
+		case unix.EINTR:
+			continue
+		default:
+			return en
+		}
+	}
+}

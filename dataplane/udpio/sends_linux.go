@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Sends queues datagrams, each for a descriptor of its own, until Flush
@@ -60,8 +62,15 @@ func NewConnSender(c *net.UDPConn) (*ConnSender, error) {
 // SendTo sends p to `to`; its error is RawConn.Control's (the socket is
 // closed), never the send's.
 func (s *ConnSender) SendTo(p []byte, to netip.AddrPort) error {
+	return s.SendFrom(p, to, netip.Addr{})
+}
+
+// SendFrom is SendTo from src, the address the client sent to, on a socket
+// bound to a wildcard address that asked for packet info (SetPacketInfo);
+// the zero Addr leaves the source to the kernel, as SendTo.
+func (s *ConnSender) SendFrom(p []byte, to netip.AddrPort, src netip.Addr) error {
 	r := rawSendPool.Get().(*rawSend)
-	r.p, r.to = p, to
+	r.p, r.to, r.src = p, to, src
 	err := s.rc.Control(r.fn)
 	r.p = nil
 	rawSendPool.Put(r)
@@ -71,14 +80,15 @@ func (s *ConnSender) SendTo(p []byte, to netip.AddrPort) error {
 // rawSend carries a send's arguments into RawConn.Control through a
 // function made once, so that a send allocates no closure.
 type rawSend struct {
-	p  []byte
-	to netip.AddrPort
-	fn func(fd uintptr)
+	p   []byte
+	to  netip.AddrPort
+	src netip.Addr
+	fn  func(fd uintptr)
 }
 
 var rawSendPool = sync.Pool{New: func() any {
 	s := &rawSend{}
-	s.fn = func(fd uintptr) { _ = RawSendTo(int(fd), s.p, s.to) }
+	s.fn = func(fd uintptr) { _ = sendFrom(unix.RawSyscall6, int(fd), s.p, s.to, s.src) }
 	return s
 }}
 

@@ -32,6 +32,11 @@ func (s *ConnSender) SendTo(p []byte, to netip.AddrPort) error {
 	return err
 }
 
+// SendFrom is SendTo: other platforms leave the source to the kernel.
+func (s *ConnSender) SendFrom(p []byte, to netip.AddrPort, _ netip.Addr) error {
+	return s.SendTo(p, to)
+}
+
 // SetConnBuffers sets c's receive and send buffers to size bytes.
 func SetConnBuffers(c *net.UDPConn, size int) {
 	_ = c.SetReadBuffer(size)

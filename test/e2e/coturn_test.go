@@ -152,8 +152,10 @@ func TestCoturnUclient(t *testing.T) {
 	)
 	ephemeral := func(c *config) { c.Auth = auth{Type: "ephemeral", Realm: testRealm, SharedSecret: secret} }
 	cert, key := writeTestCert(t, t.TempDir())
+	var streamOn func(protocol, address string) func(*config)
 	// stream adds a listener of protocol and makes it the one the client uses; relays stay UDP.
-	stream := func(protocol string) func(*config) {
+	stream := func(protocol string) func(*config) { return streamOn(protocol, "127.0.0.1") }
+	streamOn = func(protocol, address string) func(*config) {
 		return func(c *config) {
 			network := "tcp4"
 			if protocol == "TURN-DTLS" {
@@ -161,7 +163,7 @@ func TestCoturnUclient(t *testing.T) {
 			}
 			port, release := freePort(t, network)
 			release()
-			l := listener{Name: "client", Protocol: protocol, Address: "127.0.0.1", Port: port, Routes: []string{"local"}}
+			l := listener{Name: "client", Protocol: protocol, Address: address, Port: port, Routes: []string{"local"}}
 			if protocol != "TURN-TCP" {
 				l.Cert, l.Key = cert, key
 			}
@@ -199,6 +201,7 @@ func TestCoturnUclient(t *testing.T) {
 		// channels the relay workers' ChannelData.
 		{name: "wildcard listener, channels", mutate: func(c *config) { c.Listeners[0].Address = "0.0.0.0" }, flags: []string{"-c"}, target: "127.0.0.2"},
 		{name: "wildcard listener, send indications", mutate: func(c *config) { c.Listeners[0].Address = "0.0.0.0" }, flags: []string{"-c", "-s"}, target: "127.0.0.2"},
+		{name: "wildcard listener, DTLS", mutate: streamOn("TURN-DTLS", "0.0.0.0"), flags: []string{"-c", "-S"}, stream: true, target: "127.0.0.2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if targetIsCoturn() && (tc.stream || tc.target != "") {

@@ -41,8 +41,13 @@ type dtlsMux struct {
 	rc    syscall.RawConn
 	out   *udpio.ConnSender // sends on the socket from any goroutine
 	local *net.UDPAddr
-	mu    sync.Mutex
-	m     map[netip.AddrPort]*assoc
+	// wild is set when the socket is bound to a wildcard address: it
+	// reports each datagram's destination (udpio.SetPacketInfo), which
+	// becomes the association's local address, the source of all it sends
+	// and the server address of its 5-tuple.
+	wild bool
+	mu   sync.Mutex
+	m    map[netip.AddrPort]*assoc
 	// accept gets each association opened by a datagram from a new
 	// address that starts a handshake.
 	accept chan *assoc
@@ -101,7 +106,9 @@ func newDTLSMux(conn *net.UDPConn, backlog int) (*dtlsMux, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &dtlsMux{conn: conn, rc: rc, out: out, local: conn.LocalAddr().(*net.UDPAddr), m: map[netip.AddrPort]*assoc{},
+	local := conn.LocalAddr().(*net.UDPAddr)
+	wild := local.IP.IsUnspecified() && setPacketInfo(rc)
+	return &dtlsMux{conn: conn, rc: rc, out: out, local: local, wild: wild, m: map[netip.AddrPort]*assoc{},
 		accept: make(chan *assoc, backlog), snd: udpio.NewSends(udpio.BatchSize), admit: func(*assoc) bool { return true }}, nil
 }
 
@@ -112,6 +119,11 @@ type assoc struct {
 	mux    *dtlsMux
 	remote netip.AddrPort
 	raddr  *net.UDPAddr
+	// local is the address the client sends to on a wildcard listener,
+	// the source of what the association sends (the zero Addr on a
+	// listener bound to one address); laddr is it with the port.
+	local netip.Addr
+	laddr *net.UDPAddr
 
 	qmu      sync.Mutex
 	q        []*[]byte // datagrams for pion, oldest first
@@ -178,13 +190,13 @@ var muxBufPool = sync.Pool{New: func() any { b := make([]byte, dtlsReadBuffer); 
 // an unverified one when it is a first ClientHello. b is the reader's
 // buffer: what pion/dtls gets is copied, and what a record carries to a
 // peer goes out by m.snd before the buffer is reused.
-func (m *dtlsMux) dispatch(b []byte, from netip.AddrPort, res *turn.Result) {
+func (m *dtlsMux) dispatch(b []byte, from netip.AddrPort, to netip.Addr, res *turn.Result) {
 	from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
 	m.mu.Lock()
 	a := m.m[from]
 	m.mu.Unlock()
 	if a == nil {
-		a = m.open(b, from)
+		a = m.open(b, from, to)
 		if a == nil {
 			return
 		}
@@ -204,13 +216,13 @@ func (m *dtlsMux) dispatch(b []byte, from netip.AddrPort, res *turn.Result) {
 // a handshake with); anything else is dropped and counted, keeping
 // nothing. At unverifiedMax it closes the oldest unverified association;
 // with 2 × unverifiedMax still pending it drops b.
-func (m *dtlsMux) open(b []byte, from netip.AddrPort) *assoc {
+func (m *dtlsMux) open(b []byte, from netip.AddrPort, to netip.Addr) *assoc {
 	ch, err := hello.ParseClientHello(b)
 	if err != nil || ch.MessageSeq != 0 || len(ch.Cookie) != 0 || m.closed.Load() {
 		m.drops.Add(1)
 		return nil
 	}
-	a := m.newAssoc(from)
+	a := m.newAssoc(from, to)
 	var oldest *assoc
 	// In the map before the accept loop can see it: the loop may close it
 	// at once, and Close must find it there to take it out, or the
@@ -332,9 +344,16 @@ func (a *assoc) pushCopy(b []byte) {
 	}
 }
 
-func (m *dtlsMux) newAssoc(from netip.AddrPort) *assoc {
-	return &assoc{mux: m, remote: from, raddr: net.UDPAddrFromAddrPort(from),
+// newAssoc makes the association of a client at from that sent to the
+// address to (the zero Addr when the socket does not report it).
+func (m *dtlsMux) newAssoc(from netip.AddrPort, to netip.Addr) *assoc {
+	a := &assoc{mux: m, remote: from, raddr: net.UDPAddrFromAddrPort(from), laddr: m.local,
 		ready: make(chan struct{}, 1), done: make(chan struct{})}
+	if m.wild && to.IsValid() && to.Is4() == from.Addr().Is4() {
+		a.local = to
+		a.laddr = net.UDPAddrFromAddrPort(netip.AddrPortFrom(to, uint16(m.local.Port)))
+	}
+	return a
 }
 
 // closeAll closes every association, once the socket is closed.
@@ -485,7 +504,7 @@ func (a *assoc) Write(p []byte) (int, error) {
 		}
 		a.keys.Observe(p)
 	}
-	if err := a.mux.out.SendTo(p, a.remote); err != nil {
+	if err := a.mux.out.SendFrom(p, a.remote, a.local); err != nil {
 		return 0, err
 	}
 	return len(p), nil
@@ -526,7 +545,7 @@ func (a *assoc) Close() error {
 	return nil
 }
 
-func (a *assoc) LocalAddr() net.Addr  { return a.mux.local }
+func (a *assoc) LocalAddr() net.Addr  { return a.laddr }
 func (a *assoc) RemoteAddr() net.Addr { return a.raddr }
 
 func (a *assoc) SetDeadline(t time.Time) error { return a.SetReadDeadline(t) }
@@ -578,7 +597,7 @@ func (w *fastConn) Queue(wk int, c *core.Conn, msg []byte) bool {
 		c.WriteToClient(msg)
 		return false
 	}
-	first, err := w.outs[wk].queue(w.rec, w.a.remote, msg)
+	first, err := w.outs[wk].queue(w.rec, w.a.remote, w.a.local, msg)
 	if err != nil {
 		c.WriteToClient(msg) // fails the same way, and closes the association
 		return false

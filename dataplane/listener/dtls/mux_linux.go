@@ -1,6 +1,8 @@
 package dtls
 
 import (
+	"syscall"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/tern-gw/tern/dataplane/udpio"
@@ -15,6 +17,9 @@ func (m *dtlsMux) run() {
 	rc := m.rc
 	rb := udpio.NewRecvBatch(udpio.BatchSize, 0, dtlsReadBuffer, 0)
 	defer rb.Free()
+	if m.wild {
+		rb.RecvDest()
+	}
 	snd := m.snd
 	var (
 		res  turn.Result
@@ -37,8 +42,18 @@ func (m *dtlsMux) run() {
 				m.drops.Add(1)
 				continue
 			}
-			m.dispatch(rb.Buf(i)[:rb.Size(i)], rb.From(i), &res)
+			m.dispatch(rb.Buf(i)[:rb.Size(i)], rb.From(i), rb.To(i), &res)
 		}
 		snd.Flush()
 	}
+}
+
+// setPacketInfo asks the socket for each datagram's destination address
+// (udpio.SetPacketInfo) and reports whether it could.
+func setPacketInfo(rc syscall.RawConn) bool {
+	var err error
+	if cerr := rc.Control(func(fd uintptr) { err = udpio.SetPacketInfo(int(fd)) }); cerr != nil {
+		return false
+	}
+	return err == nil
 }

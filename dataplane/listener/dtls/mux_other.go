@@ -3,6 +3,8 @@
 package dtls
 
 import (
+	"net/netip"
+	"syscall"
 	"time"
 
 	"github.com/tern-gw/tern/turn"
@@ -22,6 +24,9 @@ func (m *dtlsMux) run() {
 			time.Sleep(time.Millisecond)
 			continue
 		}
-		m.dispatch(buf[:n], from, &res)
+		m.dispatch(buf[:n], from, netip.Addr{}, &res)
 	}
 }
+
+// setPacketInfo: other platforms leave the source to the kernel.
+func setPacketInfo(syscall.RawConn) bool { return false }

@@ -37,9 +37,10 @@ func newOutboxes(rc syscall.RawConn, workers int) []*outbox {
 	return obs
 }
 
-// queue seals msg into one record of rec for remote and queues it; it
-// reports true when the worker must flush the outbox after its wake-up.
-func (o *outbox) queue(rec *record.Records, remote netip.AddrPort, msg []byte) (bool, error) {
+// queue seals msg into one record of rec for remote and queues it, to be
+// sent from local (the zero Addr: the socket's address); it reports true
+// when the worker must flush the outbox after its wake-up.
+func (o *outbox) queue(rec *record.Records, remote netip.AddrPort, local netip.Addr, msg []byte) (bool, error) {
 	if o.b == nil {
 		o.b = udpio.NewSendBatch(udpio.BatchSize, false)
 		o.buf = make([]byte, 0, outboxBytes)
@@ -62,7 +63,7 @@ func (o *outbox) queue(rec *record.Records, remote netip.AddrPort, msg []byte) (
 		}
 		o.buf = o.buf[:len(o.buf)+len(r)]
 	}
-	o.b.Add(0, r, remote)
+	o.b.AddFrom(0, r, remote, local)
 	first := !o.listed
 	o.listed = true
 	return first, nil

@@ -3,6 +3,7 @@ package dtls
 import (
 	"bytes"
 	"fmt"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -39,7 +40,7 @@ func TestOutbox(t *testing.T) {
 	var want []string
 	for i := range 3 {
 		msg := fmt.Sprintf("message %d", i)
-		first, err := o.queue(rec, a.remote, []byte(msg))
+		first, err := o.queue(rec, a.remote, netip.Addr{}, []byte(msg))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,7 +67,7 @@ func TestOutbox(t *testing.T) {
 	want = want[:0]
 	for i := range fit + 1 {
 		msg := bytes.Repeat([]byte{'a' + byte(i%26)}, size)
-		first, err := o.queue(rec, a.remote, msg)
+		first, err := o.queue(rec, a.remote, netip.Addr{}, msg)
 		if err != nil {
 			t.Fatal(err)
 		}

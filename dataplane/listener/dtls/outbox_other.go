@@ -16,7 +16,7 @@ type outbox struct{}
 
 func newOutboxes(syscall.RawConn, int) []*outbox { return nil }
 
-func (*outbox) queue(*record.Records, netip.AddrPort, []byte) (bool, error) {
+func (*outbox) queue(*record.Records, netip.AddrPort, netip.Addr, []byte) (bool, error) {
 	return false, errors.New("dtls: no outbox")
 }
 
