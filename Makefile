@@ -10,7 +10,7 @@ FUZZTIME ?= 20s
 # hack/imagebuild defaults it to `git describe --tags --always --dirty`.
 VERSION ?=
 
-.PHONY: build run test test-race lint bench bench-webrtc bench-offload bench-micro generate fuzz certs helm-template images deploy-version cluster-e2e
+.PHONY: build run test test-race lint bench bench-webrtc bench-offload bench-micro bench-config generate fuzz certs helm-template images deploy-version cluster-e2e
 
 # A static binary (CGO_ENABLED=0): it runs in an image with no libc, and an idle ternd does not
 # map libc and ld.so (1.5-2 MB of its resident memory).
@@ -88,6 +88,12 @@ bench-webrtc:
 # report with its "Offload (issue 15)" section.
 bench-offload:
 	hack/bench-offload.sh
+
+# Issue 26's config at scale: 50 Gateways, 1,000 UDPRoutes, 10,000 endpoints on a real
+# kube-apiserver (envtest); EndpointSlice change to rendered config, p50/p99 quiet and in a burst,
+# operator CPU per change (BENCHMARKS.md, "Config at scale"). About a minute.
+bench-config:
+	KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" go test -run='^$$' -bench=ConfigAtScale -benchtime=1x ./operator/controller/
 
 # The engine's Go benchmarks (ns/op, allocs/op of the relay paths).
 bench-micro:

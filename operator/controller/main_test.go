@@ -70,7 +70,7 @@ func freePort() (int, error) {
 
 // start returns a direct client to the API server the operator runs against, starting both
 // on first use.
-func (o *operator) start(t *testing.T) client.Client {
+func (o *operator) start(t testing.TB) client.Client {
 	t.Helper()
 	cfg := env.Config(t)
 	o.once.Do(func() { o.err = o.run(cfg) })

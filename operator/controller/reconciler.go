@@ -94,6 +94,9 @@ type Reconciler struct {
 	events events.EventRecorder
 	// offload reads the dataplane pods' offload reports.
 	offload *offloadReader
+	// memo keeps what the last renders marshalled and checked (render.Memo), so that a
+	// change re-marshals only the configs it changed.
+	memo render.Memo
 }
 
 // Reconcile lists every input object from the caches, renders, and writes the rendered
@@ -110,7 +113,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 		r.loop.updated(gen, 0, err)
 		return ctrl.Result{}, fmt.Errorf("list inputs: %w", err)
 	}
-	res := render.Render(in, render.Options{ControllerName: r.opts.ControllerName, CredentialsDir: r.opts.CredentialsDir,
+	res := render.Render(in, render.Options{Memo: &r.memo, ControllerName: r.opts.ControllerName, CredentialsDir: r.opts.CredentialsDir,
 		LabelFilter: r.opts.LabelFilter, ConfigDiscoveryNamespace: r.opts.ConfigDiscoveryNamespace,
 		ConfigDiscoveryPort: r.opts.ConfigDiscoveryPort, NoConfigDiscovery: r.opts.NoConfigDiscovery})
 	r.loop.rendered(time.Since(start))

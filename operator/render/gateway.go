@@ -95,9 +95,12 @@ func (r *renderer) renderGateway(gw *gwapiv1.Gateway, cs *classState) GatewayRes
 			auth, creds = credentialsSecret(gw, auth, r.opts.CredentialsDir)
 		}
 		cfg := r.buildConfig(gw, gc, auth, logLevel, dp, listeners, public, svcType)
-		data, err := MarshalConfig(cfg)
-		if err == nil {
-			err = checkRendered(data)
+		var data []byte
+		var err error
+		if r.opts.Memo != nil {
+			data, err = r.opts.Memo.marshalChecked(cfg)
+		} else {
+			data, err = marshalChecked(cfg)
 		}
 		if err != nil {
 			var fe *config.FieldError

@@ -37,10 +37,17 @@ func TestGolden(t *testing.T) {
 	for _, in := range ins {
 		name := strings.TrimSuffix(filepath.Base(in), ".in.yaml")
 		t.Run(name, func(t *testing.T) {
-			got := renderFile(t, in)
-			// Rendering twice must give the same bytes.
-			if again := renderFile(t, in); !bytes.Equal(got, again) {
+			got := renderFile(t, in, Options{})
+			// Rendering twice must give the same bytes, and so must rendering with a Memo,
+			// both when it is empty and when it holds every config.
+			if again := renderFile(t, in, Options{}); !bytes.Equal(got, again) {
 				t.Fatal("output is not deterministic")
+			}
+			memo := &Memo{}
+			for i := range 2 {
+				if m := renderFile(t, in, Options{Memo: memo}); !bytes.Equal(got, m) {
+					t.Fatalf("render %d with a Memo differs:\n%s", i+1, lineDiff(string(got), string(m)))
+				}
 			}
 			out := strings.TrimSuffix(in, ".in.yaml") + ".out.yaml"
 			if *update {
@@ -60,7 +67,7 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-func renderFile(t *testing.T, path string) []byte {
+func renderFile(t *testing.T, path string, opts Options) []byte {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -71,7 +78,7 @@ func renderFile(t *testing.T, path string) []byte {
 	if err != nil {
 		t.Fatalf("decode %s: %v", path, err)
 	}
-	res := Render(in, Options{})
+	res := Render(in, opts)
 	gateways := map[string]*gwapiv1.Gateway{}
 	for i := range in.Gateways {
 		gateways[nsName(in.Gateways[i].Namespace, in.Gateways[i].Name)] = &in.Gateways[i]

@@ -19,6 +19,10 @@ type Options struct {
 	// ControllerName selects the GatewayClasses to manage. Default
 	// DefaultControllerName.
 	ControllerName string
+	// Memo, when set, spares a Render the marshalling and checking of
+	// every config a Render before it produced too (Memo). The result is
+	// the same with or without; the operator keeps one for its renders.
+	Memo *Memo
 	// Standalone renders for `ternd -f` on a host rather than for a pod:
 	// no address placeholders (the relay address is left to the config's
 	// defaults) and TLS files under TLSDir as given.
@@ -81,6 +85,9 @@ func (o Options) withDefaults() Options {
 // and the problems found. It neither modifies
 // in nor keeps references into it, and returns a deterministic Result.
 func Render(in *Input, opts Options) *Result {
+	if opts.Memo != nil {
+		opts.Memo.rotate()
+	}
 	r := newRenderer(in, opts.withDefaults())
 	res := &Result{}
 

@@ -1,0 +1,337 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/tern-gw/tern/internal/testenv"
+	"github.com/tern-gw/tern/operator/render"
+)
+
+// Issue 26's config at scale: 50 Gateways, 1,000 UDPRoutes (20 per Gateway, each to a Service of
+// its own) and 10,000 backend endpoints (an EndpointSlice of 10 per Service), against a real
+// kube-apiserver with the operator as tern-operator runs it (one render of every Gateway per
+// batch of events, no throttle timeout).
+const (
+	scaleGateways       = 50
+	scaleRoutesPerGW    = 20
+	scaleEndpointsPerSv = 10
+	scaleQuietChanges   = 20
+	scaleBurstChanges   = 100
+)
+
+// BenchmarkConfigAtScale measures how long an EndpointSlice change takes to reach its
+// Gateway's rendered config (the ConfigMap a ConfigMap-mode dataplane watches, written by the
+// same render step as the config discovery service's configs), one change at a time on a
+// quiet operator and in a burst of scaleBurstChanges issued back to back, and the operator's
+// CPU time (this process's, which the operator dominates: the API server and etcd are
+// processes of their own) and renders per change. It runs once whatever b.N is:
+//
+//	KUBEBUILDER_ASSETS=$(hack/envtest.sh) go test -run '^$' -bench ConfigAtScale -benchtime 1x ./operator/controller/
+//
+// Reported: quiet-p50-ms, quiet-p99-ms, burst-p50-ms, burst-p99-ms (milliseconds from the
+// EndpointSlice update's return to the ConfigMap watch event carrying the new endpoint),
+// cpu-ms/change, renders/change (burst), heap-MB (in use after the objects are loaded).
+func BenchmarkConfigAtScale(b *testing.B) {
+	c := op.start(b)
+	const ns = "scale"
+	testenv.Apply(b, c, []byte(fmt.Sprintf(scaleYAML, ns)))
+	start := time.Now()
+	loadScaleObjects(b, c, ns)
+	b.Logf("created %d Gateways, %d UDPRoutes, %d Services and EndpointSlices (%d endpoints) in %v",
+		scaleGateways, scaleGateways*scaleRoutesPerGW, scaleGateways*scaleRoutesPerGW,
+		scaleGateways*scaleRoutesPerGW*scaleEndpointsPerSv, time.Since(start).Round(time.Millisecond))
+
+	cs := kubernetes.NewForConfigOrDie(env.Config(b))
+	w := watchConfigs(b, cs, ns)
+	// Every Gateway's config holds its last endpoint.
+	testenv.Eventually(b, 5*time.Minute, func() error {
+		for g := range scaleGateways {
+			last := endpointIP(g, scaleRoutesPerGW-1, scaleEndpointsPerSv-1)
+			if !w.has(gwName(g), last) {
+				return fmt.Errorf("gateway %s: config without %s yet", gwName(g), last)
+			}
+		}
+		return nil
+	})
+	b.Logf("all %d configs rendered %v after the first object", scaleGateways, time.Since(start).Round(time.Millisecond))
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+
+	// One change first, not counted: the renders that follow loading the objects (status
+	// writes of 1,000 routes) may still be running.
+	w.wait(b, gwName(0), "10.203.0.1", addEndpoint(b, c, ns, 0, 0, "10.203.0.1"))
+
+	b.ResetTimer()
+	// One change at a time: each waits for its config before the next.
+	cpu0 := cpuTime()
+	var quiet []time.Duration
+	for i := range scaleQuietChanges {
+		g, r := i%scaleGateways, (i*7)%scaleRoutesPerGW
+		ip := fmt.Sprintf("10.201.%d.%d", i/250, i%250+1)
+		t0 := addEndpoint(b, c, ns, g, r, ip)
+		quiet = append(quiet, w.wait(b, gwName(g), ip, t0))
+	}
+	quietCPU := cpuTime() - cpu0
+	b.Logf("quiet changes, in order: %v", quiet)
+
+	// A burst: every change issued back to back, across Gateways.
+	renders0 := renderCount()
+	cpu0 = cpuTime()
+	type change struct {
+		gw, ip string
+		at     time.Time
+	}
+	var changes []change
+	for i := range scaleBurstChanges {
+		g, r := (i*13)%scaleGateways, (i*3)%scaleRoutesPerGW
+		ip := fmt.Sprintf("10.202.%d.%d", i/250, i%250+1)
+		changes = append(changes, change{gwName(g), ip, addEndpoint(b, c, ns, g, r, ip)})
+	}
+	var burst []time.Duration
+	for _, ch := range changes {
+		burst = append(burst, w.wait(b, ch.gw, ch.ip, ch.at))
+	}
+	burstCPU := cpuTime() - cpu0
+	renders := renderCount() - renders0
+	b.StopTimer()
+
+	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MB")
+	ms2 := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	b.ReportMetric(ms2(pct(quiet, 50)), "quiet-p50-ms")
+	b.ReportMetric(ms2(pct(quiet, 99)), "quiet-p99-ms")
+	b.ReportMetric(ms2(pct(burst, 50)), "burst-p50-ms")
+	b.ReportMetric(ms2(pct(burst, 99)), "burst-p99-ms")
+	b.ReportMetric(ms2(quietCPU)/scaleQuietChanges, "cpu-ms/change")
+	b.ReportMetric(renders/scaleBurstChanges, "renders/change")
+	b.Logf("quiet: %d changes, p50 %v, p99 %v, CPU %v per change; burst: %d changes, p50 %v, p99 %v, CPU %v per change, %v renders",
+		scaleQuietChanges, pct(quiet, 50), pct(quiet, 99), quietCPU/scaleQuietChanges,
+		scaleBurstChanges, pct(burst, 50), pct(burst, 99), burstCPU/scaleBurstChanges, renders)
+}
+
+const scaleYAML = `apiVersion: v1
+kind: Namespace
+metadata: {name: %[1]s}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: scale-class}
+spec:
+  controllerName: stunner.l7mp.io/gateway-operator
+  parametersRef: {group: stunner.l7mp.io, kind: GatewayConfig, name: scale-config, namespace: %[1]s}
+---
+apiVersion: stunner.l7mp.io/v1
+kind: GatewayConfig
+metadata: {name: scale-config, namespace: %[1]s}
+spec: {dataplane: scale-dataplane, username: user, password: pass}
+---
+apiVersion: stunner.l7mp.io/v1
+kind: Dataplane
+metadata: {name: scale-dataplane}
+spec: {image: ternd:test, configSource: ConfigMap}
+`
+
+func gwName(g int) string     { return fmt.Sprintf("gw-%02d", g) }
+func svcName(g, r int) string { return fmt.Sprintf("sfu-%02d-%02d", g, r) }
+
+// endpointIP is endpoint e of route r of Gateway g: unique across the benchmark.
+func endpointIP(g, r, e int) string {
+	n := (g*scaleRoutesPerGW+r)*scaleEndpointsPerSv + e
+	return fmt.Sprintf("10.200.%d.%d", n/250, n%250+1)
+}
+
+// loadScaleObjects creates the Gateways, routes, headless Services (the API server's default
+// service range has too few ClusterIPs for 1,000) and EndpointSlices, four writers at a time.
+func loadScaleObjects(b *testing.B, c client.Client, ns string) {
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	work := make(chan func() error)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for f := range work {
+				if err := f(); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for g := range scaleGateways {
+		work <- func() error {
+			return createYAML(c, fmt.Sprintf(`apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: %s, namespace: %s}
+spec:
+  gatewayClassName: scale-class
+  listeners: [{name: udp, port: 3478, protocol: TURN-UDP}]
+`, gwName(g), ns))
+		}
+		for r := range scaleRoutesPerGW {
+			work <- func() error {
+				svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: svcName(g, r), Namespace: ns},
+					Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Port: 7882, Protocol: corev1.ProtocolUDP}}}}
+				if err := c.Create(ctx, svc); err != nil {
+					return err
+				}
+				es := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: svcName(g, r) + "-1", Namespace: ns,
+					Labels: map[string]string{discoveryv1.LabelServiceName: svcName(g, r)}}, AddressType: discoveryv1.AddressTypeIPv4}
+				for e := range scaleEndpointsPerSv {
+					es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{Addresses: []string{endpointIP(g, r, e)}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}})
+				}
+				if err := c.Create(ctx, es); err != nil {
+					return err
+				}
+				return createYAML(c, fmt.Sprintf(`apiVersion: stunner.l7mp.io/v1
+kind: UDPRoute
+metadata: {name: %s, namespace: %s}
+spec:
+  parentRefs: [{name: %s}]
+  rules: [{backendRefs: [{name: %s}]}]
+`, svcName(g, r), ns, gwName(g), svcName(g, r)))
+			}
+		}
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+}
+
+// createYAML creates the one object of a YAML document.
+func createYAML(c client.Client, doc string) error {
+	var u unstructured.Unstructured
+	if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+		return err
+	}
+	return c.Create(context.Background(), &u)
+}
+
+// addEndpoint adds ip to the EndpointSlice of route r of Gateway g and returns when the update
+// returned.
+func addEndpoint(b *testing.B, c client.Client, ns string, g, r int, ip string) time.Time {
+	var es discoveryv1.EndpointSlice
+	if err := get(c, ns, svcName(g, r)+"-1", &es); err != nil {
+		b.Fatal(err)
+	}
+	es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)}})
+	if err := c.Update(context.Background(), &es); err != nil {
+		b.Fatal(err)
+	}
+	return time.Now()
+}
+
+// configWatch follows the rendered configs of a namespace's Gateways: for each, the time each
+// endpoint address was first seen in it.
+type configWatch struct {
+	mu   sync.Mutex
+	seen map[string]map[string]time.Time // Gateway -> address -> first seen
+	cond *sync.Cond
+}
+
+func watchConfigs(b *testing.B, cs kubernetes.Interface, ns string) *configWatch {
+	w := &configWatch{seen: map[string]map[string]time.Time{}}
+	w.cond = sync.NewCond(&w.mu)
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	wi, err := cs.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() {
+		for ev := range wi.ResultChan() {
+			cm, ok := ev.Object.(*corev1.ConfigMap)
+			if !ok {
+				continue
+			}
+			now := time.Now()
+			cfg := cm.Data[render.ConfigKey]
+			w.mu.Lock()
+			m := w.seen[cm.Name]
+			if m == nil {
+				m = map[string]time.Time{}
+				w.seen[cm.Name] = m
+			}
+			for _, f := range strings.FieldsFunc(cfg, func(r rune) bool { return !strings.ContainsRune("0123456789.", r) }) {
+				if strings.Count(f, ".") == 3 {
+					if _, ok := m[f]; !ok {
+						m[f] = now
+					}
+				}
+			}
+			w.cond.Broadcast()
+			w.mu.Unlock()
+		}
+	}()
+	return w
+}
+
+// has reports whether ip was seen in the config of Gateway gw.
+func (w *configWatch) has(gw, ip string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.seen[gw][ip]
+	return ok
+}
+
+// wait returns how long after since ip first showed in gw's config, waiting up to a minute.
+func (w *configWatch) wait(b *testing.B, gw, ip string, since time.Time) time.Duration {
+	deadline := time.Now().Add(time.Minute)
+	go func() { time.Sleep(time.Minute); w.cond.Broadcast() }()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for {
+		if at, ok := w.seen[gw][ip]; ok {
+			return max(at.Sub(since), 0)
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%s: %s not in the config after a minute", gw, ip)
+		}
+		w.cond.Wait()
+	}
+}
+
+// pct returns the p-th percentile of ds (nearest rank).
+func pct(ds []time.Duration, p int) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := (len(s)*p + 99) / 100
+	return s[max(i-1, 0)]
+}
+
+// cpuTime is this process's user and system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// renderCount is stunner_gateway_operator_render_total.
+func renderCount() float64 {
+	var m dto.Metric
+	_ = metricRenderTotal.Write(&m)
+	return m.GetCounter().GetValue()
+}
