@@ -13,6 +13,7 @@ import (
 	"github.com/tern-gw/tern/dataplane/config"
 	"github.com/tern-gw/tern/dataplane/config/protocol"
 	"github.com/tern-gw/tern/dataplane/listener"
+	"github.com/tern-gw/tern/dataplane/listener/stream"
 	"github.com/tern-gw/tern/dataplane/listener/udp"
 	"github.com/tern-gw/tern/dataplane/secretfile"
 	"github.com/tern-gw/tern/dataplane/takeover"
@@ -25,10 +26,13 @@ import (
 // the old one stops reading its TURN-UDP listener and relay sockets and
 // sweeping, and sends their descriptors and the snapshot of its TURN-UDP
 // allocations (dataplane/takeover). The successor adopts them without
-// reading, and confirms (ready). Only then does the old one close what it
-// does not hand over (TCP, TLS and DTLS listeners, with their allocations;
-// the health and metrics endpoints; the hand-over socket), say bye and
-// report HandedOver, after which ternd exits without closing the handed-
+// reading, and confirms (ready). Only then does the old one stop
+// accepting on its TCP and TLS listeners (their connections and
+// allocations stay with it until they close), close its DTLS listeners,
+// the health and metrics endpoints and the hand-over socket, forget the
+// handed-over allocations (Engine.ForgetTransport, relay.Pool.Detach), say
+// bye and report HandedOver, after which ternd exits, once its last TCP or
+// TLS connection has closed, without closing the handed-
 // over sockets. The successor then reads them and opens the rest.
 // Datagrams that arrive meanwhile wait in the sockets' kernel buffers.
 //
@@ -141,28 +145,69 @@ func (s *Server) handOver(c *takeover.Conn) bool {
 			"paused", time.Since(start).String())
 		return false
 	}
-	// Confirmed: the successor serves from now on. What is not handed
-	// over is closed, so that it can open it.
+	// Confirmed: the successor serves from now on. TCP and TLS
+	// listeners stop accepting, so that it can open them, and their
+	// connections stay here until they close (StreamConnections); what
+	// else is not handed over (DTLS) is closed.
 	s.listenersMu.Lock()
 	var others []string
+	var streams []*stream.Listener
 	for name, l := range s.listeners {
-		if _, ok := l.(pausable); !ok {
+		switch l := l.(type) {
+		case pausable:
+		case *stream.Listener:
+			streams = append(streams, l)
+		default:
 			others = append(others, name)
 		}
 	}
 	s.listenersMu.Unlock()
+	for _, l := range streams {
+		l.StopAccepting()
+	}
 	for _, name := range others {
 		s.stopListener(name, "handed over")
 	}
+	// The handed-over allocations are the successor's: this process stops
+	// watching their relay sockets before its relay workers go on for the
+	// stream connections' allocations, and forgets them. Their listener
+	// sockets stay paused.
+	for _, l := range udps {
+		if tr, ok := l.(turn.Transport); ok {
+			s.engine.ForgetTransport(tr, s.relays.Detach)
+		}
+	}
+	s.relays.Resume()
+	s.sweepPaused.Store(false)
+	s.draining.Store(true)
+	s.engine.SetDraining(true)
 	s.http.Close()
 	s.http = nil
 	s.handoverLn.Close()
 	s.ready.Store(false)
 	_ = c.Bye()
 	s.log.Info("handed over to the successor", "allocations", len(snap.Allocations), "listeners", len(udps),
-		"descriptors", len(fds), "snapshotBytes", len(b), "paused", time.Since(start).String())
+		"descriptors", len(fds), "snapshotBytes", len(b), "streamConnections", s.StreamConnections(),
+		"paused", time.Since(start).String())
 	close(s.handedOver)
 	return true
+}
+
+// StreamConnections returns how many TCP and TLS client connections this
+// server's listeners hold: after a hand-over, those that stay with this
+// process until they close.
+func (s *Server) StreamConnections() int {
+	s.listenersMu.Lock()
+	defer s.listenersMu.Unlock()
+	n := 0
+	for _, l := range s.listeners {
+		if sl, ok := l.(*stream.Listener); ok {
+			if cs, ok := sl.ConnStats(); ok {
+				n += cs.Active
+			}
+		}
+	}
+	return n
 }
 
 // snapshot describes the TURN-UDP listeners ls and their allocations, and

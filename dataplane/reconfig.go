@@ -58,6 +58,13 @@ func (s *Server) Reconfigure(next *config.Config) error {
 	if closed {
 		return errors.New("server closed")
 	}
+	select {
+	case <-s.handedOver:
+		// The successor serves the handed-over sockets and reads the
+		// config itself; restarting a listener here would take them back.
+		return errors.New("handed over to a successor: it applies config changes")
+	default:
+	}
 	if prevMode, nextMode := prev.Offload.EngineMode(), next.Offload.EngineMode(); prevMode != nextMode || !slices.Equal(prev.Offload.Interfaces, next.Offload.Interfaces) ||
 		prev.Offload.AttachMode() != next.Offload.AttachMode() {
 		s.log.Warn("offload settings changed: they take effect when ternd restarts", "running", prevMode, "configured", nextMode)

@@ -114,6 +114,12 @@ func (e *Engine) sweepReservations(now int64) {
 // deleteAllocation removes a from the table, closes its relay socket and
 // frees its quota; a second call for the same allocation does nothing.
 func (e *Engine) deleteAllocation(a *Allocation, reason string) {
+	e.deleteAllocationAs(a, reason)
+}
+
+// deleteAllocationAs is deleteAllocation, logged with reason unless it is
+// empty.
+func (e *Engine) deleteAllocationAs(a *Allocation, reason string) {
 	if !e.allocs.remove(a) {
 		return
 	}
@@ -133,7 +139,7 @@ func (e *Engine) deleteAllocation(a *Allocation, reason string) {
 		}
 	}
 	e.releaseQuota(a.Username, quotaAddr(a.FiveTuple.Client.Addr()), 1)
-	if e.logs(slog.LevelInfo) {
+	if reason != "" && e.logs(slog.LevelInfo) {
 		e.log.Info("allocation deleted", "client", a.FiveTuple.String(), "relay", a.relay.Addr().String(), "reason", reason)
 	}
 }
@@ -181,6 +187,28 @@ func (e *Engine) CloseTransport(tr Transport, reason string) int {
 			e.deleteAllocation(a, reason)
 			n++
 		}
+	})
+	return n
+}
+
+// ForgetTransport deletes the allocations made through tr without a
+// trace on the wire or in the log, after handing each of their relays to
+// detach, which must take the relay out of service so that its Close does
+// nothing (relay.Pool.Detach). It is for a hand-over (ternd --takeover):
+// the successor serves those allocations on the same sockets, and this
+// process only stops reading them and gives back what they charged
+// (quota slots, the state budget). It returns how many it deleted.
+func (e *Engine) ForgetTransport(tr Transport, detach func(Relay)) int {
+	n := 0
+	e.allocs.each(func(a *Allocation) {
+		if a.Transport != tr {
+			return
+		}
+		for _, r := range a.Relays() {
+			detach(r)
+		}
+		e.deleteAllocationAs(a, "")
+		n++
 	})
 	return n
 }

@@ -101,7 +101,7 @@ func run(args []string) int {
 	if waitForSignal(srv, sig, upgrade, f.grace, log) {
 		// The successor serves the sockets now: Close would delete the
 		// allocations it took over.
-		log.Info("handed over to the successor; exiting")
+		drainHandedOver(srv, sig, f.grace, log)
 		return 0
 	}
 	srv.Close()
@@ -405,10 +405,45 @@ func waitForSignal(srv *dataplane.Server, sig, upgrade <-chan os.Signal, grace t
 	}
 	if s == syscall.SIGTERM {
 		drain(srv, sig, grace, log)
+		select {
+		case <-srv.HandedOver():
+			return true
+		default:
+		}
 		return false
 	}
 	log.Info("shutting down", "signal", s.String())
 	return false
+}
+
+// drainHandedOver waits, once this ternd has handed its TURN-UDP sockets
+// to its successor, for the TCP and TLS connections that stayed with it
+// to close (their listeners no longer accept: the successor does), the
+// grace period to end or a signal; then ternd exits without Close, which
+// would end the successor's allocations.
+func drainHandedOver(srv *dataplane.Server, sig <-chan os.Signal, grace time.Duration, log *slog.Logger) {
+	n := srv.StreamConnections()
+	if n == 0 {
+		log.Info("handed over to the successor; exiting")
+		return
+	}
+	log.Info("handed over to the successor; TCP and TLS connections stay here until they close", "connections", n, "grace_period", grace.String())
+	deadline := time.NewTimer(grace)
+	defer deadline.Stop()
+	tick := time.NewTicker(drainPoll)
+	defer tick.Stop()
+	for srv.StreamConnections() > 0 {
+		select {
+		case s := <-sig:
+			log.Info("signal: exiting now", "signal", s.String(), "connections", srv.StreamConnections())
+			return
+		case <-deadline.C:
+			log.Info("grace period over", "connections", srv.StreamConnections())
+			return
+		case <-tick.C:
+		}
+	}
+	log.Info("handed over to the successor; the last TCP or TLS connection closed; exiting")
 }
 
 // drainPoll is how often drain looks at the allocation count: an atomic

@@ -326,6 +326,20 @@ func (p *Pool) Pause() { p.io.pause() }
 // Resume lets the relay workers read again.
 func (p *Pool) Resume() { p.io.resume() }
 
+// Detach takes tr, a relay of this pool, out of service at once, for a
+// hand-over whose successor now reads the same socket: its worker stops
+// watching it, this process's descriptor of it is closed (the successor's
+// stays open) and its port is released here; tr.Close does nothing
+// afterwards. It must be called while the pool is paused (Pause), so that
+// no worker is reading the socket. Relays of other pools are ignored.
+func (p *Pool) Detach(tr turn.Relay) {
+	r, ok := tr.(*Relay)
+	if !ok || r.pool != p || !r.closed.CompareAndSwap(false, true) {
+		return
+	}
+	p.io.detach(r)
+}
+
 // Adopt implements the relay side of turn.Engine.Import: it serves fd, a
 // relay socket that the process handing over bound at relayed transport
 // address addr, as a's relay, on the pool's address of that public IP

@@ -176,6 +176,21 @@ func (io *relayIO) stop(r *Relay) {
 	}
 }
 
+// detach removes r from its worker's epoll set and table now, not at the
+// worker's next wake-up as stop does, then closes this process's
+// descriptor and releases the port: the workers are paused (Pool.Detach).
+func (io *relayIO) detach(r *Relay) {
+	w := io.ws[r.worker]
+	w.mu.Lock()
+	if w.relay(r.sock.fd) == r {
+		w.setRelay(r.sock.fd, nil)
+		_ = unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, r.sock.fd, nil)
+	}
+	w.mu.Unlock()
+	r.sock.close()
+	io.pool.release(r)
+}
+
 // pause parks every worker; queued closes wait until resume.
 func (io *relayIO) pause() {
 	io.gate.Pause(len(io.ws), func() {

@@ -43,6 +43,7 @@ func (io *relayIO) workers() int             { return 1 }
 func (io *relayIO) foldStats(sum *stats.Sum) { io.stats.AddTo(sum) }
 func (io *relayIO) close()                   {}
 func (io *relayIO) stop(r *Relay)            { r.sock.close(); io.pool.release(r) }
+func (io *relayIO) detach(r *Relay)          { io.stop(r) }
 func (io *relayIO) start(r *Relay) error {
 	r.outFD, r.outStats, r.batch = r.client.BatchSocket(0)
 	go io.serve(r)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pion/stun/v3"
+	"github.com/pion/turn/v4"
 	"sigs.k8s.io/yaml"
 
 	"github.com/tern-gw/tern/internal/testenv"
@@ -322,6 +324,79 @@ func TestSIGUSR2StartsSuccessor(t *testing.T) {
 	testenv.Eventually(t, readyTimeout, s.ready)
 	if v, _ := s.metric(t, "stunner_allocations_active"); v != 5 {
 		t.Errorf("allocations on the successor: %v, want 5", v)
+	}
+	checkAfterTakeover(t, flows)
+}
+
+// TestTakeoverKeepsStreams: a TURN-TCP client's connection stays with the
+// old ternd across a takeover and keeps relaying there, while the
+// successor takes the TURN-UDP allocations and new TCP clients; the old
+// process exits once that last connection closes.
+func TestTakeoverKeepsStreams(t *testing.T) {
+	if targetIsCoturn() {
+		t.Skip("ternd's hand-over")
+	}
+	withSocket := takeoverConfig(t)
+	old := startTernd(t, func(c *config) { withSocket(c); withTCP(c) })
+	addr := old.addr.String()
+	echo := startEchoPeer(t, "127.0.0.1:0")
+	flows := startFlows(t, old, echo, 5)
+
+	conn, err := net.Dial("tcp4", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := turn.NewClient(&turn.ClientConfig{STUNServerAddr: addr, TURNServerAddr: addr, Username: testUser,
+		Password: testPassword, Realm: testRealm, Conn: turn.NewSTUNConn(conn)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := cl.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	relay, err := cl.Allocate()
+	if err != nil {
+		t.Fatalf("Allocate over TCP: %v", err)
+	}
+	held := &tcpRelay{relay: relay, peer: echo}
+	held.check(t)
+	old.waitMetric(t, "stunner_allocations_active", 6, 10*time.Second)
+
+	old.signalled = true
+	next := startTakeover(t, old)
+	testenv.Eventually(t, readyTimeout, func() error {
+		if next.exited() {
+			t.Fatalf("new ternd exited: %v", next.waitErr)
+		}
+		return next.ready()
+	})
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if !strings.Contains(old.out.String(), "TCP and TLS connections stay here until they close") {
+			return errors.New("the old ternd has not said it keeps its TCP connection")
+		}
+		return nil
+	})
+	if old.exited() {
+		t.Fatalf("the old ternd exited with a TCP connection open: %v\n%s", old.waitErr, old.out.String())
+	}
+	held.check(t) // through the old process
+	checkAfterTakeover(t, flows)
+	fresh := relayOverTCP(t, addr) // accepted by the new process
+	fresh.check(t)
+	// The new process holds the 5 UDP allocations and the new TCP one; the
+	// old process's TCP allocation is not among them.
+	next.waitMetric(t, "stunner_allocations_active", 6, 10*time.Second)
+
+	cl.Close()
+	conn.Close()
+	start := time.Now()
+	if exited, err := old.waitExit(20 * time.Second); !exited || err != nil {
+		t.Fatalf("old ternd after its last TCP connection closed: exited %v, %v\n%s", exited, err, old.out.String())
+	}
+	t.Logf("the old ternd exited %v after its last TCP connection closed", time.Since(start).Round(time.Millisecond))
+	if !strings.Contains(old.out.String(), "the last TCP or TLS connection closed") {
+		t.Errorf("the old ternd's log does not say why it exited:\n%s", old.out.String())
 	}
 	checkAfterTakeover(t, flows)
 }

@@ -204,6 +204,13 @@ func (l *Listener) ConnStats() (core.ConnStats, bool) {
 	return cs, ok
 }
 
+// StopAccepting closes the listening socket and leaves the connections
+// it accepted, and their allocations, as they are: a ternd that handed
+// over to its successor (ternd --takeover) keeps relaying its TCP and TLS
+// clients until they close, while the successor, which opens the
+// listener anew, takes the new ones. Close still closes the rest.
+func (l *Listener) StopAccepting() { l.ln.Close() }
+
 // Close stops accepting, closes every connection and deletes their
 // allocations.
 func (l *Listener) Close() {
