@@ -1,5 +1,6 @@
 // Package admin serves a dataplane's HTTP endpoints: liveness and readiness
-// on the health address (what kubelet probes), Prometheus metrics on the
+// on the health address (what kubelet probes), with the status that
+// `stunnerctl status` reads (Status), Prometheus metrics on the
 // metrics address, and, when asked for, Go's profiling endpoints on an
 // address of their own. None is authenticated, which is why the examples
 // bind them to loopback and the rendered pods to the pod's own address,
@@ -38,6 +39,10 @@ type Handlers struct {
 	// Offload reports the kernel fast path's state, served as JSON at
 	// offloadmode.ReportPath on the health address (nil: not served).
 	Offload func() offloadmode.Report
+	// Status reports the dataplane's state in the shape of stunnerd's
+	// /status (see Status), served as JSON at StatusPath on the health
+	// address (nil: not served).
+	Status func() Status
 }
 
 // Endpoints are running HTTP servers of one config.Admin.
@@ -46,7 +51,8 @@ type Endpoints struct {
 	listeners []*limitListener
 }
 
-// Start serves /live, /ready and /offload (when h.Offload is set) on a.HealthAddress and /metrics on
+// Start serves /live, /ready, /offload (when h.Offload is set) and
+// /status (when h.Status is set) on a.HealthAddress and /metrics on
 // a.MetricsAddress (the two may be one address; an empty one is off),
 // each address within DefaultLimits. It returns an error naming the
 // address that cannot be listened on, and then serves none.
@@ -81,6 +87,14 @@ func StartLimited(a config.Admin, h Handlers, log *slog.Logger, lim Limits) (*En
 			m.HandleFunc(offloadmode.ReportPath, func(w http.ResponseWriter, _ *http.Request) {
 				w.Header().Set("Content-Type", "application/json")
 				_ = json.NewEncoder(w).Encode(h.Offload())
+			})
+		}
+		if h.Status != nil {
+			// `stunnerctl status` port-forwards to the pod's health
+			// port and decodes this as stunnerd's StunnerStatus.
+			m.HandleFunc(StatusPath, func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "application/json; charset=utf-8")
+				_ = json.NewEncoder(w).Encode(h.Status())
 			})
 		}
 	}
