@@ -94,7 +94,9 @@ func StartLimited(a config.Admin, h Handlers, log *slog.Logger, lim Limits) (*En
 			// port and decodes this as stunnerd's StunnerStatus.
 			m.HandleFunc(StatusPath, func(w http.ResponseWriter, _ *http.Request) {
 				w.Header().Set("Content-Type", "application/json; charset=utf-8")
-				_ = json.NewEncoder(w).Encode(h.Status())
+				enc := json.NewEncoder(w)
+				enc.SetEscapeHTML(false) // "<SECRET>" reads as itself
+				_ = enc.Encode(h.Status())
 			})
 		}
 	}

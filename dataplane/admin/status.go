@@ -54,8 +54,8 @@ type StatusAdmin struct {
 	// config writes them ("http://address:port/metrics").
 	MetricsEndpoint     string `json:"metrics_endpoint,omitempty"`
 	HealthCheckEndpoint string `json:"healthcheck_endpoint,omitempty"`
-	// Quota is limits.allocationsPerUser in decimal ("0": none), STUNner's
-	// user quota.
+	// Quota is limits.allocationsPerUser in decimal, STUNner's user
+	// quota: "0" when there is none (config.NoLimit), as stunnerd says.
 	Quota string `json:"quota,omitempty"`
 	// Offload is the kernel fast path as "<engine>[<interfaces>]", the
 	// form stunnerd writes: the hook attached (None when off) and the
@@ -138,7 +138,7 @@ func NewStatus(cfg *config.Config, in StatusInput) Status {
 		Admin: StatusAdmin{
 			Name:     cfg.Admin.Name,
 			LogLevel: cfg.Admin.LogLevel,
-			Quota:    strconv.Itoa(cfg.Limits.AllocationsPerUser),
+			Quota:    strconv.Itoa(max(cfg.Limits.AllocationsPerUser, 0)),
 			Offload:  offloadString(in.Offload, in.OffloadInterfaces),
 		},
 		Auth:            StatusAuth{Type: cfg.Auth.Type, Realm: cfg.Auth.Realm, Credentials: credentialKeys(cfg.Auth)},

@@ -58,7 +58,12 @@ func TestNewStatus(t *testing.T) {
 					t.Errorf("clusters %+v, want %+v", st.Clusters, wantC)
 				}
 			}},
-		{name: "not ready", in: StatusInput{}, status: StatusNotReady,
+		{name: "not ready, no quota", mod: func(c *config.Config) { c.Limits.AllocationsPerUser = config.NoLimit }, in: StatusInput{}, status: StatusNotReady,
+			check: func(t *testing.T, st Status) {
+				if st.Admin.Quota != "0" {
+					t.Errorf("quota %q for NoLimit, want 0 (STUNner's none)", st.Admin.Quota)
+				}
+			},
 			auth: StatusAuth{Type: "static", Realm: "r.example", Credentials: map[string]string{"username": "<SECRET>", "password": "<SECRET>"}}},
 		{name: "draining", in: StatusInput{Ready: true, Draining: true}, status: StatusTerminating,
 			auth: StatusAuth{Type: "static", Realm: "r.example", Credentials: map[string]string{"username": "<SECRET>", "password": "<SECRET>"}}},
@@ -114,6 +119,7 @@ func TestStatusEndpoint(t *testing.T) {
 	health := freeAddr(t)
 	cfg := &config.Config{Admin: config.Admin{Name: "gw", HealthAddress: health}, Auth: config.Auth{Type: "static", Realm: "r"},
 		Listeners: []config.Listener{{Name: "l", Protocol: "TURN-UDP", Address: "127.0.0.1", Port: 3478}}}
+	cfg.Auth.Password = "pw"
 	e, err := Start(cfg.Admin, Handlers{Ready: func() bool { return true },
 		Status: func() Status { return NewStatus(cfg, StatusInput{Ready: true, Allocations: 2}) }}, slog.Default())
 	if err != nil {
@@ -132,6 +138,9 @@ func TestStatusEndpoint(t *testing.T) {
 		if _, ok := m[k]; !ok {
 			t.Errorf("no %q in %s", k, body)
 		}
+	}
+	if !strings.Contains(body, `"password":"<SECRET>"`) {
+		t.Errorf("auth not in %s", body)
 	}
 	if m["status"] != "READY" || m["allocationCount"] != 2.0 {
 		t.Errorf("status %v allocationCount %v", m["status"], m["allocationCount"])
