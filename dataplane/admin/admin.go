@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -52,8 +53,10 @@ type Endpoints struct {
 }
 
 // Start serves /live, /ready, /offload (when h.Offload is set) and
-// /status (when h.Status is set) on a.HealthAddress and /metrics on
-// a.MetricsAddress (the two may be one address; an empty one is off),
+// /status (when h.Status is set) on a.HealthAddress, and on its
+// LoopbackTwin when it has one (a port taken there is logged, not an
+// error), and /metrics on a.MetricsAddress (the two may be one address;
+// an empty one is off),
 // each address within DefaultLimits. It returns an error naming the
 // address that cannot be listened on, and then serves none.
 func Start(a config.Admin, h Handlers, log *slog.Logger) (*Endpoints, error) {
@@ -117,7 +120,37 @@ func StartLimited(a config.Admin, h Handlers, log *slog.Logger, lim Limits) (*En
 			return nil, err
 		}
 	}
+	if twin := LoopbackTwin(a.HealthAddress); twin != "" && mux[twin] == nil {
+		// kubectl port-forward, and so `stunnerctl status`, connects to
+		// localhost inside the pod's network namespace (the node's under
+		// hostNetwork), where a health address on the pod's IP is not
+		// reachable. Loopback reaches nothing beyond the pod (the node),
+		// and a port taken there costs only the port-forward.
+		if err := e.serve(twin, mux[a.HealthAddress], lim, log); err != nil {
+			log.Warn("health endpoints not served on loopback: kubectl port-forward and stunnerctl status cannot reach them", "address", twin, "error", err)
+		}
+	}
 	return e, nil
+}
+
+// LoopbackTwin returns the loopback address of addr's family at addr's
+// port ("127.0.0.1:8086" for "10.0.0.5:8086", "[::1]:8086" for an IPv6
+// one) when addr's host is an IP that is neither loopback nor unspecified
+// (whose sockets loopback connections reach already), and "" otherwise:
+// Start serves the health endpoints there too.
+func LoopbackTwin(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return ""
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil || ip.IsLoopback() || ip.IsUnspecified() {
+		return ""
+	}
+	if ip.Unmap().Is4() {
+		return net.JoinHostPort("127.0.0.1", port)
+	}
+	return net.JoinHostPort("::1", port)
 }
 
 func (e *Endpoints) serve(addr string, h http.Handler, lim Limits, log *slog.Logger) error {

@@ -3,7 +3,9 @@ package admin
 import (
 	"encoding/json"
 	"log/slog"
+	"net"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -154,5 +156,66 @@ func TestStatusEndpoint(t *testing.T) {
 	defer e2.Close()
 	if code, _ := get(t, "http://"+other+StatusPath); code != 404 {
 		t.Errorf("/status without Handlers.Status: %d, want 404", code)
+	}
+}
+
+func TestLoopbackTwin(t *testing.T) {
+	for _, tc := range []struct{ addr, want string }{
+		{"10.0.0.5:8086", "127.0.0.1:8086"},
+		{"[::ffff:10.0.0.5]:8086", "127.0.0.1:8086"},
+		{"[2001:db8::5]:8086", "[::1]:8086"},
+		{"127.0.0.1:8086", ""},
+		{"127.0.0.2:8086", ""},
+		{"[::1]:8086", ""},
+		{"0.0.0.0:8086", ""},
+		{":8086", ""},
+		{"[::]:8086", ""},
+		{"pod.example:8086", ""},
+		{"", ""},
+		{"10.0.0.5", ""},
+	} {
+		if got := LoopbackTwin(tc.addr); got != tc.want {
+			t.Errorf("LoopbackTwin(%q) = %q, want %q", tc.addr, got, tc.want)
+		}
+	}
+}
+
+// TestHealthOnLoopbackTwin: a health address on an interface's IP (a
+// pod's) is served on loopback too, where kubectl port-forward connects;
+// nothing is sent to the interface's address itself.
+func TestHealthOnLoopbackTwin(t *testing.T) {
+	var ip net.IP
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && n.IP.IsGlobalUnicast() {
+			ip = n.IP
+			break
+		}
+	}
+	if ip == nil {
+		t.Skip("no IPv4 address but loopback to bind a health address to")
+	}
+	port, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := port.Addr().(*net.TCPAddr).Port
+	port.Close()
+	health := net.JoinHostPort(ip.String(), strconv.Itoa(p))
+	cfg := &config.Config{Admin: config.Admin{HealthAddress: health}}
+	e, err := Start(cfg.Admin, Handlers{Ready: func() bool { return true },
+		Status: func() Status { return NewStatus(cfg, StatusInput{Ready: true}) }}, slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	twin := LoopbackTwin(health)
+	for _, path := range []string{"/ready", StatusPath} {
+		if code, body := get(t, "http://"+twin+path); code != 200 {
+			t.Errorf("%s on %s: %d %s", path, twin, code, body)
+		}
 	}
 }
