@@ -117,8 +117,8 @@ func TestStunnerctlFindsPods(t *testing.T) {
 		t.Errorf("Deployment in %q, want the Gateway's namespace %q", g.Deployment.Namespace, gw.Namespace)
 	}
 	want := map[string]string{
-		"app":                                       "stunner",
-		"stunner.l7mp.io/related-gateway-name":      gw.Name,
+		"app":                                  "stunner",
+		"stunner.l7mp.io/related-gateway-name": gw.Name,
 		"stunner.l7mp.io/related-gateway-namespace": gw.Namespace,
 	}
 	for k, v := range want {
