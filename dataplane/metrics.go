@@ -58,27 +58,25 @@ func (s *Server) retireLocked(name string, l listener.Listener) {
 	s.retired[name] = c
 }
 
-// writeMetrics folds the dataplane's counters (dataplane/stats, per
-// worker), the kernel's (dataplane/offload/mirror) and the engine's into a
-// promtext.Snapshot and writes it in Prometheus text format: each family
-// with its HELP and TYPE, under the names STUNner's dashboards and
-// adopters query (docs/metrics.md).
-func (s *Server) writeMetrics(w io.Writer) {
-	type named struct {
-		name   string
-		counts *listenerCounts
-	}
-	var (
-		running []named
-		total   listenerCounts // every listener, running or stopped
-	)
+// namedCounts are a running listener's counters by its name.
+type namedCounts struct {
+	name   string
+	counts *listenerCounts
+}
+
+// foldListeners folds the counters of the running listeners (carrying on
+// from a stopped one of the same name, with what the kernel fast path
+// relayed for them), sorted by name, and of every listener, running or
+// stopped, into total. kernel is the fast path's share by listener, nil
+// without offload.
+func (s *Server) foldListeners() (running []namedCounts, total listenerCounts, kernel map[string]*stats.Sum) {
 	s.listenersMu.Lock()
 	for name, l := range s.listeners {
 		c := foldListener(l)
 		if r := s.retired[name]; r != nil {
 			c.add(r)
 		}
-		running = append(running, named{name, c})
+		running = append(running, namedCounts{name, c})
 		total.add(c)
 	}
 	for name, r := range s.retired {
@@ -87,10 +85,9 @@ func (s *Server) writeMetrics(w io.Writer) {
 		}
 	}
 	s.listenersMu.Unlock()
-	snap := promtext.Snapshot{Engine: s.engine, Offload: promtext.Offload{Requested: offloadmode.None, Attached: offloadmode.None}}
 	if s.offload != nil {
 		// What the kernel relayed counts as if the sockets had.
-		kernel := map[string]*stats.Sum{}
+		kernel = map[string]*stats.Sum{}
 		s.offload.Fold(kernel)
 		for i := range running {
 			if k := kernel[running[i].name]; k != nil {
@@ -99,6 +96,32 @@ func (s *Server) writeMetrics(w io.Writer) {
 		}
 		for _, k := range kernel {
 			total.sum.Add(k)
+		}
+	}
+	slices.SortFunc(running, func(a, b namedCounts) int { return strings.Compare(a.name, b.name) })
+	return running, total, kernel
+}
+
+// foldAll is total's counters with the relay workers' added: every
+// listener's, cluster's and peer's counters.
+func (s *Server) foldAll(total *listenerCounts) stats.Sum {
+	var relays stats.Sum
+	s.relays.FoldStats(&relays)
+	all := total.sum
+	all.Add(&relays)
+	return all
+}
+
+// writeMetrics folds the dataplane's counters (dataplane/stats, per
+// worker), the kernel's (dataplane/offload/mirror) and the engine's into a
+// promtext.Snapshot and writes it in Prometheus text format: each family
+// with its HELP and TYPE, under the names STUNner's dashboards and
+// adopters query (docs/metrics.md).
+func (s *Server) writeMetrics(w io.Writer) {
+	running, total, kernel := s.foldListeners()
+	snap := promtext.Snapshot{Engine: s.engine, Offload: promtext.Offload{Requested: offloadmode.None, Attached: offloadmode.None}}
+	if s.offload != nil {
+		for _, k := range kernel {
 			snap.Offload.Relayed.Add(k)
 		}
 		st := s.offload.Status()
@@ -106,7 +129,6 @@ func (s *Server) writeMetrics(w io.Writer) {
 		snap.Offload.Paths, snap.Offload.PutErrors, snap.Offload.Kernel = st.Paths, st.PutErrors, st.Kernel
 		snap.Offload.Interfaces, snap.Offload.Reason = st.Interfaces, st.Reason
 	}
-	slices.SortFunc(running, func(a, b named) int { return strings.Compare(a.name, b.name) })
 	for _, l := range running {
 		c := l.counts.conns
 		snap.Listeners = append(snap.Listeners, promtext.Listener{Name: l.name, Sum: l.counts.sum, Connections: l.counts.hasConns,
@@ -115,10 +137,7 @@ func (s *Server) writeMetrics(w io.Writer) {
 				Unverified: c.Unverified},
 			Upstream: c.HasUpstream})
 	}
-	var relays stats.Sum
-	s.relays.FoldStats(&relays)
-	snap.All = total.sum
-	snap.All.Add(&relays)
+	snap.All = s.foldAll(&total)
 	snap.Accepted = total.conns.Accepted
 	for _, name := range s.clusterNames() {
 		snap.Clusters = append(snap.Clusters, promtext.Cluster{Name: name, ClusterSum: snap.All.Cluster(s.clusterIDs.ID(name))})

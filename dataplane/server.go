@@ -377,7 +377,7 @@ func (s *Server) listenerEnv(cfg *config.Config) listener.Env {
 
 // startAdmin serves the health and metrics endpoints of a.
 func (s *Server) startAdmin(a config.Admin) (*admin.Endpoints, error) {
-	return admin.Start(a, admin.Handlers{Ready: s.Ready, Metrics: s.writeMetrics, Offload: s.offloadReport}, s.log)
+	return admin.Start(a, admin.Handlers{Ready: s.Ready, Metrics: s.writeMetrics, Offload: s.offloadReport, Status: s.status}, s.log)
 }
 
 // offloadReport is the kernel fast path's state as ternd serves it at

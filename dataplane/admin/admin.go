@@ -1,5 +1,6 @@
 // Package admin serves a dataplane's HTTP endpoints: liveness and readiness
-// on the health address (what kubelet probes), Prometheus metrics on the
+// on the health address (what kubelet probes), with the status that
+// `stunnerctl status` reads (Status), Prometheus metrics on the
 // metrics address, and, when asked for, Go's profiling endpoints on an
 // address of their own. None is authenticated, which is why the examples
 // bind them to loopback and the rendered pods to the pod's own address,
@@ -18,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -38,6 +40,10 @@ type Handlers struct {
 	// Offload reports the kernel fast path's state, served as JSON at
 	// offloadmode.ReportPath on the health address (nil: not served).
 	Offload func() offloadmode.Report
+	// Status reports the dataplane's state in the shape of stunnerd's
+	// /status (see Status), served as JSON at StatusPath on the health
+	// address (nil: not served).
+	Status func() Status
 }
 
 // Endpoints are running HTTP servers of one config.Admin.
@@ -46,8 +52,11 @@ type Endpoints struct {
 	listeners []*limitListener
 }
 
-// Start serves /live, /ready and /offload (when h.Offload is set) on a.HealthAddress and /metrics on
-// a.MetricsAddress (the two may be one address; an empty one is off),
+// Start serves /live, /ready, /offload (when h.Offload is set) and
+// /status (when h.Status is set) on a.HealthAddress, and on its
+// LoopbackTwin when it has one (a port taken there is logged, not an
+// error), and /metrics on a.MetricsAddress (the two may be one address;
+// an empty one is off),
 // each address within DefaultLimits. It returns an error naming the
 // address that cannot be listened on, and then serves none.
 func Start(a config.Admin, h Handlers, log *slog.Logger) (*Endpoints, error) {
@@ -83,6 +92,16 @@ func StartLimited(a config.Admin, h Handlers, log *slog.Logger, lim Limits) (*En
 				_ = json.NewEncoder(w).Encode(h.Offload())
 			})
 		}
+		if h.Status != nil {
+			// `stunnerctl status` port-forwards to the pod's health
+			// port and decodes this as stunnerd's StunnerStatus.
+			m.HandleFunc(StatusPath, func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "application/json; charset=utf-8")
+				enc := json.NewEncoder(w)
+				enc.SetEscapeHTML(false) // "<SECRET>" reads as itself
+				_ = enc.Encode(h.Status())
+			})
+		}
 	}
 	if addr := a.MetricsAddress; addr != "" {
 		// TYPE lines let Prometheus, vmagent and Mimir tell counters from
@@ -101,7 +120,37 @@ func StartLimited(a config.Admin, h Handlers, log *slog.Logger, lim Limits) (*En
 			return nil, err
 		}
 	}
+	if twin := LoopbackTwin(a.HealthAddress); twin != "" && mux[twin] == nil {
+		// kubectl port-forward, and so `stunnerctl status`, connects to
+		// localhost inside the pod's network namespace (the node's under
+		// hostNetwork), where a health address on the pod's IP is not
+		// reachable. Loopback reaches nothing beyond the pod (the node),
+		// and a port taken there costs only the port-forward.
+		if err := e.serve(twin, mux[a.HealthAddress], lim, log); err != nil {
+			log.Warn("health endpoints not served on loopback: kubectl port-forward and stunnerctl status cannot reach them", "address", twin, "error", err)
+		}
+	}
 	return e, nil
+}
+
+// LoopbackTwin returns the loopback address of addr's family at addr's
+// port ("127.0.0.1:8086" for "10.0.0.5:8086", "[::1]:8086" for an IPv6
+// one) when addr's host is an IP that is neither loopback nor unspecified
+// (whose sockets loopback connections reach already), and "" otherwise:
+// Start serves the health endpoints there too.
+func LoopbackTwin(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return ""
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil || ip.IsLoopback() || ip.IsUnspecified() {
+		return ""
+	}
+	if ip.Unmap().Is4() {
+		return net.JoinHostPort("127.0.0.1", port)
+	}
+	return net.JoinHostPort("::1", port)
 }
 
 func (e *Endpoints) serve(addr string, h http.Handler, lim Limits, log *slog.Logger) error {

@@ -2,6 +2,7 @@ package render
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -95,5 +96,44 @@ func TestLabelFilter(t *testing.T) {
 				t.Errorf("pod labels %v carry the Gateway's label", pod)
 			}
 		})
+	}
+}
+
+// TestStunnerctlFindsPods: `stunnerctl status <gateway> -n <namespace>`
+// lists the pods in the Gateway's namespace labelled app=stunner and with
+// the related-gateway name and namespace labels (STUNner's keys), then
+// port-forwards to port 8086 for /status: the rendered pods carry those
+// labels, live in that namespace and serve the health endpoints on 8086.
+func TestStunnerctlFindsPods(t *testing.T) {
+	in := minimalInput()
+	in.Dataplanes = []stnrv1.Dataplane{{ObjectMeta: metav1.ObjectMeta{Name: DefaultDataplaneName},
+		Spec: stnrv1.DataplaneSpec{Image: "ternd:test"}}}
+	gw := in.Gateways[0]
+	g := Render(in, Options{}).Gateway(gw.Namespace, gw.Name)
+	if g == nil || g.Deployment == nil || g.Config == nil {
+		t.Fatal("no Deployment rendered")
+	}
+	if g.Deployment.Namespace != gw.Namespace {
+		t.Errorf("Deployment in %q, want the Gateway's namespace %q", g.Deployment.Namespace, gw.Namespace)
+	}
+	want := map[string]string{
+		"app":                                  "stunner",
+		"stunner.l7mp.io/related-gateway-name": gw.Name,
+		"stunner.l7mp.io/related-gateway-namespace": gw.Namespace,
+	}
+	for k, v := range want {
+		if got := g.Deployment.Spec.Template.Labels[k]; got != v {
+			t.Errorf("pod label %s = %q, want %q", k, got, v)
+		}
+	}
+	if !strings.HasSuffix(g.Config.Admin.HealthAddress, ":8086") {
+		t.Errorf("health address %q, want port 8086 (stunnerctl's --pod-port default)", g.Config.Admin.HealthAddress)
+	}
+	var health bool
+	for _, p := range g.Deployment.Spec.Template.Spec.Containers[0].Ports {
+		health = health || p.ContainerPort == 8086
+	}
+	if !health {
+		t.Errorf("container ports %v, want 8086", g.Deployment.Spec.Template.Spec.Containers[0].Ports)
 	}
 }
