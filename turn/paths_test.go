@@ -184,6 +184,24 @@ func TestPathEventsLifecycle(t *testing.T) {
 		}
 		log.expect(t, "closed", "down 0x4001 "+peer)
 	})
+	t.Run("forget transport", func(t *testing.T) {
+		// A hand-over: the relay goes to detach before the allocation is
+		// deleted, and the path goes down like any deletion.
+		f, c, a, log := observed(t, clientTuple)
+		bind(c)
+		log.take()
+		var detached []Relay
+		if n := f.e.ForgetTransport(testListener{}, func(r Relay) { detached = append(detached, r) }); n != 1 {
+			t.Fatalf("forgot %d", n)
+		}
+		if len(detached) != 1 || detached[0] != a.relay {
+			t.Errorf("detached %v, want the allocation's relay", detached)
+		}
+		log.expect(t, "forgotten", "down 0x4001 "+peer)
+		if f.e.Allocations() != 0 {
+			t.Errorf("%d allocations left", f.e.Allocations())
+		}
+	})
 	t.Run("close", func(t *testing.T) {
 		f, c, _, log := observed(t, clientTuple)
 		bind(c)
