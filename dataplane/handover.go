@@ -242,6 +242,9 @@ func (s *Server) snapshot(ls []pausable) (*takeover.Snapshot, []int) {
 		}
 	})
 	snap.Slots = uint32(len(snap.Allocations))
+	var metrics bytes.Buffer
+	s.writeMetrics(&metrics)
+	snap.Counters = counterSeries(metrics.Bytes())
 	return snap, fds
 }
 
@@ -335,6 +338,13 @@ func (s *Server) adopt(cfg *config.Config, b []byte, fds []int) (map[string]*udp
 	}
 	s.relays.Pause()
 	s.engine.SetNonceKey(snap.NonceKey)
+	carried := make(map[string]float64, len(snap.Counters))
+	for _, c := range snap.Counters {
+		carried[c.Series] = c.Value
+	}
+	s.listenersMu.Lock()
+	s.carried = carried
+	s.listenersMu.Unlock()
 	ls := make([]*udp.Listener, len(snap.Listeners))
 	adopted := map[string]*udp.Listener{}
 	next := 0

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"bytes"
 	"io"
 	"slices"
 	"strings"
@@ -143,7 +144,16 @@ func (s *Server) writeMetrics(w io.Writer) {
 		snap.Clusters = append(snap.Clusters, promtext.Cluster{Name: name, ClusterSum: snap.All.Cluster(s.clusterIDs.ID(name))})
 	}
 	snap.ConfigsRejected = s.configsRejected.Load()
-	promtext.Write(w, &snap)
+	s.listenersMu.Lock()
+	carried := s.carried
+	s.listenersMu.Unlock()
+	if len(carried) == 0 {
+		promtext.Write(w, &snap)
+		return
+	}
+	var buf bytes.Buffer
+	promtext.Write(&buf, &snap)
+	addCarried(w, buf.Bytes(), carried)
 }
 
 // ConfigRejected counts a config that ternd refused and did not apply, the

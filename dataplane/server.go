@@ -143,6 +143,9 @@ type Server struct {
 	// retired are the counters of stopped listeners by name, which a
 	// listener of the same name carries on from (metrics.go).
 	retired map[string]*listenerCounts
+	// carried are the counter values a predecessor handed over (carry.go),
+	// added to this process's series of the same name at each scrape.
+	carried map[string]float64
 	// clusterIDs numbers clusters for the per-cluster counters, and
 	// clusters are the names of the config in force, for /metrics.
 	clusterIDs allowlist.ClusterIDs

@@ -19,7 +19,7 @@ import (
 // Version is the snapshot format this ternd writes and the only one it
 // reads. A change to the layout below takes a new version: a reader never
 // guesses at a layout it does not know.
-const Version = 1
+const Version = 2
 
 // magic starts every snapshot.
 const magic = "TERNSNAP"
@@ -41,6 +41,9 @@ const magic = "TERNSNAP"
 //	  permissions uint16, each: ip (addr with port 0), expires int64
 //	  channels uint16, each: number uint16, peer addr, expires int64
 //	quota: slots uint32, stateBytes int64
+//	counters uint32, each: series string16, value uint64 (float64 bits)
+//
+// Version 2 added the counters.
 //
 // string16 is a uint16 length and the bytes; bytes8 a uint8 length and the
 // bytes; addr is a family byte (4 or 6), 4 or 16 bytes of IP and a uint16
@@ -71,6 +74,17 @@ type Snapshot struct {
 	// successor can report whether it counts the same.
 	Slots      uint32
 	StateBytes int64
+	// Counters are the values of the exporting ternd's counter series at
+	// the moment it stopped, by series as /metrics writes them
+	// (`name{labels}`), which the successor carries on from so that no
+	// counter goes backwards across an upgrade.
+	Counters []Counter
+}
+
+// Counter is one counter series of a Snapshot.
+type Counter struct {
+	Series string
+	Value  float64
 }
 
 // Listener is a TURN-UDP listener of a Snapshot.
@@ -173,6 +187,14 @@ func Encode(s *Snapshot) ([]byte, error) {
 	}
 	w.u32(s.Slots)
 	w.i64(s.StateBytes)
+	if uint64(len(s.Counters)) > math.MaxUint32 {
+		w.fail("too many counters")
+	}
+	w.u32(uint32(len(s.Counters)))
+	for i, c := range s.Counters {
+		w.str16(c.Series, fmt.Sprintf("counters[%d]", i))
+		w.u64(math.Float64bits(c.Value))
+	}
 	if w.err != nil {
 		return nil, w.err
 	}
@@ -255,6 +277,15 @@ func Decode(b []byte) (*Snapshot, error) {
 	}
 	s.Slots = r.u32()
 	s.StateBytes = r.i64()
+	nk := r.count(int(r.u32()), 10)
+	for range nk {
+		c := Counter{Series: r.str16()}
+		c.Value = math.Float64frombits(r.u64())
+		if math.IsNaN(c.Value) || math.IsInf(c.Value, 0) || c.Value < 0 {
+			r.fail(fmt.Sprintf("counter %q: value %v", c.Series, c.Value))
+		}
+		s.Counters = append(s.Counters, c)
+	}
 	if r.err == nil && len(r.b) != 0 {
 		r.fail(fmt.Sprintf("%d bytes after the payload", len(r.b)))
 	}

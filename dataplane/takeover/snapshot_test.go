@@ -44,6 +44,10 @@ func sample() *Snapshot {
 		},
 		Slots:      2,
 		StateBytes: 4096,
+		Counters: []Counter{
+			{Series: `stunner_listener_packets_total{name="udp",direction="rx"}`, Value: 120},
+			{Series: "tern_auth_failures_total", Value: 3},
+		},
 	}
 }
 

@@ -362,6 +362,17 @@ func TestTakeoverKeepsStreams(t *testing.T) {
 	held := &tcpRelay{relay: relay, peer: echo}
 	held.check(t)
 	old.waitMetric(t, "stunner_allocations_active", 6, 10*time.Second)
+	// Counters carry on across the switch: failed authentications made
+	// before it, and none after, are still counted by the new process.
+	for range 3 {
+		if _, err := newPionClient(t, old, testUser, "wrong").Allocate(); err == nil {
+			t.Fatal("Allocate with a wrong password succeeded")
+		}
+	}
+	failures, _ := old.metric(t, "tern_auth_failures_total")
+	if failures < 3 {
+		t.Fatalf("tern_auth_failures_total %v before the switch, want at least 3", failures)
+	}
 
 	old.signalled = true
 	next := startTakeover(t, old)
@@ -387,6 +398,9 @@ func TestTakeoverKeepsStreams(t *testing.T) {
 	// The new process holds the 5 UDP allocations and the new TCP one; the
 	// old process's TCP allocation is not among them.
 	next.waitMetric(t, "stunner_allocations_active", 6, 10*time.Second)
+	if v, _ := next.metric(t, "tern_auth_failures_total"); v != failures {
+		t.Errorf("tern_auth_failures_total on the new process %v, want the old one's %v carried on", v, failures)
+	}
 
 	cl.Close()
 	conn.Close()
