@@ -308,7 +308,10 @@ func TestScaleIn(t *testing.T) {
 			t.Fatalf("draining pod %v still there %v after its last allocation ended; its log:\n%s", draining, time.Since(last), logBuf.String())
 		}
 		gone := e.gone.Sub(last)
-		drained := drainedAt(logBuf.String())
+		if sigterm := logLineAt(logBuf.String(), "SIGTERM: draining"); !sigterm.IsZero() {
+			t.Logf("ternd of %v logged SIGTERM %.1fs after kubectl scale", draining, sigterm.Sub(scaled).Seconds())
+		}
+		drained := logLineAt(logBuf.String(), "drained: no allocations left")
 		split := ""
 		if !drained.IsZero() {
 			split = fmt.Sprintf(" (ternd logged drained %v after it, the API lost the pod %v after that)",
@@ -567,13 +570,13 @@ func scrapeSample(url, series string) (uint64, error) {
 	return 0, fmt.Errorf("no %s in %s", series, url)
 }
 
-// drainedAt returns the timestamp kubectl logs --timestamps put on ternd's "drained: no
-// allocations left" line, or zero.
-func drainedAt(log string) time.Time {
+// logLineAt returns the timestamp kubectl logs --timestamps put on the first line of log
+// that contains needle, or zero.
+func logLineAt(log, needle string) time.Time {
 	sc := bufio.NewScanner(bytes.NewReader([]byte(log)))
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.Contains(line, "drained: no allocations left") {
+		if !strings.Contains(line, needle) {
 			continue
 		}
 		ts, _, _ := strings.Cut(line, " ")
