@@ -56,11 +56,40 @@ const (
 	// has no free port (ErrNoCapacity; seen only once the request is
 	// authenticated, so only a signed Allocate is redirected for it).
 	RedirectCapacity
+	// RedirectImbalance: this server holds more than its share of its
+	// Gateway's allocations (SetPreferred); only a client's first, unsigned
+	// Allocate is sent away for it, since nothing is wrong with serving it.
+	RedirectImbalance
 	redirectReasons
 )
 
 // RedirectReasons are the reasons' names, for metrics labels.
-var RedirectReasons = [redirectReasons]string{"draining", "capacity"}
+var RedirectReasons = [redirectReasons]string{"draining", "capacity", "imbalance"}
+
+// SetPreferred makes alts, a subset of Settings.Alternates that hold fewer
+// allocations than this server, the servers a new client's first, unsigned
+// Allocate is redirected to (300 Try Alternate, RedirectImbalance), so that
+// the replicas of a Gateway even out; nil or empty turns it off. A client
+// already challenged (a signed Allocate) is served here: libwebrtc cannot
+// take a signed Allocate elsewhere (see the top of this file). The
+// dataplane sets it from its peers' allocation counts
+// (limits.allocationImbalancePercent).
+func (e *Engine) SetPreferred(alts []netip.AddrPort) {
+	if len(alts) == 0 {
+		e.preferred.Store(nil)
+		return
+	}
+	c := append([]netip.AddrPort(nil), alts...)
+	e.preferred.Store(&c)
+}
+
+// Preferred returns the alternates SetPreferred set, or nil.
+func (e *Engine) Preferred() []netip.AddrPort {
+	if p := e.preferred.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
 
 // redirectCounts counts 300 responses by reason.
 type redirectCounts [redirectReasons]atomic.Uint64
@@ -161,7 +190,12 @@ func hashAddrPort(ap netip.AddrPort) uint64 {
 // is sent, so that the answer to a spoofed source stays as small as the
 // 401 it would otherwise get.
 func (q *req) redirect(reason RedirectReason) ([]byte, bool) {
-	same, diff, ok := alternateFor(q.s.Alternates, q.ft, q.key != nil)
+	return q.redirectTo(reason, q.s.Alternates)
+}
+
+// redirectTo is redirect to one of alts.
+func (q *req) redirectTo(reason RedirectReason, alts []netip.AddrPort) ([]byte, bool) {
+	same, diff, ok := alternateFor(alts, q.ft, q.key != nil)
 	if !ok {
 		return nil, false
 	}
@@ -215,8 +249,13 @@ func (q *req) redirectUnsigned() ([]byte, bool) {
 		return nil, false
 	}
 	reason, ok := q.redirectReason()
+	alts := q.s.Alternates
 	if !ok {
-		return nil, false
+		p := q.e.preferred.Load()
+		if p == nil {
+			return nil, false
+		}
+		reason, alts = RedirectImbalance, *p
 	}
 	if tv, err := q.m.Get(stun.AttrRequestedTransport); err != nil || len(tv) < 1 || tv[0] != protoUDP {
 		return nil, false
@@ -224,5 +263,5 @@ func (q *req) redirectUnsigned() ([]byte, bool) {
 	if q.e.allocs.get(q.ft) != nil {
 		return nil, false
 	}
-	return q.redirect(reason)
+	return q.redirectTo(reason, alts)
 }

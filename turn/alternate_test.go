@@ -44,6 +44,7 @@ func TestRedirect(t *testing.T) {
 		maxAllocs  int
 		noPorts    bool // the relay allocator has no free port
 		drain      bool
+		preferred  []netip.AddrPort // SetPreferred: the less-loaded alternates
 		ft         FiveTuple
 		signed     bool // the Allocate that meets the redirect carries MESSAGE-INTEGRITY
 		wantCode   int
@@ -66,6 +67,14 @@ func TestRedirect(t *testing.T) {
 		{name: "port 0 takes the listener's port", alts: []netip.AddrPort{netip.MustParseAddrPort("192.0.2.2:0")},
 			drain: true, ft: clientTuple, wantCode: 300, wantAlts: []netip.AddrPort{altV4}, wantReason: RedirectDraining},
 		{name: "neither draining nor full: allocated", alts: []netip.AddrPort{altV4}, ft: clientTuple, signed: true},
+		{name: "imbalance, unsigned first Allocate: 300 to a preferred alternate", alts: []netip.AddrPort{altV4, altV4b},
+			preferred: []netip.AddrPort{altV4b}, ft: clientTuple, wantCode: 300, wantAlts: []netip.AddrPort{altV4b}, wantReason: RedirectImbalance},
+		{name: "imbalance, signed Allocate: served here", alts: []netip.AddrPort{altV4, altV4b},
+			preferred: []netip.AddrPort{altV4b}, ft: clientTuple, signed: true},
+		{name: "imbalance, no preferred of the client's family: challenged here", alts: []netip.AddrPort{altV4, altV6},
+			preferred: []netip.AddrPort{altV6}, ft: clientTuple, wantCode: 401},
+		{name: "draining wins over imbalance: any alternate", alts: []netip.AddrPort{altV4},
+			preferred: []netip.AddrPort{altV4b}, drain: true, ft: clientTuple, wantCode: 300, wantAlts: []netip.AddrPort{altV4}, wantReason: RedirectDraining},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, func(c *Config) {
@@ -91,6 +100,7 @@ func TestRedirect(t *testing.T) {
 				c.learnNonce(f.send(c.ft, raw(t, stun.MethodRefresh)))
 			}
 			f.e.SetDraining(tc.drain)
+			f.e.SetPreferred(tc.preferred)
 			var m *stun.Message
 			if tc.signed {
 				m = f.send(c.ft, c.signed(stun.MethodAllocate, transportUDP()))
@@ -101,7 +111,7 @@ func TestRedirect(t *testing.T) {
 				t.Fatalf("Allocate: code %d, want %d", code(m), tc.wantCode)
 			}
 			if tc.wantCode != 300 {
-				if f.e.Redirects(RedirectDraining)+f.e.Redirects(RedirectCapacity) != 0 {
+				if f.e.Redirects(RedirectDraining)+f.e.Redirects(RedirectCapacity)+f.e.Redirects(RedirectImbalance) != 0 {
 					t.Fatal("a redirect was counted for a request not redirected")
 				}
 				return

@@ -192,6 +192,9 @@ type Engine struct {
 	allocErrors allocErrors
 	// redirects counts 300 Try Alternate responses by reason.
 	redirects redirectCounts
+	// preferred, when set, are the alternates new clients are sent to for
+	// balance (SetPreferred).
+	preferred atomic.Pointer[[]netip.AddrPort]
 	// state counts the bytes of allocations, permissions and channel
 	// bindings against Settings.StateBudget.
 	state stateBudget

@@ -236,7 +236,7 @@ func Write(w io.Writer, s *Snapshot) {
 		p.sample("tern_allocation_errors_total", label("code", strconv.Itoa(code)), s.Engine.AllocationErrors(code))
 	}
 	p.sample("tern_allocation_errors_total", label("code", "other"), s.Engine.AllocationErrors(0))
-	p.family("tern_redirects_total", counter, "Allocate requests redirected to an alternate server with 300 Try Alternate (RFC 8489 §10), by reason: draining (SIGTERM) or capacity (limits.maxAllocations, the state budget or no free relay port).")
+	p.family("tern_redirects_total", counter, "Allocate requests redirected to an alternate server with 300 Try Alternate (RFC 8489 §10), by reason: draining (SIGTERM), capacity (limits.maxAllocations, the state budget or no free relay port) or imbalance (more than limits.allocationImbalancePercent above the mean of this server and its alternates).")
 	for r, name := range turn.RedirectReasons {
 		p.sample("tern_redirects_total", label("reason", name), s.Engine.Redirects(turn.RedirectReason(r)))
 	}
