@@ -431,8 +431,9 @@ func (s *Server) serveAdopted(adopted map[string]*udp.Listener) {
 		l.Resume()
 	}
 	s.relays.Resume()
-	s.bg.Add(1)
+	s.bg.Add(2)
 	go s.background()
+	go s.balance()
 	s.secrets = s.watchSecrets(secretfile.Files(cfg.Auth))
 	var err error
 	if s.http, err = s.startAdmin(cfg.Admin); err != nil {

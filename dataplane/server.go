@@ -298,8 +298,9 @@ func (s *Server) Start() error {
 	s.mu.Lock()
 	cfg := s.cfg
 	s.mu.Unlock()
-	s.bg.Add(1)
+	s.bg.Add(2)
 	go s.background()
+	go s.balance()
 	s.secrets = s.watchSecrets(secretfile.Files(cfg.Auth))
 	var err error
 	if s.http, err = s.startAdmin(cfg.Admin); err != nil {

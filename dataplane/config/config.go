@@ -242,6 +242,15 @@ type Limits struct {
 	// container's memory limit (cgroup), or 256 MiB where none is set;
 	// NoLimit: no budget. ternd --state-budget-mib overrides it.
 	StateBudgetMiB int `json:"stateBudgetMiB,omitempty"`
+	// AllocationImbalancePercent evens out the replicas named in
+	// Alternates: while this server holds more than this many percent
+	// above the mean allocation count of itself and the alternates that
+	// answer (at least 10 allocations above it), a client's first,
+	// unsigned Allocate is redirected to an alternate below the mean (300
+	// Try Alternate, RFC 8489 §10). The counts come from each alternate's
+	// /status at this server's health port, every 2 s. 0 (the default):
+	// off.
+	AllocationImbalancePercent int `json:"allocationImbalancePercent,omitempty"`
 	// AuthFailureBurst and AuthFailureRate throttle failed authentication
 	// per client address: a token bucket of AuthFailureBurst failures,
 	// refilled at AuthFailureRate per second. Defaults

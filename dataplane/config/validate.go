@@ -260,6 +260,10 @@ func (c *Config) Validate() error {
 		}
 	}
 
+	if v := c.Limits.AllocationImbalancePercent; v < 0 || v > 1000 {
+		bad("limits.allocationImbalancePercent", "must be 0 (off) to 1000, got %d", v)
+	}
+
 	// offload
 	if e, err := offloadmode.NormalizeEngine(c.Offload.Engine); err != nil {
 		bad("offload.engine", "%v", err)

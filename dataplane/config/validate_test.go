@@ -185,6 +185,7 @@ func TestValidateRules(t *testing.T) {
 		{"allocationsPerUser", func(c *Config) { c.Limits.AllocationsPerUser = -2 }, `limits.allocationsPerUser: must be -1 (no limit), 0 (the default) or positive, got -2`},
 		{"allocationsPerIP", func(c *Config) { c.Limits.AllocationsPerIP = -2 }, `limits.allocationsPerIP: must be -1 (no limit), 0 (the default) or positive, got -2`},
 		{"maxAllocations", func(c *Config) { c.Limits.MaxAllocations = -2 }, `limits.maxAllocations: must be -1 (no limit), 0 (the default) or positive, got -2`},
+		{"allocationImbalancePercent", func(c *Config) { c.Limits.AllocationImbalancePercent = -1 }, `limits.allocationImbalancePercent: must be 0 (off) to 1000, got -1`},
 		{"authFailureBurst", func(c *Config) { c.Limits.AuthFailureBurst = -2 }, `limits.authFailureBurst: must be -1 (no limit), 0 (the default) or positive, got -2`},
 		{"authFailureRate", func(c *Config) { c.Limits.AuthFailureRate = -5 }, `limits.authFailureRate: must be -1 (no limit), 0 (the default) or positive, got -5`},
 		{"connectionIdleTimeout", func(c *Config) { c.Limits.ConnectionIdleTimeout = -1 }, `limits.connectionIdleTimeout: must not be negative, got -1`},

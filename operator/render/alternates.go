@@ -2,6 +2,8 @@ package render
 
 import (
 	"net/netip"
+	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -99,4 +101,27 @@ func firstInternalIP(n *corev1.Node) (netip.Addr, bool) {
 		}
 	}
 	return netip.Addr{}, false
+}
+
+// AnnotationAllocationImbalance turns on the balancing of a Gateway's
+// replicas (the dataplane config's limits.allocationImbalancePercent): a
+// Gateway annotation whose value is a percentage, 1 to 1000. Tern's own
+// key; it takes effect with the alternates, so on hostNetwork only.
+const AnnotationAllocationImbalance = "tern-gw.io/allocation-imbalance-percent"
+
+// allocationImbalance returns the percentage gw's annotation asks for, 0
+// without one; a value that is not a whole number from 1 to 1000 is a
+// warning on the Gateway naming the annotation, and ignored.
+func (r *renderer) allocationImbalance(gw *gwapiv1.Gateway) int {
+	v, ok := gw.Annotations[AnnotationAllocationImbalance]
+	if !ok {
+		return 0
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < 1 || n > 1000 {
+		r.problems.warnf(gatewayRef(gw), annotationField(AnnotationAllocationImbalance),
+			"want a whole percentage from 1 to 1000, got %q; ignored", v)
+		return 0
+	}
+	return n
 }

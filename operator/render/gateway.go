@@ -315,6 +315,7 @@ func (r *renderer) buildConfig(gw *gwapiv1.Gateway, gc *stnrv1.GatewayConfig, au
 			// Each replica is reached at its node's address, so a redirect
 			// can name one. Behind a shared Service address it could not.
 			cfg.Alternates = r.replicaAlternates(gw)
+			cfg.Limits.AllocationImbalancePercent = r.allocationImbalance(gw)
 		}
 	}
 	if policy, _ := r.ipFamilyPolicy(gw, serviceAnnotations(gw, gc)); dualStack(policy) {

@@ -161,6 +161,8 @@ type limits struct {
 	MaxConnections        int `json:"maxConnections,omitempty"`
 	PartialFrameTimeout   int `json:"partialFrameTimeout,omitempty"`
 	MaxAllocations        int `json:"maxAllocations,omitempty"`
+
+	AllocationImbalancePercent int `json:"allocationImbalancePercent,omitempty"`
 }
 
 // server is a running TURN server under test.
