@@ -102,7 +102,7 @@ func newFlags() *flags {
 	fs.StringVar(&f.offloadAttach, "offload-attach", "", "how the offload's tc program attaches: Auto (tcx where the kernel has it, Linux 6.6 on, else a clsact qdisc with a direct-action bpf filter), TCX or Clsact; overrides the config's offload.attach (docs/offload.md)")
 	fs.DurationVar(&f.linger, "linger", 0, "with --io threads: while datagrams reach a UDP listener or relay worker closer together than this, the worker sleeps this long between polls instead of waking for each (fewer wake-ups under many interleaved flows, at most this much added delay); 0 wakes for each datagram")
 	fs.StringVar(&f.ioMode, "io", dataplane.IOThreads, "how workers wait for packets: threads (blocking system calls, one thread per worker) or poller (Go netpoller)")
-	fs.BoolVar(&f.takeover, "takeover", false, "take the TURN-UDP sockets and allocations over from the ternd running with the same config, through its hand-over socket (admin.handoverSocket), instead of opening them; that ternd exits once this one serves (docs/operations.md, Upgrades)")
+	fs.BoolVar(&f.takeover, "takeover", false, "take the TURN-UDP sockets and allocations over from the ternd running with the same config, through its hand-over socket (admin.handoverSocket), instead of opening them; that ternd exits once this one serves and its last TCP or TLS connection has closed (docs/operations.md, Upgrades)")
 	fs.StringVar(&f.takeoverExitAt, "takeover-exit-at", "", "for tests: with --takeover, exit at once (SIGKILL) at this step of the hand-over: hello, received or imported")
 	_ = fs.MarkHidden("takeover-exit-at")
 	fs.DurationVar(&f.grace, "grace-period", time.Hour, "on SIGTERM, how long existing allocations may keep relaying before ternd exits (a second signal exits at once)")
