@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -68,6 +69,8 @@ spec:
 //   - HTTPS GETs with ALPN h2 and with http/1.1 and the SNI www.example.com get the upstream's
 //     own certificate (byte for byte) and its page, in the protocol asked for;
 //   - every such request reaches the upstream from the ternd pod (spliced by ternd);
+//   - a ClientHello that stalls after 3 bytes and one cut short are closed by ternd, and the
+//     upstream sees no connection for them;
 //   - the Gateway is Accepted, Programmed once its LoadBalancer Service has an address (written
 //     into the Service's status here: this cluster has no load-balancer controller), its
 //     listener Accepted, ResolvedRefs and Programmed with the route attached.
@@ -119,7 +122,15 @@ func TestTLS443(t *testing.T) {
 	}
 	var upMu sync.Mutex
 	var upstreamFrom []string
+	var upstreamConns int // connections the upstream accepted
 	webSrv := &http.Server{
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			if st == http.StateNew {
+				upMu.Lock()
+				upstreamConns++
+				upMu.Unlock()
+			}
+		},
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			upMu.Lock()
 			upstreamFrom = append(upstreamFrom, r.RemoteAddr)
@@ -263,6 +274,49 @@ func TestTLS443(t *testing.T) {
 			})
 		}
 	}
+	// A ClientHello that stalls after its first bytes, and one cut short: ternd closes each
+	// (within clientHelloTimeout, 5 s by default; asserted within a generous bound), and the
+	// upstream never sees a connection for them.
+	step("BadClientHello", func(t *testing.T) {
+		upMu.Lock()
+		before := upstreamConns
+		upMu.Unlock()
+		hello := clientHello(t)
+		for _, c := range []struct {
+			name string
+			send []byte
+			eof  bool
+		}{
+			{"slow", hello[:3], false},
+			{"truncated", hello[:len(hello)/2], true},
+		} {
+			conn, err := net.DialTimeout("tcp4", servers[0], 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			if _, err := conn.Write(c.send); err != nil {
+				t.Fatal(err)
+			}
+			if c.eof {
+				_ = conn.(*net.TCPConn).CloseWrite()
+			}
+			_ = conn.SetReadDeadline(time.Now().Add(60 * time.Second))
+			n, err := conn.Read(make([]byte, 64))
+			conn.Close()
+			var ne net.Error
+			if n != 0 || err == nil || (errors.As(err, &ne) && ne.Timeout()) {
+				t.Fatalf("%s ClientHello through %s: read %d bytes, %v: want the connection closed by ternd", c.name, servers[0], n, err)
+			}
+			t.Logf("%s ClientHello (%d of %d bytes) through %s: closed by ternd after %.1fs", c.name, len(c.send), len(hello), servers[0], time.Since(start).Seconds())
+		}
+		upMu.Lock()
+		defer upMu.Unlock()
+		if upstreamConns != before {
+			t.Errorf("the upstream accepted %d connections during the bad ClientHellos, want none", upstreamConns-before)
+		}
+	})
+
 	// Every request reached the upstream from the ternd pod: spliced by ternd, whichever
 	// Service address the client used. A pod on hostNetwork (as TestTURNRelay leaves the
 	// Dataplane) reaches the upstream pod from an address of its node (the pods' bridge).
@@ -286,6 +340,24 @@ func TestTLS443(t *testing.T) {
 	}
 	upMu.Unlock()
 	t.Logf("TestTLS443 done %.1fs after it began", time.Since(start).Seconds())
+}
+
+// clientHello returns the ClientHello an HTTPS client (crypto/tls, SNI www.example.com, ALPN
+// h2) sends.
+func clientHello(t *testing.T) []byte {
+	t.Helper()
+	c, s := net.Pipe()
+	defer s.Close()
+	go func() {
+		_ = tls.Client(c, &tls.Config{ServerName: tls443WebName, NextProtos: []string{"h2"}}).Handshake()
+		c.Close()
+	}()
+	b := make([]byte, 4096)
+	n, err := s.Read(b) // crypto/tls writes its ClientHello in one Write
+	if err != nil || n < 100 || b[0] != 0x16 {
+		t.Fatalf("no ClientHello: %d bytes, %v", n, err)
+	}
+	return b[:n]
 }
 
 // tls443Servers returns the Gateway's Service addresses for port 443: its ClusterIP and, when
