@@ -59,6 +59,9 @@ func run(args []string) int {
 		fmt.Println(version.String("ternd"))
 		return 0
 	}
+	if f.prepareHandoverDir != "" {
+		return prepareHandoverDir(f.prepareHandoverDir, f.handoverDirOwner)
+	}
 	cf := &configFile{getenv: os.Getenv}
 	defer cf.close()
 	src, err := selectSource(f, cf, newLogger(f.logFormat, os.Stderr, slog.LevelInfo))
@@ -95,13 +98,17 @@ func run(args []string) int {
 	startHandover(srv, cfg, log)
 	log.Info("ternd serving", "config", src.name, "realm", cfg.Auth.Realm)
 
-	if f.takeover {
+	if f.takeover || f.takeoverOrStart {
 		notifyMainPID(log)
 	}
 	if waitForSignal(srv, sig, upgrade, f.grace, log) {
 		// The successor serves the sockets now: Close would delete the
 		// allocations it took over.
-		drainHandedOver(srv, sig, f.grace, log)
+		if f.afterHandover == afterHandoverWait {
+			waitHandedOver(srv, sig, f.grace, log)
+		} else {
+			drainHandedOver(srv, sig, f.grace, log)
+		}
 		return 0
 	}
 	srv.Close()
@@ -285,13 +292,19 @@ func startServer(f *flags, cfg *config.Config, lvl *slog.LevelVar, fromFlags boo
 		opts.LogLevel = lvl // the config's admin.logLevel stays in charge
 	}
 	opts.OffloadAttach = f.offloadAttach
-	if f.takeover {
+	if f.takeover || f.takeoverOrStart {
 		srv, err := dataplane.Takeover(cfg, opts, handoverSocket(cfg), takeoverStep(f.takeoverExitAt))
-		if err != nil {
+		switch {
+		case err == nil:
+			return srv, nil
+		case !f.takeover && noPredecessor(err):
+			// The first ternd on this host (node): nobody holds the
+			// sockets.
+			log.Info("no ternd to take over from; starting", "socket", handoverSocket(cfg), "reason", err.Error())
+		default:
 			log.Error("takeover failed; the running ternd serves on", "socket", handoverSocket(cfg), "error", err)
 			return nil, &exitError{code: 1}
 		}
-		return srv, nil
 	}
 	srv, err := dataplane.New(cfg, opts)
 	if err != nil {
