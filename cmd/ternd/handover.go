@@ -81,10 +81,13 @@ func prepareHandoverDir(dir, owner string) int {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return exit(fail(1, "--prepare-handover-dir: %v", err))
 	}
-	if err := os.Chown(dir, uid, gid); err != nil {
+	// chmod before chown: a directory root owns needs no CAP_FOWNER to
+	// change its mode (the rendered init container has CHOWN and FOWNER,
+	// the latter for a directory an earlier pod's ternd owns already).
+	if err := os.Chmod(dir, 0o700); err != nil {
 		return exit(fail(1, "--prepare-handover-dir: %v", err))
 	}
-	if err := os.Chmod(dir, 0o700); err != nil {
+	if err := os.Chown(dir, uid, gid); err != nil {
 		return exit(fail(1, "--prepare-handover-dir: %v", err))
 	}
 	fmt.Printf("ternd: hand-over directory %s ready (owner %d:%d, mode 0700)\n", dir, uid, gid)

@@ -101,10 +101,11 @@ func run(args []string) int {
 	if f.takeover || f.takeoverOrStart {
 		notifyMainPID(log)
 	}
-	if waitForSignal(srv, sig, upgrade, f.grace, log) {
+	if handedOver, termed := waitForSignal(srv, sig, upgrade, f.grace, log); handedOver {
 		// The successor serves the sockets now: Close would delete the
-		// allocations it took over.
-		if f.afterHandover == afterHandoverWait {
+		// allocations it took over. A SIGTERM that came first (the pod
+		// deleted while its successor took over) is not waited for again.
+		if f.afterHandover == afterHandoverWait && !termed {
 			waitHandedOver(srv, sig, f.grace, log)
 		} else {
 			drainHandedOver(srv, sig, f.grace, log)
@@ -403,14 +404,15 @@ func startPprof(addr string, log *slog.Logger) (stop func()) {
 }
 
 // waitForSignal returns after SIGINT, or after SIGTERM once the server has
-// drained (drain), or true once a successor has taken over. SIGUSR2 starts
-// a successor (startSuccessor) and waits on.
-func waitForSignal(srv *dataplane.Server, sig, upgrade <-chan os.Signal, grace time.Duration, log *slog.Logger) (handedOver bool) {
+// drained (drain), or with handedOver true once a successor has taken over
+// (termed: while draining on SIGTERM). SIGUSR2 starts a successor
+// (startSuccessor) and waits on.
+func waitForSignal(srv *dataplane.Server, sig, upgrade <-chan os.Signal, grace time.Duration, log *slog.Logger) (handedOver, termed bool) {
 	var s os.Signal
 	for s == nil {
 		select {
 		case <-srv.HandedOver():
-			return true
+			return true, false
 		case <-upgrade:
 			startSuccessor(log)
 		case s = <-sig:
@@ -420,13 +422,13 @@ func waitForSignal(srv *dataplane.Server, sig, upgrade <-chan os.Signal, grace t
 		drain(srv, sig, grace, log)
 		select {
 		case <-srv.HandedOver():
-			return true
+			return true, true
 		default:
 		}
-		return false
+		return false, true
 	}
 	log.Info("shutting down", "signal", s.String())
-	return false
+	return false, false
 }
 
 // drainHandedOver waits, once this ternd has handed its TURN-UDP sockets

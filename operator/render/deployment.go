@@ -55,11 +55,15 @@ func (r *renderer) dataplane(gw *gwapiv1.Gateway, dp *stnrv1.Dataplane, listener
 	template := r.podTemplate(gw, dp, listeners, tlsSecrets, creds)
 	if isDaemonSet(dp) {
 		// spec.replicas means nothing to a DaemonSet: STUNner ignores it too.
-		return nil, &appsv1.DaemonSet{
+		ds := &appsv1.DaemonSet{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "DaemonSet"},
 			ObjectMeta: meta,
 			Spec:       appsv1.DaemonSetSpec{Selector: selector, Template: template},
 		}
+		if handsOver(dp) {
+			ds.Spec.UpdateStrategy = surgeUpdate()
+		}
+		return nil, ds
 	}
 	replicas := int32(defaultReplicas)
 	if dp.Spec.Replicas != nil {
@@ -88,7 +92,9 @@ func isDaemonSet(dp *stnrv1.Dataplane) bool {
 // the ServiceAccount of dataplaneAccess, non-root with no capabilities
 // unless the Dataplane says otherwise (security.go), with the Dataplane's
 // resources or defaultRequests, and drain for the Dataplane's
-// terminationGracePeriodSeconds (default 30) after SIGTERM.
+// terminationGracePeriodSeconds (default 30) after SIGTERM. A DaemonSet
+// on hostNetwork without the offload hands over on upgrade instead
+// (withHandover).
 func (r *renderer) podTemplate(gw *gwapiv1.Gateway, dp *stnrv1.Dataplane, listeners []*listenerState, tlsSecrets []string, creds *corev1.Secret) corev1.PodTemplateSpec {
 	spec := &dp.Spec
 
@@ -182,6 +188,10 @@ func (r *renderer) podTemplate(gw *gwapiv1.Gateway, dp *stnrv1.Dataplane, listen
 		pod.Containers[0].VolumeMounts = append(pod.Containers[0].VolumeMounts, corev1.VolumeMount{
 			Name: vol, MountPath: TLSDir + "/" + s, ReadOnly: true,
 		})
+	}
+
+	if handsOver(dp) {
+		withHandover(&pod, gw, spec)
 	}
 
 	return corev1.PodTemplateSpec{
