@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -147,16 +148,31 @@ func TestTakeoverWaitAfterHandover(t *testing.T) {
 	flows := startFlows(t, old, echo, n)
 	old.waitMetric(t, "stunner_allocations_active", n, 10*time.Second)
 
-	s := &server{cfg: old.cfg, addr: old.addr, healthURL: old.healthURL, metricsURL: old.metricsURL, cfgPath: old.cfgPath}
-	s.start(t, exec.Command(terndBinary(t), append([]string{"-c", old.cfgPath, "-l", old.cfg.Admin.LogLevel}, podArgs...)...))
-	next := s
+	// The successor's config differs in its health and metrics addresses
+	// only, so that the old process's endpoints can be told from its.
+	cfg := old.cfg
+	healthPort, closeHealth := freePort(t, "tcp4")
+	metricsPort, closeMetrics := freePort(t, "tcp4")
+	closeHealth()
+	closeMetrics()
+	cfg.Admin.HealthAddress = "127.0.0.1:" + strconv.Itoa(healthPort)
+	cfg.Admin.MetricsAddress = "127.0.0.1:" + strconv.Itoa(metricsPort)
+	raw, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "ternd.yaml")
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	next := &server{cfg: cfg, addr: old.addr, healthURL: "http://" + cfg.Admin.HealthAddress, metricsURL: "http://" + cfg.Admin.MetricsAddress, cfgPath: path}
+	next.start(t, exec.Command(terndBinary(t), append([]string{"-c", path, "-l", cfg.Admin.LogLevel}, podArgs...)...))
 	testenv.Eventually(t, 60*time.Second, func() error {
 		if !strings.Contains(old.out.String(), "waiting for SIGTERM") {
 			return errors.New("the old ternd has not said it waits")
 		}
 		return nil
 	})
-	// The health address is one for both: what answers is the successor.
 	testenv.Eventually(t, readyTimeout, func() error {
 		if next.exited() {
 			t.Fatalf("new ternd exited: %v", next.waitErr)
@@ -170,6 +186,11 @@ func TestTakeoverWaitAfterHandover(t *testing.T) {
 	if old.exited() {
 		t.Fatalf("the old ternd exited after the hand-over with --after-handover wait: %v\n%s", old.waitErr, old.out.String())
 	}
+	// The old process serves no health endpoint: it is not ready, and on
+	// a node's network its port is free for the successor's.
+	if err := old.ready(); err == nil {
+		t.Errorf("the old ternd answers /ready with 200 after the hand-over")
+	}
 	checkAfterTakeover(t, flows)
 
 	old.signal(t, syscall.SIGTERM)
@@ -181,4 +202,44 @@ func TestTakeoverWaitAfterHandover(t *testing.T) {
 	if err := next.ready(); err != nil {
 		t.Errorf("the new ternd after the old one exited: %v", err)
 	}
+}
+
+// TestTakeoverWhileDraining: a pod deleted before its successor took
+// over (the successor's first readiness probe reached the old pod's
+// endpoint on the node's network) gets SIGTERM and drains; it still hands
+// over when the successor asks, and then exits 0 without waiting for
+// another signal. Every allocation refreshes and relays on the successor.
+func TestTakeoverWhileDraining(t *testing.T) {
+	if targetIsCoturn() {
+		t.Skip("ternd's hand-over")
+	}
+	old := launchTerndArgs(t, takeoverConfig(t), podArgs...)
+	if err := waitServerReady(old); err != nil {
+		t.Fatal(err)
+	}
+	echo := startEchoPeer(t, "127.0.0.1:0")
+	flows := startFlows(t, old, echo, 3)
+	old.signal(t, syscall.SIGTERM)
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if !strings.Contains(old.out.String(), "SIGTERM: draining") {
+			return errors.New("the old ternd has not started draining")
+		}
+		return nil
+	})
+	next := &server{cfg: old.cfg, addr: old.addr, healthURL: old.healthURL, metricsURL: old.metricsURL, cfgPath: old.cfgPath}
+	next.start(t, exec.Command(terndBinary(t), append([]string{"-c", old.cfgPath, "-l", old.cfg.Admin.LogLevel}, podArgs...)...))
+	if exited, err := old.waitExit(60 * time.Second); !exited || err != nil {
+		t.Fatalf("the draining ternd after the hand-over: exited %v, %v\n%s", exited, err, old.out.String())
+	}
+	if !strings.Contains(old.out.String(), "handed over to the successor while draining") {
+		t.Errorf("the old ternd's log does not say it handed over while draining:\n%s", old.out.String())
+	}
+	testenv.Eventually(t, readyTimeout, func() error {
+		if next.exited() {
+			t.Fatalf("new ternd exited: %v", next.waitErr)
+		}
+		return next.ready()
+	})
+	next.waitMetric(t, "stunner_allocations_active", 3, 10*time.Second)
+	checkAfterTakeover(t, flows)
 }
