@@ -110,12 +110,16 @@ func (r *renderer) podTemplate(gw *gwapiv1.Gateway, dp *stnrv1.Dataplane, listen
 	if fromCDS {
 		origin = r.configDiscoveryOrigin()
 	}
+	args := spec.Args
+	if handsOver(dp) {
+		args = withTakeoverArgs(args)
+	}
 	c := corev1.Container{
 		Name:            ContainerName,
 		Image:           spec.Image,
 		ImagePullPolicy: pullPolicy(spec),
 		Command:         spec.Command,
-		Args:            withConfigOrigin(spec.Args, origin),
+		Args:            withConfigOrigin(args, origin),
 		EnvFrom:         spec.EnvFrom,
 		Env:             mergeEnv(downwardEnv(gw, origin), spec.Env),
 		Resources:       resources(spec.Resources),

@@ -58,8 +58,21 @@ func surgeUpdate() appsv1.DaemonSetUpdateStrategy {
 	}
 }
 
-// withHandover makes pod (gw's, of a Dataplane that handsOver) hand over:
-// ternd gets takeoverArgs (those of spec.args win), the hostPath volume
+// withTakeoverArgs returns args with takeoverArgs after them, less those
+// args sets already (the Dataplane's win).
+func withTakeoverArgs(args []string) []string {
+	out := slices.Clone(args)
+	for _, a := range takeoverArgs {
+		name, _, _ := strings.Cut(a, "=")
+		if !slices.ContainsFunc(args, func(s string) bool { return s == name || strings.HasPrefix(s, name+"=") }) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// withHandover makes pod (gw's, of a Dataplane that handsOver) hand over,
+// its ternd's args having withTakeoverArgs: the hostPath volume
 // mounted at HandoverDir, and an init container that makes that directory
 // the ternd user's, mode 0700 (the kubelet makes a hostPath root's, 0755,
 // and the socket must be reachable by that user only). The container
@@ -69,12 +82,6 @@ func surgeUpdate() appsv1.DaemonSetUpdateStrategy {
 func withHandover(pod *corev1.PodSpec, gw *gwapiv1.Gateway, spec *stnrv1.DataplaneSpec) {
 	c := &pod.Containers[0]
 	c.Ports = nil
-	for _, a := range takeoverArgs {
-		name, _, _ := strings.Cut(a, "=")
-		if !slices.ContainsFunc(c.Args, func(s string) bool { return s == name || strings.HasPrefix(s, name+"=") }) {
-			c.Args = append(c.Args, a)
-		}
-	}
 	dirType := corev1.HostPathDirectoryOrCreate
 	pod.Volumes = append(pod.Volumes, corev1.Volume{
 		Name: handoverVolume,
