@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tern-gw/tern/dataplane/admin"
 	"github.com/tern-gw/tern/dataplane/allowlist"
 	"github.com/tern-gw/tern/dataplane/config"
 	"github.com/tern-gw/tern/dataplane/config/protocol"
@@ -248,6 +250,15 @@ func (s *Server) snapshot(ls []pausable) (*takeover.Snapshot, []int) {
 	return snap, fds
 }
 
+// ErrNoPredecessor is Takeover's error when no ternd listens on the
+// hand-over socket: its file is missing (ENOENT) or nothing accepts on it
+// (ECONNREFUSED, a socket file left by a process that is gone). Nothing
+// was handed over and no other process holds this config's sockets
+// through that socket, so a caller may start afresh (ternd
+// --takeover-or-start). Other errors (a timeout, an abort) are not it:
+// a ternd may still hold the sockets.
+var ErrNoPredecessor = errors.New("no ternd listens on the hand-over socket")
+
 // TakeoverStep names a step of Takeover, for TakeoverOptions.Step.
 type TakeoverStep string
 
@@ -280,18 +291,27 @@ func Takeover(cfg *config.Config, opts Options, path string, step func(TakeoverS
 	if err != nil {
 		return nil, err
 	}
-	// The offload's maps and programs are not handed over yet: a
-	// successor whose offload attached (where the old one's, on the same
-	// config, would have too) detaches and gives up before it asks.
-	if s.offload != nil && s.offload.Active() {
-		s.Close()
-		return nil, errors.New("hand-over: the kernel offload is on, and its maps are not handed over yet; run both processes with offload.engine None (--offload-engine None) to hand over")
-	}
 	c, err := takeover.Dial(path)
 	if err != nil {
+		// Nothing of the old process's is in s yet: closing it ends
+		// nothing but its own engine (and detaches its offload).
+		s.Close()
+		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
+			err = fmt.Errorf("%w: %w", ErrNoPredecessor, err)
+		}
 		return nil, err
 	}
 	defer c.Close()
+	// The offload's maps and programs are not handed over yet: a
+	// successor whose offload attached (where the old one's, on the same
+	// config, would have too) detaches and gives up before it asks; the
+	// old one reads the abort and serves on.
+	if s.offload != nil && s.offload.Active() {
+		const why = "the kernel offload is on, and its maps are not handed over yet; run both processes with offload.engine None (--offload-engine None) to hand over"
+		c.Abort(why)
+		s.Close()
+		return nil, errors.New("hand-over: " + why)
+	}
 	_ = c.SetDeadline(time.Now().Add(2 * handoverTimeout))
 	if err := c.Hello(); err != nil {
 		return nil, fmt.Errorf("hand-over: hello: %w", err)
@@ -436,7 +456,7 @@ func (s *Server) serveAdopted(adopted map[string]*udp.Listener) {
 	go s.balance()
 	s.secrets = s.watchSecrets(secretfile.Files(cfg.Auth))
 	var err error
-	if s.http, err = s.startAdmin(cfg.Admin); err != nil {
+	if s.http, err = s.startAdminAfterHandover(cfg.Admin); err != nil {
 		s.log.Error("health and metrics endpoints failed to start", "error", err)
 	}
 	s.dns.SetClusters(cfg.Clusters)
@@ -450,6 +470,26 @@ func (s *Server) serveAdopted(adopted map[string]*udp.Listener) {
 		s.log.Error("some listeners failed to start after the hand-over", "error", err)
 	}
 	s.ready.Store(s.running() > 0)
+}
+
+// adminBindRetry bounds how long a successor retries binding the health
+// and metrics endpoints that the old process held: it closes them before
+// its bye, but on a shared network namespace (hostNetwork pods, one host)
+// a port another process holds a moment longer must not leave the new one
+// without probes.
+const adminBindRetry = 5 * time.Second
+
+// startAdminAfterHandover starts the health and metrics endpoints, trying
+// again every 100 ms for up to adminBindRetry while an address is in use.
+func (s *Server) startAdminAfterHandover(a config.Admin) (*admin.Endpoints, error) {
+	deadline := time.Now().Add(adminBindRetry)
+	for {
+		e, err := s.startAdmin(a)
+		if err == nil || !errors.Is(err, syscall.EADDRINUSE) || time.Now().After(deadline) {
+			return e, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func closeAll(fds []int) {

@@ -27,8 +27,9 @@ type flags struct {
 
 	cfgPath, gwPath, gwName, cmRef, cmKey, kubecfg string
 	level, logFormat, id, pprofAt, ioMode          string
-	takeover                                       bool
-	takeoverExitAt                                 string
+	takeover, takeoverOrStart                      bool
+	takeoverExitAt, afterHandover                  string
+	prepareHandoverDir, handoverDirOwner           string
 	offloadEngine                                  string
 	offloadAttach                                  string
 	watch, verbose, showVer, gso, legacyChannels   bool
@@ -103,6 +104,10 @@ func newFlags() *flags {
 	fs.DurationVar(&f.linger, "linger", 0, "with --io threads: while datagrams reach a UDP listener or relay worker closer together than this, the worker sleeps this long between polls instead of waking for each (fewer wake-ups under many interleaved flows, at most this much added delay); 0 wakes for each datagram")
 	fs.StringVar(&f.ioMode, "io", dataplane.IOThreads, "how workers wait for packets: threads (blocking system calls, one thread per worker) or poller (Go netpoller)")
 	fs.BoolVar(&f.takeover, "takeover", false, "take the TURN-UDP sockets and allocations over from the ternd running with the same config, through its hand-over socket (admin.handoverSocket), instead of opening them; that ternd exits once this one serves and its last TCP or TLS connection has closed (docs/operations.md, Upgrades)")
+	fs.BoolVar(&f.takeoverOrStart, "takeover-or-start", false, "take over as --takeover does when a ternd answers on the hand-over socket; start afresh when the socket file is missing or nothing listens on it; exit 1 on any other failure (a timeout, an abort), as --takeover does (rendered DaemonSet pods: docs/operations.md, Upgrades)")
+	fs.StringVar(&f.afterHandover, "after-handover", afterHandoverExit, "what this ternd does once a successor has taken over: exit (0, once its TCP and TLS connections have closed) or wait (serve those connections, without health or metrics endpoints, until SIGTERM or SIGINT, then exit 0: a pod's container must not exit, or the kubelet restarts it)")
+	fs.StringVar(&f.prepareHandoverDir, "prepare-handover-dir", "", "make this directory for the hand-over socket (mode 0700, owned by --handover-dir-owner) and exit: a rendered pod's init container runs it as root")
+	fs.StringVar(&f.handoverDirOwner, "handover-dir-owner", "", "with --prepare-handover-dir, the directory's owner: UID:GID")
 	fs.StringVar(&f.takeoverExitAt, "takeover-exit-at", "", "for tests: with --takeover, exit at once (SIGKILL) at this step of the hand-over: hello, received or imported")
 	_ = fs.MarkHidden("takeover-exit-at")
 	fs.DurationVar(&f.grace, "grace-period", time.Hour, "on SIGTERM, how long existing allocations may keep relaying before ternd exits (a second signal exits at once)")
@@ -156,6 +161,17 @@ func (f *flags) parse(args []string, stdout, stderr io.Writer) int {
 	default:
 		fmt.Fprintf(stderr, "ternd: --log-format: want text or json, got %q\n", f.logFormat)
 		return 2
+	}
+	if f.afterHandover != afterHandoverExit && f.afterHandover != afterHandoverWait {
+		fmt.Fprintf(stderr, "ternd: --after-handover: want exit or wait, got %q\n", f.afterHandover)
+		return 2
+	}
+	if f.prepareHandoverDir != "" {
+		if _, _, err := parseOwner(f.handoverDirOwner); err != nil {
+			fmt.Fprintf(stderr, "ternd: --handover-dir-owner: %v\n", err)
+			return 2
+		}
+		return -1
 	}
 	if f.offloadEngine != "" {
 		m, err := offloadmode.NormalizeEngine(f.offloadEngine)

@@ -59,6 +59,9 @@ func run(args []string) int {
 		fmt.Println(version.String("ternd"))
 		return 0
 	}
+	if f.prepareHandoverDir != "" {
+		return prepareHandoverDir(f.prepareHandoverDir, f.handoverDirOwner)
+	}
 	cf := &configFile{getenv: os.Getenv}
 	defer cf.close()
 	src, err := selectSource(f, cf, newLogger(f.logFormat, os.Stderr, slog.LevelInfo))
@@ -95,13 +98,18 @@ func run(args []string) int {
 	startHandover(srv, cfg, log)
 	log.Info("ternd serving", "config", src.name, "realm", cfg.Auth.Realm)
 
-	if f.takeover {
+	if f.takeover || f.takeoverOrStart {
 		notifyMainPID(log)
 	}
-	if waitForSignal(srv, sig, upgrade, f.grace, log) {
+	if handedOver, termed := waitForSignal(srv, sig, upgrade, f.grace, log); handedOver {
 		// The successor serves the sockets now: Close would delete the
-		// allocations it took over.
-		drainHandedOver(srv, sig, f.grace, log)
+		// allocations it took over. A SIGTERM that came first (the pod
+		// deleted while its successor took over) is not waited for again.
+		if f.afterHandover == afterHandoverWait && !termed {
+			waitHandedOver(srv, sig, f.grace, log)
+		} else {
+			drainHandedOver(srv, sig, f.grace, log)
+		}
 		return 0
 	}
 	srv.Close()
@@ -285,13 +293,19 @@ func startServer(f *flags, cfg *config.Config, lvl *slog.LevelVar, fromFlags boo
 		opts.LogLevel = lvl // the config's admin.logLevel stays in charge
 	}
 	opts.OffloadAttach = f.offloadAttach
-	if f.takeover {
+	if f.takeover || f.takeoverOrStart {
 		srv, err := dataplane.Takeover(cfg, opts, handoverSocket(cfg), takeoverStep(f.takeoverExitAt))
-		if err != nil {
+		switch {
+		case err == nil:
+			return srv, nil
+		case !f.takeover && noPredecessor(err):
+			// The first ternd on this host (node): nobody holds the
+			// sockets.
+			log.Info("no ternd to take over from; starting", "socket", handoverSocket(cfg), "reason", err.Error())
+		default:
 			log.Error("takeover failed; the running ternd serves on", "socket", handoverSocket(cfg), "error", err)
 			return nil, &exitError{code: 1}
 		}
-		return srv, nil
 	}
 	srv, err := dataplane.New(cfg, opts)
 	if err != nil {
@@ -390,14 +404,15 @@ func startPprof(addr string, log *slog.Logger) (stop func()) {
 }
 
 // waitForSignal returns after SIGINT, or after SIGTERM once the server has
-// drained (drain), or true once a successor has taken over. SIGUSR2 starts
-// a successor (startSuccessor) and waits on.
-func waitForSignal(srv *dataplane.Server, sig, upgrade <-chan os.Signal, grace time.Duration, log *slog.Logger) (handedOver bool) {
+// drained (drain), or with handedOver true once a successor has taken over
+// (termed: while draining on SIGTERM). SIGUSR2 starts a successor
+// (startSuccessor) and waits on.
+func waitForSignal(srv *dataplane.Server, sig, upgrade <-chan os.Signal, grace time.Duration, log *slog.Logger) (handedOver, termed bool) {
 	var s os.Signal
 	for s == nil {
 		select {
 		case <-srv.HandedOver():
-			return true
+			return true, false
 		case <-upgrade:
 			startSuccessor(log)
 		case s = <-sig:
@@ -407,13 +422,13 @@ func waitForSignal(srv *dataplane.Server, sig, upgrade <-chan os.Signal, grace t
 		drain(srv, sig, grace, log)
 		select {
 		case <-srv.HandedOver():
-			return true
+			return true, true
 		default:
 		}
-		return false
+		return false, true
 	}
 	log.Info("shutting down", "signal", s.String())
-	return false
+	return false, false
 }
 
 // drainHandedOver waits, once this ternd has handed its TURN-UDP sockets

@@ -55,11 +55,15 @@ func (r *renderer) dataplane(gw *gwapiv1.Gateway, dp *stnrv1.Dataplane, listener
 	template := r.podTemplate(gw, dp, listeners, tlsSecrets, creds)
 	if isDaemonSet(dp) {
 		// spec.replicas means nothing to a DaemonSet: STUNner ignores it too.
-		return nil, &appsv1.DaemonSet{
+		ds := &appsv1.DaemonSet{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "DaemonSet"},
 			ObjectMeta: meta,
 			Spec:       appsv1.DaemonSetSpec{Selector: selector, Template: template},
 		}
+		if handsOver(dp) {
+			ds.Spec.UpdateStrategy = surgeUpdate()
+		}
+		return nil, ds
 	}
 	replicas := int32(defaultReplicas)
 	if dp.Spec.Replicas != nil {
@@ -88,7 +92,9 @@ func isDaemonSet(dp *stnrv1.Dataplane) bool {
 // the ServiceAccount of dataplaneAccess, non-root with no capabilities
 // unless the Dataplane says otherwise (security.go), with the Dataplane's
 // resources or defaultRequests, and drain for the Dataplane's
-// terminationGracePeriodSeconds (default 30) after SIGTERM.
+// terminationGracePeriodSeconds (default 30) after SIGTERM. A DaemonSet
+// on hostNetwork without the offload hands over on upgrade instead
+// (withHandover).
 func (r *renderer) podTemplate(gw *gwapiv1.Gateway, dp *stnrv1.Dataplane, listeners []*listenerState, tlsSecrets []string, creds *corev1.Secret) corev1.PodTemplateSpec {
 	spec := &dp.Spec
 
@@ -104,12 +110,16 @@ func (r *renderer) podTemplate(gw *gwapiv1.Gateway, dp *stnrv1.Dataplane, listen
 	if fromCDS {
 		origin = r.configDiscoveryOrigin()
 	}
+	args := spec.Args
+	if handsOver(dp) {
+		args = withTakeoverArgs(args)
+	}
 	c := corev1.Container{
 		Name:            ContainerName,
 		Image:           spec.Image,
 		ImagePullPolicy: pullPolicy(spec),
 		Command:         spec.Command,
-		Args:            withConfigOrigin(spec.Args, origin),
+		Args:            withConfigOrigin(args, origin),
 		EnvFrom:         spec.EnvFrom,
 		Env:             mergeEnv(downwardEnv(gw, origin), spec.Env),
 		Resources:       resources(spec.Resources),
@@ -182,6 +192,10 @@ func (r *renderer) podTemplate(gw *gwapiv1.Gateway, dp *stnrv1.Dataplane, listen
 		pod.Containers[0].VolumeMounts = append(pod.Containers[0].VolumeMounts, corev1.VolumeMount{
 			Name: vol, MountPath: TLSDir + "/" + s, ReadOnly: true,
 		})
+	}
+
+	if handsOver(dp) {
+		withHandover(&pod, gw, spec)
 	}
 
 	return corev1.PodTemplateSpec{

@@ -369,6 +369,8 @@ type loadClient struct {
 	mu       sync.Mutex
 	seen     map[uint32]bool
 	nSent    int
+	last     time.Time     // when the last echo came
+	maxGap   time.Duration // the longest time between two echoes
 	readDone chan struct{}
 	once     sync.Once
 }
@@ -376,7 +378,13 @@ type loadClient struct {
 // startLoad allocates on p (by its node's address) and starts relaying to the echo on
 // echoIP:9001.
 func startLoad(p pod, echoIP string, id uint32) (*loadClient, error) {
-	a, err := allocate(siServer(p))
+	return startLoadAt(siServer(p), p, echoIP, id, siRate)
+}
+
+// startLoadAt is startLoad on the TURN server at server (p's), relaying rate datagrams a
+// second.
+func startLoadAt(server string, p pod, echoIP string, id uint32, rate int) (*loadClient, error) {
+	a, err := allocate(server)
 	if err != nil {
 		return nil, err
 	}
@@ -394,15 +402,20 @@ func startLoad(p pod, echoIP string, id uint32) (*loadClient, error) {
 			if from.String() != peer.String() || n != runSize || binary.BigEndian.Uint32(buf[0:4]) != id {
 				continue
 			}
+			now := time.Now()
 			c.mu.Lock()
 			c.seen[binary.BigEndian.Uint32(buf[4:8])] = true
+			if !c.last.IsZero() && now.Sub(c.last) > c.maxGap {
+				c.maxGap = now.Sub(c.last)
+			}
+			c.last = now
 			c.mu.Unlock()
 		}
 	}()
 	go func() {
 		msg := make([]byte, runSize)
 		binary.BigEndian.PutUint32(msg[0:4], id)
-		tick := time.NewTicker(time.Second / siRate)
+		tick := time.NewTicker(time.Second / time.Duration(rate))
 		defer tick.Stop()
 		n := 0
 		for {
