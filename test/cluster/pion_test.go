@@ -5,10 +5,13 @@ package cluster
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/pion/logging"
@@ -36,13 +39,48 @@ func allocate(server string) (*turnAlloc, error) {
 	return allocateFrom(server, nil)
 }
 
-// listenFunc opens a client's UDP socket; nil is net.ListenPacket on the test's own network.
+// clientPorts hands out the local ports of the tests' pion/turn clients: below the kernel's
+// ephemeral range (32768-60999 by default), where turnutils_uclient's sockets get theirs, and
+// below the node ports (30000-32767), each port once per test process. A client that reused the
+// 5-tuple of an allocation another client left on a ternd (uclient's, or an earlier pion
+// client's, until it expires) would get 437 Allocation Mismatch: seen once in
+// TestDaemonSetRelay.
+var clientPorts struct {
+	sync.Mutex
+	next int
+}
+
+// listenClientUDP opens a pion client's socket on the test's own network at a port of
+// clientPorts.
+func listenClientUDP() (net.PacketConn, error) {
+	clientPorts.Lock()
+	defer clientPorts.Unlock()
+	if clientPorts.next == 0 {
+		clientPorts.next = 10000 + rand.IntN(10000)
+	}
+	for range 1000 {
+		p := clientPorts.next
+		if clientPorts.next++; clientPorts.next >= 30000 {
+			clientPorts.next = 10000
+		}
+		conn, err := net.ListenPacket("udp4", "0.0.0.0:"+strconv.Itoa(p))
+		if err == nil {
+			return conn, nil
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) {
+			return nil, err
+		}
+	}
+	return nil, errors.New("no free client port in 10000-29999")
+}
+
+// listenFunc opens a client's UDP socket; nil is listenClientUDP.
 type listenFunc func() (net.PacketConn, error)
 
 // allocateFrom is allocate with the client's socket opened by listen.
 func allocateFrom(server string, listen listenFunc) (*turnAlloc, error) {
 	if listen == nil {
-		listen = func() (net.PacketConn, error) { return net.ListenPacket("udp4", "0.0.0.0:0") }
+		listen = listenClientUDP
 	}
 	conn, err := listen()
 	if err != nil {
