@@ -35,64 +35,81 @@ import (
 //     part was seen alive, in Unix seconds: at each event, render and write phase, and every
 //     loopHeartbeat while no reconcile runs. A value that stops advancing while a reconcile
 //     runs means that reconcile is stuck.
-var (
-	metricRenderTotal = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "stunner_gateway_operator_render_total",
-		Help: "Total number of render cycles executed by the renderer thread.",
-	})
-	metricRenderDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:                            "stunner_gateway_operator_render_time_seconds",
-		Help:                            "Duration of render cycles executed by the renderer thread.",
-		Buckets:                         reconcileBuckets,
-		NativeHistogramBucketFactor:     1.1,
-		NativeHistogramMaxBucketNumber:  100,
-		NativeHistogramMinResetDuration: time.Hour,
-	})
-	metricUpdateTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "stunner_gateway_operator_update_total",
-		Help: "Total number of update cycles executed by the updater thread.",
-	}, []string{"result"})
-	metricUpdateErrors = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "stunner_gateway_operator_update_errors_total",
-		Help: "Total number of update cycles that returned an error.",
-	})
-	metricUpdateDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:                            "stunner_gateway_operator_update_time_seconds",
-		Help:                            "Duration of update cycles executed by the updater thread.",
-		Buckets:                         reconcileBuckets,
-		NativeHistogramBucketFactor:     1.1,
-		NativeHistogramMaxBucketNumber:  100,
-		NativeHistogramMinResetDuration: time.Hour,
-	})
-	metricResourceOperations = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "stunner_gateway_operator_resource_operations_total",
-		Help: "Total number of Kubernetes API operations performed by the updater thread.",
-	}, []string{"scope", "kind", "operation"})
-	metricReconcileEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "stunner_gateway_operator_reconcile_events_total",
-		Help: "Total number of reconcile events received by the operator event loop.",
-	}, []string{"result"})
-	metricGeneration = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "stunner_gateway_operator_generation",
-		Help: "Current config generation number.",
-	})
-	metricGenerationLastAcked = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "stunner_gateway_operator_generation_last_acked",
-		Help: "Generation number of the last update acknowledged by the updater thread.",
-	})
-	metricOperatorLoop = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "stunner_gateway_operator_operator_loop_last_active_timestamp_seconds",
-		Help: "Unix timestamp of the last operator main-loop select iteration; stale values indicate the loop is hung.",
-	})
-	metricRendererLoop = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "stunner_gateway_operator_renderer_loop_last_active_timestamp_seconds",
-		Help: "Unix timestamp of the last renderer goroutine select iteration; stale values indicate the loop is hung.",
-	})
-	metricUpdaterLoop = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "stunner_gateway_operator_updater_loop_last_active_timestamp_seconds",
-		Help: "Unix timestamp of the last updater goroutine select iteration; stale values indicate the loop is hung.",
-	})
-)
+var metricResourceOperations = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "stunner_gateway_operator_resource_operations_total",
+	Help: "Total number of Kubernetes API operations performed by the updater thread.",
+}, []string{"scope", "kind", "operation"})
+
+// loopMetrics are the metrics of the reconcile loop (loopState): the process's own,
+// operatorMetrics, registered with controller-runtime's registry, or a test's.
+type loopMetrics struct {
+	renders, updateErrors                   prometheus.Counter
+	renderTime, updateTime                  prometheus.Histogram
+	updates, events                         *prometheus.CounterVec
+	generation, lastAcked                   prometheus.Gauge
+	operatorLoop, rendererLoop, updaterLoop prometheus.Gauge
+}
+
+// operatorMetrics are the process's loop metrics.
+var operatorMetrics = newLoopMetrics()
+
+// newLoopMetrics returns a set of loop metrics, not registered anywhere.
+func newLoopMetrics() *loopMetrics {
+	return &loopMetrics{
+		renders: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "stunner_gateway_operator_render_total",
+			Help: "Total number of render cycles executed by the renderer thread.",
+		}),
+		renderTime: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:                            "stunner_gateway_operator_render_time_seconds",
+			Help:                            "Duration of render cycles executed by the renderer thread.",
+			Buckets:                         reconcileBuckets,
+			NativeHistogramBucketFactor:     1.1,
+			NativeHistogramMaxBucketNumber:  100,
+			NativeHistogramMinResetDuration: time.Hour,
+		}),
+		updates: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stunner_gateway_operator_update_total",
+			Help: "Total number of update cycles executed by the updater thread.",
+		}, []string{"result"}),
+		updateErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "stunner_gateway_operator_update_errors_total",
+			Help: "Total number of update cycles that returned an error.",
+		}),
+		updateTime: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:                            "stunner_gateway_operator_update_time_seconds",
+			Help:                            "Duration of update cycles executed by the updater thread.",
+			Buckets:                         reconcileBuckets,
+			NativeHistogramBucketFactor:     1.1,
+			NativeHistogramMaxBucketNumber:  100,
+			NativeHistogramMinResetDuration: time.Hour,
+		}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stunner_gateway_operator_reconcile_events_total",
+			Help: "Total number of reconcile events received by the operator event loop.",
+		}, []string{"result"}),
+		generation: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "stunner_gateway_operator_generation",
+			Help: "Current config generation number.",
+		}),
+		lastAcked: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "stunner_gateway_operator_generation_last_acked",
+			Help: "Generation number of the last update acknowledged by the updater thread.",
+		}),
+		operatorLoop: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "stunner_gateway_operator_operator_loop_last_active_timestamp_seconds",
+			Help: "Unix timestamp of the last operator main-loop select iteration; stale values indicate the loop is hung.",
+		}),
+		rendererLoop: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "stunner_gateway_operator_renderer_loop_last_active_timestamp_seconds",
+			Help: "Unix timestamp of the last renderer goroutine select iteration; stale values indicate the loop is hung.",
+		}),
+		updaterLoop: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "stunner_gateway_operator_updater_loop_last_active_timestamp_seconds",
+			Help: "Unix timestamp of the last updater goroutine select iteration; stale values indicate the loop is hung.",
+		}),
+	}
+}
 
 // reconcileBuckets are controller-runtime's reconcile_time_seconds buckets, which STUNner's
 // render and update histograms use too, so the three are comparable.
@@ -116,9 +133,9 @@ const (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(metricRenderTotal, metricRenderDuration, metricUpdateTotal,
-		metricUpdateErrors, metricUpdateDuration, metricResourceOperations, metricReconcileEvents,
-		metricGeneration, metricGenerationLastAcked, metricOperatorLoop, metricRendererLoop, metricUpdaterLoop)
+	m := operatorMetrics
+	ctrlmetrics.Registry.MustRegister(m.renders, m.renderTime, m.updates, m.updateErrors, m.updateTime,
+		metricResourceOperations, m.events, m.generation, m.lastAcked, m.operatorLoop, m.rendererLoop, m.updaterLoop)
 }
 
 // loopState is what the metrics need to know of the reconcile loop: whether a render is
@@ -129,17 +146,31 @@ type loopState struct {
 	running    atomic.Bool
 	mu         sync.Mutex
 	generation int64
+	// passed and throttled count this loop's events, as reconcile_events_total does for
+	// every loop of the process.
+	passed, throttled atomic.Uint64
+	// m are the metrics it writes; nil: operatorMetrics.
+	m *loopMetrics
+}
+
+func (s *loopState) metrics() *loopMetrics {
+	if s.m != nil {
+		return s.m
+	}
+	return operatorMetrics
 }
 
 // event counts a watch event: "passed" when it asks for a render, "throttled" when a render
 // is pending already and the event is folded into it.
 func (s *loopState) event() {
-	metricOperatorLoop.Set(nowSeconds())
+	s.metrics().operatorLoop.Set(nowSeconds())
 	if s.pending.Swap(true) {
-		metricReconcileEvents.WithLabelValues("throttled").Inc()
+		s.throttled.Add(1)
+		s.metrics().events.WithLabelValues("throttled").Inc()
 		return
 	}
-	metricReconcileEvents.WithLabelValues("passed").Inc()
+	s.passed.Add(1)
+	s.metrics().events.WithLabelValues("passed").Inc()
 }
 
 // startRender marks a reconcile as started: pending events are now being served, and
@@ -148,35 +179,35 @@ func (s *loopState) startRender() int64 {
 	s.running.Store(true)
 	s.pending.Store(false)
 	now := nowSeconds()
-	metricOperatorLoop.Set(now)
-	metricRendererLoop.Set(now)
+	s.metrics().operatorLoop.Set(now)
+	s.metrics().rendererLoop.Set(now)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.generation++
-	metricGeneration.Set(float64(s.generation))
+	s.metrics().generation.Set(float64(s.generation))
 	return s.generation
 }
 
 // rendered records a render that took d (with the listing of its inputs).
 func (s *loopState) rendered(d time.Duration) {
-	metricRenderTotal.Inc()
-	metricRenderDuration.Observe(d.Seconds())
+	s.metrics().renders.Inc()
+	s.metrics().renderTime.Observe(d.Seconds())
 	now := nowSeconds()
-	metricRendererLoop.Set(now)
-	metricUpdaterLoop.Set(now)
+	s.metrics().rendererLoop.Set(now)
+	s.metrics().updaterLoop.Set(now)
 }
 
 // updated records the writes of generation gen, which took d and failed when err is set.
 func (s *loopState) updated(gen int64, d time.Duration, err error) {
-	metricUpdateDuration.Observe(d.Seconds())
+	s.metrics().updateTime.Observe(d.Seconds())
 	if err != nil {
-		metricUpdateTotal.WithLabelValues("error").Inc()
-		metricUpdateErrors.Inc()
+		s.metrics().updates.WithLabelValues("error").Inc()
+		s.metrics().updateErrors.Inc()
 	} else {
-		metricUpdateTotal.WithLabelValues("success").Inc()
+		s.metrics().updates.WithLabelValues("success").Inc()
 	}
-	metricGenerationLastAcked.Set(float64(gen))
-	metricUpdaterLoop.Set(nowSeconds())
+	s.metrics().lastAcked.Set(float64(gen))
+	s.metrics().updaterLoop.Set(nowSeconds())
 	s.running.Store(false)
 }
 
@@ -188,9 +219,9 @@ func (s *loopState) heartbeat(ctx context.Context) error {
 			return
 		}
 		now := nowSeconds()
-		metricOperatorLoop.Set(now)
-		metricRendererLoop.Set(now)
-		metricUpdaterLoop.Set(now)
+		s.metrics().operatorLoop.Set(now)
+		s.metrics().rendererLoop.Set(now)
+		s.metrics().updaterLoop.Set(now)
 	}
 	beat()
 	t := time.NewTicker(loopHeartbeat)

@@ -332,6 +332,6 @@ func cpuTime() time.Duration {
 // renderCount is stunner_gateway_operator_render_total.
 func renderCount() float64 {
 	var m dto.Metric
-	_ = metricRenderTotal.Write(&m)
+	_ = operatorMetrics.renders.Write(&m)
 	return m.GetCounter().GetValue()
 }
