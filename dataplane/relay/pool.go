@@ -450,12 +450,14 @@ type Relay struct {
 	// Set when a worker takes the relay: which worker serves it and, for a
 	// UDP client, the listener socket that worker sends on.
 	worker   int
-	batch    bool
+	batch bool
+	// fromDest is set when what is batched for the client must leave from
+	// the server address of the allocation's 5-tuple (DestinationSource).
+	// A flag, not the address: it packs beside batch, and keeps a Relay
+	// in its 128-byte size class (RelayCost).
+	fromDest bool
 	outFD    int
 	outStats *stats.Worker
-	// src is the source address of what is batched for the client, when
-	// its listener must name one (DestinationSource); else the zero Addr.
-	src netip.Addr
 }
 
 // Addr implements turn.Relay: the relayed transport address.

@@ -146,7 +146,7 @@ func (io *relayIO) start(r *Relay) error {
 	r.worker = w.id
 	r.outFD, r.outStats, r.batch = r.client.BatchSocket(w.id)
 	if ds, ok := r.client.(DestinationSource); ok && ds.FromDestination() && r.alloc != nil {
-		r.src = r.alloc.FiveTuple.Server.Addr()
+		r.fromDest = true
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -436,6 +436,10 @@ func (w *worker) drain(r *Relay, rb, sb *udpio.Batch, out *outQueue) {
 	count := !w.io.pool.opts.NoCounters
 	a := r.alloc
 	client := a.FiveTuple.Client
+	var src netip.Addr // the zero Addr: the listener socket's own
+	if r.fromDest {
+		src = a.FiveTuple.Server.Addr()
+	}
 	for {
 		if r.batch && sb.Queued() > 0 && out.st != r.outStats {
 			w.flush(sb, out) // another listener socket: one queue per socket
@@ -472,7 +476,7 @@ func (w *worker) drain(r *Relay, rb, sb *udpio.Batch, out *outQueue) {
 				}
 				continue
 			}
-			sb.AddFrom(r.outFD, msg, client, r.src)
+			sb.AddFrom(r.outFD, msg, client, src)
 		}
 		if r.batch {
 			out.used = off + n
