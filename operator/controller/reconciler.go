@@ -97,6 +97,10 @@ type Reconciler struct {
 	// memo keeps what the last renders marshalled and checked (render.Memo), so that a
 	// change re-marshals only the configs it changed.
 	memo render.Memo
+	// applied and routes remember which rendered objects and route statuses the cluster
+	// already holds (appliedMemo, routeMemo), so that an unchanged one costs a cache read.
+	applied appliedMemo
+	routes  routeMemo
 }
 
 // Reconcile lists every input object from the caches, renders, and writes the rendered
@@ -113,6 +117,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 		r.loop.updated(gen, 0, err)
 		return ctrl.Result{}, fmt.Errorf("list inputs: %w", err)
 	}
+	r.applied.rotate()
+	r.routes.rotate()
 	res := render.Render(in, render.Options{Memo: &r.memo, ControllerName: r.opts.ControllerName, CredentialsDir: r.opts.CredentialsDir,
 		LabelFilter: r.opts.LabelFilter, ConfigDiscoveryNamespace: r.opts.ConfigDiscoveryNamespace,
 		ConfigDiscoveryPort: r.opts.ConfigDiscoveryPort, NoConfigDiscovery: r.opts.NoConfigDiscovery})
