@@ -145,6 +145,7 @@ func (r *Reconciler) applyFull(ctx context.Context, obj client.Object, gw *gwapi
 		}
 	}
 	before := cur.GetResourceVersion()
+	r.own.applying(obj, hash) // before the apply: its watch event may come before its answer
 	if err := r.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return "", "", err
 	}
