@@ -14,7 +14,7 @@ import (
 )
 
 // collect lists, from the manager's caches, every object render.Input holds. Lists from a
-// cache cost no API call, so a full render per event is cheap next to the writes it saves.
+// cache cost no API call.
 // opts are the List options: client.UnsafeDisableDeepCopy for an Input only render reads
 // (render neither modifies its Input nor keeps references into it).
 func (r *Reconciler) collect(ctx context.Context, opts ...client.ListOption) (*render.Input, error) {

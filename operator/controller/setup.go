@@ -116,8 +116,8 @@ func Setup(mgr manager.Manager, opts Options) (*Reconciler, error) {
 	return r, nil
 }
 
-// enqueue returns the event handler of every watch: each event asks for the one full render
-// (renderKey), counted in reconcile_events_total. With Options.ThrottleTimeout the render
+// enqueue returns the event handler of every watch but EndpointSlices' (enqueueSlices): each
+// event asks for the full render (renderKey), counted in reconcile_events_total. With Options.ThrottleTimeout the render
 // starts that long after the first event, and the events until then join it, as STUNner's
 // --throttle-timeout rate-limits its renders; without, at once (events that arrive while a
 // render is queued join it anyway, as the work queue holds renderKey once).
