@@ -79,6 +79,9 @@ func (o Options) withDefaults() Options {
 // event asks for. Its namespace is empty, as no Service's is.
 var renderKey = ctrl.Request{NamespacedName: types.NamespacedName{Name: "render"}}
 
+// sliceApplyParallel is how many Gateways' objects a slice render applies at once.
+const sliceApplyParallel = 8
+
 // settleKey is the work-queue key of the full render that follows EndpointSlice events
 // (sliceEvents.settle).
 var settleKey = ctrl.Request{NamespacedName: types.NamespacedName{Name: "settle"}}
@@ -251,17 +254,34 @@ func (r *Reconciler) reconcileSlices(ctx context.Context, svc types.NamespacedNa
 		r.publishConfigs(rendered, true)
 	}
 	gateways := gatewaysByName(sub)
-	var errs []error
+	// The Gateways' objects are their own, so they are applied side by side: each apply
+	// mostly waits for the API server.
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, sliceApplyParallel)
+	)
 	for i := range rendered.Gateways {
 		g := &rendered.Gateways[i]
 		gw := gateways[types.NamespacedName{Namespace: g.Namespace, Name: g.Name}]
 		if gw == nil {
+			mu.Lock()
 			errs = append(errs, fmt.Errorf("rendered Gateway %s/%s is not in the input", g.Namespace, g.Name))
+			mu.Unlock()
 			continue
 		}
-		_, _, gerrs := r.applyGateway(ctx, g, gw)
-		errs = append(errs, gerrs...)
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			_, _, gerrs := r.applyGateway(ctx, g, gw)
+			mu.Lock()
+			errs = append(errs, gerrs...)
+			mu.Unlock()
+		}()
 	}
+	wg.Wait()
 	err = errors.Join(errs...)
 	r.loop.updated(gen, time.Since(writeStart), err)
 	r.log.V(1).Info("rendered for EndpointSlice changes", "services", len(svcs), "gateways", len(rendered.Gateways), "took", time.Since(start))

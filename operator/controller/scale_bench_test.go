@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/tern-gw/tern/internal/testenv"
+	stnrv1 "github.com/tern-gw/tern/operator/api/v1"
 	"github.com/tern-gw/tern/operator/render"
 )
 
@@ -79,8 +80,25 @@ func BenchmarkConfigAtScale(b *testing.B) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 
-	// One change first, not counted: the renders that follow loading the objects (status
-	// writes of 1,000 routes) may still be running.
+	// The full renders that follow loading the objects write the statuses of 1,000 routes,
+	// which takes seconds; the changes are timed once every route has its status. One change
+	// first, not counted.
+	testenv.Eventually(b, 5*time.Minute, func() error {
+		var routes stnrv1.UDPRouteList
+		if err := c.List(context.Background(), &routes, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		n := 0
+		for _, rt := range routes.Items {
+			if len(rt.Status.Parents) > 0 {
+				n++
+			}
+		}
+		if n < scaleGateways*scaleRoutesPerGW {
+			return fmt.Errorf("%d of %d routes with a status", n, scaleGateways*scaleRoutesPerGW)
+		}
+		return nil
+	})
 	w.wait(b, gwName(0), "10.203.0.1", addEndpoint(b, c, ns, 0, 0, "10.203.0.1"))
 
 	b.ResetTimer()
