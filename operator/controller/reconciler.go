@@ -140,9 +140,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if !due {
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}
+		// The retry of settleKey, after an error or when the render asks for one, must find
+		// the render due.
 		res, err := r.reconcileAll(ctx)
-		if err != nil {
-			r.slices.failed() // the retry of settleKey must find the events unserved
+		switch {
+		case err != nil:
+			r.slices.dueAt(time.Now())
+		case res.RequeueAfter > 0:
+			r.slices.dueAt(time.Now().Add(res.RequeueAfter))
 		}
 		return res, err
 	}

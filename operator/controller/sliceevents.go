@@ -103,16 +103,14 @@ func (s *sliceEvents) rendering() {
 	clear(s.waiting)
 }
 
-// failed records that a settleKey render failed: what it was to serve is unserved again (its
-// request is retried, and must not find nothing to do).
-func (s *sliceEvents) failed() {
+// dueAt records that the settleKey render is to run again at t: it failed (t is now, so that
+// the retry of the request, which the work queue delays with its backoff, renders rather
+// than waiting: a wait would reset the backoff, and a render that keeps failing would be
+// repeated every sliceSettle), or asked to be repeated (a conflict, an offload poll).
+func (s *sliceEvents) dueAt(t time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := time.Now()
-	if s.first.IsZero() {
-		s.first = now
-	}
-	s.last = now
+	s.first, s.last = t.Add(-sliceSettleMax), t.Add(-sliceSettle)
 }
 
 // enqueueSlices returns the event handler of EndpointSlice events: each asks for the render of

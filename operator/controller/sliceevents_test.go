@@ -17,7 +17,8 @@ import (
 
 // TestSliceEventsSettle: the settleKey render is due a settle period after the last event, or
 // the longest wait after the first under events that never stop; a full render serves every
-// event noted before it, and a failed one leaves them unserved.
+// event noted before it; a failed one is due again at once (its retry's backoff is the wait),
+// and one that asks to be repeated when it asks.
 func TestSliceEventsSettle(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	svc := types.NamespacedName{Namespace: "ns", Name: "sfu"}
@@ -43,9 +44,17 @@ func TestSliceEventsSettle(t *testing.T) {
 	if due, wait := s.settle(t0.Add(time.Hour)); due || wait != 0 {
 		t.Errorf("after a full render: due %v, wait %v; want nothing to do", due, wait)
 	}
-	s.failed()
-	if due, wait := s.settle(time.Now().Add(sliceSettle)); !due {
-		t.Errorf("after a failed full render: due %v, wait %v; want due", due, wait)
+	s.dueAt(t0)
+	if due, wait := s.settle(t0); !due {
+		t.Errorf("after a failed full render: due %v, wait %v; want due at once (the retry's backoff is the wait)", due, wait)
+	}
+	s.rendering()
+	s.dueAt(t0.Add(conflictRetry)) // a render that asked to be repeated
+	if due, wait := s.settle(t0); due || wait != conflictRetry {
+		t.Errorf("a render asking to be repeated later: due %v, wait %v; want a wait of %v", due, wait, conflictRetry)
+	}
+	if due, _ := s.settle(t0.Add(conflictRetry)); !due {
+		t.Error("a render asking to be repeated: not due when asked")
 	}
 }
 
