@@ -154,12 +154,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return r.reconcileSlices(ctx, req.NamespacedName)
 }
 
-// reconcileAll lists every input object from the caches, renders, and writes the rendered
-// objects and the status. A failure to
-// write one Gateway's objects does not stop the others; the errors are returned together so
-// the work queue retries with backoff. A Gateway whose objects' names are taken by objects
-// created neither by the operator nor by STUNner's operator for it gets none of them applied and Programmed=False with ReasonConflict
-// (foreignObjects); the render is repeated every conflictRetry until the names are free.
+// reconcileAll lists every input object from the caches, renders every Gateway, and writes
+// the rendered objects and the statuses. A failure to write one Gateway's objects does not
+// stop the others; the errors are returned together so the work queue retries with backoff.
+// A Gateway whose objects' names are taken by objects created neither by the operator nor by
+// STUNner's operator for it gets none of them applied and Programmed=False with
+// ReasonConflict (foreignObjects); the render is repeated every conflictRetry until the names
+// are free.
 func (r *Reconciler) reconcileAll(ctx context.Context) (ctrl.Result, error) {
 	start := time.Now()
 	gen := r.loop.startRender()
