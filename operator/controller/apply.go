@@ -58,23 +58,46 @@ func (r *Reconciler) applyOwned(ctx context.Context, obj client.Object, gw *gwap
 	op, err := r.apply(ctx, obj, gw)
 	if err != nil {
 		op = opError
+		r.applied.forget(obj)
 	}
 	countOp("spec", obj, op)
 	return err
 }
 
-// apply is applyOwned without the counting; it returns the operation it did.
+// apply is applyOwned without the counting; it returns the operation it did. An object
+// rendered as when it was last applied takes its hash from r.applied (appliedMemo) and is
+// suppressed when the cached object still carries that hash, is controlled by gw and holds
+// the rendered data; anything else takes the full way.
 func (r *Reconciler) apply(ctx context.Context, obj client.Object, gw *gwapiv1.Gateway) (string, error) {
 	if err := checkApplicable(obj, gw); err != nil {
 		return "", err
 	}
+	digest, digested := renderedDigest(obj)
+	if digested {
+		if hash, ok := r.applied.hash(obj, digest); ok {
+			cur := obj.DeepCopyObject().(client.Object)
+			if err := r.client.Get(ctx, client.ObjectKeyFromObject(obj), cur); err == nil &&
+				cur.GetAnnotations()[HashAnnotation] == hash && metav1.IsControlledBy(cur, gw) && sameConfig(cur, obj) {
+				return opSuppressed, nil // as the full way below would find
+			}
+		}
+	}
+	op, hash, err := r.applyFull(ctx, obj, gw)
+	if err == nil && digested {
+		r.applied.remember(obj, digest, hash)
+	}
+	return op, err
+}
+
+// applyFull is apply without the memo; it also returns the hash the object is applied with.
+func (r *Reconciler) applyFull(ctx context.Context, obj client.Object, gw *gwapiv1.Gateway) (op, hash string, err error) {
 	u, err := r.toApplyObject(obj)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	hash, err := contentHash(u)
+	hash, err = contentHash(u)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	u.SetAnnotations(withAnnotation(u.GetAnnotations(), HashAnnotation, hash))
 
@@ -89,19 +112,19 @@ func (r *Reconciler) apply(ctx context.Context, obj client.Object, gw *gwapiv1.G
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
-		return "", err
+		return "", "", err
 	case isSecret(cur) && !metav1.IsControlledBy(cur, gw):
 		// A Secret is never taken over: one of that name that the Gateway
 		// does not control is the user's, and may hold anything.
-		return "", fmt.Errorf("the Secret %s/%s exists and is not controlled by the Gateway; the operator will not overwrite it: rename or delete it",
+		return "", "", fmt.Errorf("the Secret %s/%s exists and is not controlled by the Gateway; the operator will not overwrite it: rename or delete it",
 			cur.GetNamespace(), cur.GetName())
 	case cur.GetAnnotations()[HashAnnotation] == hash && metav1.IsControlledBy(cur, gw) && sameConfig(cur, obj):
-		return opSuppressed, nil // applied before, and nothing the operator renders has changed since
+		return opSuppressed, hash, nil // applied before, and nothing the operator renders has changed since
 	default:
 		if !metav1.IsControlledBy(cur, gw) && renderedByStunner(cur, gw) {
 			replaced, err := r.adoptStunner(ctx, cur, obj, gw)
 			if err != nil {
-				return "", fmt.Errorf("take over from STUNner: %w", err)
+				return "", "", fmt.Errorf("take over from STUNner: %w", err)
 			}
 			exists = !replaced
 		}
@@ -109,7 +132,7 @@ func (r *Reconciler) apply(ctx context.Context, obj client.Object, gw *gwapiv1.G
 			// Who owns replicas is read from the API server: the cache may not have seen an
 			// autoscaler's scale yet, and a forced apply with replicas would undo it.
 			if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
-				return "", err
+				return "", "", err
 			}
 			if replicasOwnedByOthers(d) {
 				unstructured.RemoveNestedField(u.Object, "spec", "replicas")
@@ -118,20 +141,21 @@ func (r *Reconciler) apply(ctx context.Context, obj client.Object, gw *gwapiv1.G
 	}
 	if exists {
 		if err := keepSelector(u, cur, obj); err != nil {
-			return "", err
+			return "", "", err
 		}
 	}
 	before := cur.GetResourceVersion()
+	r.own.applying(obj, hash) // before the apply: its watch event may come before its answer
 	if err := r.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		return "", err
+		return "", "", err
 	}
 	switch {
 	case !exists: // new, or STUNner's replaced
-		return opCreated, nil
+		return opCreated, hash, nil
 	case u.GetResourceVersion() != before:
-		return opUpdated, nil
+		return opUpdated, hash, nil
 	}
-	return opNone, nil
+	return opNone, hash, nil
 }
 
 // checkApplicable returns an error unless obj is in gw's namespace, labelled managedBy and

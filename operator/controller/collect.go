@@ -14,8 +14,10 @@ import (
 )
 
 // collect lists, from the manager's caches, every object render.Input holds. Lists from a
-// cache cost no API call, so a full render per event is cheap next to the writes it saves.
-func (r *Reconciler) collect(ctx context.Context) (*render.Input, error) {
+// cache cost no API call.
+// opts are the List options: client.UnsafeDisableDeepCopy for an Input only render reads
+// (render neither modifies its Input nor keeps references into it).
+func (r *Reconciler) collect(ctx context.Context, opts ...client.ListOption) (*render.Input, error) {
 	var (
 		classes    gwapiv1.GatewayClassList
 		configs    stnrv1.GatewayConfigList
@@ -31,7 +33,7 @@ func (r *Reconciler) collect(ctx context.Context) (*render.Input, error) {
 	)
 	for _, l := range []client.ObjectList{&classes, &configs, &gateways, &routes, &services,
 		&slices, &statics, &dataplanes, &secrets, &nodes, &namespaces} {
-		if err := r.client.List(ctx, l); err != nil {
+		if err := r.client.List(ctx, l, opts...); err != nil {
 			return nil, fmt.Errorf("list %T: %w", l, err)
 		}
 	}
@@ -50,7 +52,7 @@ func (r *Reconciler) collect(ctx context.Context) (*render.Input, error) {
 	}
 	if r.gatewayRoutes != nil {
 		var err error
-		if in.GatewayUDPRoutes, err = r.gatewayRoutes.list(ctx, r.client); err != nil {
+		if in.GatewayUDPRoutes, err = r.gatewayRoutes.list(ctx, r.client, opts...); err != nil {
 			return nil, err
 		}
 	}

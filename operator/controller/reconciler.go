@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -73,8 +75,16 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// renderKey is the one work-queue key: every event asks for the same full render.
+// renderKey is the work-queue key of the full render, which every event but an EndpointSlice
+// event asks for. Its namespace is empty, as no Service's is.
 var renderKey = ctrl.Request{NamespacedName: types.NamespacedName{Name: "render"}}
+
+// sliceApplyParallel is how many Gateways' objects a slice render applies at once.
+const sliceApplyParallel = 8
+
+// settleKey is the work-queue key of the full render that follows EndpointSlice events
+// (sliceEvents.settle).
+var settleKey = ctrl.Request{NamespacedName: types.NamespacedName{Name: "settle"}}
 
 // Reconciler renders all managed Gateways and writes the results. Create it with Setup.
 type Reconciler struct {
@@ -97,25 +107,74 @@ type Reconciler struct {
 	// memo keeps what the last renders marshalled and checked (render.Memo), so that a
 	// change re-marshals only the configs it changed.
 	memo render.Memo
+	// applied and routes remember which rendered objects and route statuses the cluster
+	// already holds (appliedMemo, routeMemo), so that an unchanged one costs a cache read.
+	applied appliedMemo
+	routes  routeMemo
+	// own is the operator's own ConfigMap writes, whose watch events ask for no render.
+	own ownWrites
+	// slices is when EndpointSlice events came, for the settleKey render.
+	slices sliceEvents
+	// published and publishedPrivate are what publishConfigs last handed to Options.Configs.
+	publishMu                   sync.Mutex
+	published, publishedPrivate map[string][]byte
 }
 
-// Reconcile lists every input object from the caches, renders, and writes the rendered
-// objects and the status. It ignores the request: there is only renderKey. A failure to
-// write one Gateway's objects does not stop the others; the errors are returned together so
-// the work queue retries with backoff. A Gateway whose objects' names are taken by objects
-// created neither by the operator nor by STUNner's operator for it gets none of them applied and Programmed=False with ReasonConflict
-// (foreignObjects); the render is repeated every conflictRetry until the names are free.
-func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
+// Reconcile serves the three kinds of request on the work queue:
+//
+//   - renderKey, asked for by every event but EndpointSlice events (and by those under
+//     Options.ThrottleTimeout): a full render (reconcileAll);
+//   - a Service's namespace and name, asked for by a change of its EndpointSlices: the
+//     Gateways whose rendering reads those slices (render.SliceGateways) rendered alone and
+//     their objects written (reconcileSlices), so that an endpoint change costs those
+//     Gateways' work, not every Gateway's;
+//   - settleKey, asked for by the same EndpointSlice events: the full render that writes
+//     what reconcileSlices leaves (route, Gateway and object statuses, pruning), once no
+//     EndpointSlice event has come for sliceSettle, or sliceSettleMax after the first one.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	switch {
+	case req == renderKey:
+		return r.reconcileAll(ctx)
+	case req == settleKey:
+		due, wait := r.slices.settle(time.Now())
+		if !due {
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
+		// The retry of settleKey, after an error or when the render asks for one, must find
+		// the render due.
+		res, err := r.reconcileAll(ctx)
+		switch {
+		case err != nil:
+			r.slices.dueAt(time.Now())
+		case res.RequeueAfter > 0:
+			r.slices.dueAt(time.Now().Add(res.RequeueAfter))
+		}
+		return res, err
+	}
+	return r.reconcileSlices(ctx, req.NamespacedName)
+}
+
+// reconcileAll lists every input object from the caches, renders every Gateway, and writes
+// the rendered objects and the statuses. A failure to write one Gateway's objects does not
+// stop the others; the errors are returned together so the work queue retries with backoff.
+// A Gateway whose objects' names are taken by objects created neither by the operator nor by
+// STUNner's operator for it gets none of them applied and Programmed=False with
+// ReasonConflict (foreignObjects); the render is repeated every conflictRetry until the names
+// are free.
+func (r *Reconciler) reconcileAll(ctx context.Context) (ctrl.Result, error) {
 	start := time.Now()
 	gen := r.loop.startRender()
+	// What EndpointSlice events asked for so far, this render does; on an error, the retry
+	// of the request does.
+	r.slices.rendering()
 	in, err := r.collect(ctx)
 	if err != nil {
 		r.loop.updated(gen, 0, err)
 		return ctrl.Result{}, fmt.Errorf("list inputs: %w", err)
 	}
-	res := render.Render(in, render.Options{Memo: &r.memo, ControllerName: r.opts.ControllerName, CredentialsDir: r.opts.CredentialsDir,
-		LabelFilter: r.opts.LabelFilter, ConfigDiscoveryNamespace: r.opts.ConfigDiscoveryNamespace,
-		ConfigDiscoveryPort: r.opts.ConfigDiscoveryPort, NoConfigDiscovery: r.opts.NoConfigDiscovery})
+	r.applied.rotate()
+	r.routes.rotate()
+	res := render.Render(in, r.renderOptions(&r.memo))
 	r.loop.rendered(time.Since(start))
 	writeStart := time.Now()
 	for _, p := range res.Problems {
@@ -123,14 +182,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 	}
 
 	if r.opts.Configs != nil {
-		r.publishConfigs(res)
+		r.publishConfigs(res, false)
 	}
 
-	gateways := map[types.NamespacedName]*gwapiv1.Gateway{}
-	for i := range in.Gateways {
-		gw := &in.Gateways[i]
-		gateways[types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}] = gw
-	}
+	gateways := gatewaysByName(in)
 	var errs []error
 	var retry time.Duration // set while a Gateway has a conflict or asks for offload
 	for i := range res.Gateways {
@@ -140,44 +195,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 			errs = append(errs, fmt.Errorf("rendered Gateway %s/%s is not in the input", g.Namespace, g.Name))
 			continue
 		}
-		var objs []client.Object
-		for _, o := range g.Objects() {
-			objs = append(objs, o.(client.Object)) // the same method set
-		}
-		// Nothing is applied when one object is foreign: a Deployment whose ServiceAccount or
-		// ConfigMap is someone else's would run with their permissions or their config.
-		foreign, err := r.foreignObjects(ctx, objs, gw)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("gateway %s/%s: read existing objects: %w", g.Namespace, g.Name, err))
+		status, conflict, gerrs := r.applyGateway(ctx, g, gw)
+		errs = append(errs, gerrs...)
+		if status == nil { // its objects could not be read
 			continue
 		}
-		status := &g.Status
-		if len(foreign) > 0 {
-			r.log.Info("objects named after the Gateway exist and are not the operator's; nothing applied",
-				"gateway", g.Namespace+"/"+g.Name, "objects", foreign)
-			status = withConflict(status, foreign, gw.Generation)
+		if conflict {
 			retry = conflictRetry
-			objs = nil
-		}
-		secretFailed := false
-		var failed []string // "Kind name: error" of each object not applied
-		for _, obj := range objs {
-			if isWorkload(obj) && secretFailed {
-				// Its pods would start without their credentials, or mount a
-				// Secret that is not the Gateway's.
-				errs = append(errs, fmt.Errorf("gateway %s/%s: %s %s not applied: its credentials Secret was not", g.Namespace, g.Name, kindOf(obj), obj.GetName()))
-				failed = append(failed, fmt.Sprintf("%s %s: its credentials Secret was not applied", kindOf(obj), obj.GetName()))
-				continue
-			}
-			if err := r.applyOwned(ctx, obj, gw); err != nil {
-				errs = append(errs, fmt.Errorf("gateway %s/%s: apply %T %s: %w", g.Namespace, g.Name, obj, obj.GetName(), err))
-				failed = append(failed, fmt.Sprintf("%s %s: %v", kindOf(obj), obj.GetName(), err))
-				_, isSecret := obj.(*corev1.Secret)
-				secretFailed = secretFailed || isSecret
-			}
-		}
-		if len(failed) > 0 {
-			status = withApplyFailed(status, failed, gw.Generation)
 		}
 		status, poll := r.withOffloadActive(ctx, gw, status)
 		if poll && (retry == 0 || retry > offloadPoll) {
@@ -205,6 +229,153 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 	return ctrl.Result{RequeueAfter: retry}, err
 }
 
+// reconcileSlices renders the Gateways whose rendering reads the EndpointSlices of Service
+// svc and of every other Service whose slice events wait (sliceEvents.take;
+// render.SliceGateways), each as the full render would, and writes their configs and
+// objects as reconcileAll does; it writes no status and prunes nothing, which the settleKey
+// render that the same events asked for does. A Gateway with a conflict gets nothing
+// applied here either.
+func (r *Reconciler) reconcileSlices(ctx context.Context, svc types.NamespacedName) (res ctrl.Result, err error) {
+	svcs := r.slices.take(svc)
+	if svcs == nil { // a render since the event served it
+		return ctrl.Result{}, nil
+	}
+	defer func() {
+		if err != nil { // the request is retried: it must find its events unserved
+			r.slices.retry(svcs)
+		}
+	}()
+	start := time.Now()
+	gen := r.loop.startRender()
+	// Render only reads the Input, and nothing here writes what it lists: no copies.
+	in, err := r.collect(ctx, client.UnsafeDisableDeepCopy)
+	if err != nil {
+		r.loop.updated(gen, 0, err)
+		return ctrl.Result{}, fmt.Errorf("list inputs: %w", err)
+	}
+	sub, rendered := r.renderSlices(in, svcs)
+	r.loop.rendered(time.Since(start))
+	writeStart := time.Now()
+	if r.opts.Configs != nil {
+		r.publishConfigs(rendered, true)
+	}
+	gateways := gatewaysByName(sub)
+	// The Gateways' objects are their own, so they are applied side by side: each apply
+	// mostly waits for the API server.
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, sliceApplyParallel)
+	)
+	for i := range rendered.Gateways {
+		g := &rendered.Gateways[i]
+		gw := gateways[types.NamespacedName{Namespace: g.Namespace, Name: g.Name}]
+		if gw == nil {
+			mu.Lock()
+			errs = append(errs, fmt.Errorf("rendered Gateway %s/%s is not in the input", g.Namespace, g.Name))
+			mu.Unlock()
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			_, _, gerrs := r.applyGateway(ctx, g, gw)
+			mu.Lock()
+			errs = append(errs, gerrs...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	err = errors.Join(errs...)
+	r.loop.updated(gen, time.Since(writeStart), err)
+	r.log.V(1).Info("rendered for EndpointSlice changes", "services", len(svcs), "gateways", len(rendered.Gateways), "took", time.Since(start))
+	return ctrl.Result{}, err
+}
+
+// renderSlices renders, from in, the Gateways whose rendering reads the EndpointSlices of the
+// Services svcs (render.SliceGateways), and returns the Input it rendered (in with those
+// Gateways only) and the result: each Gateway's result is the full render's.
+func (r *Reconciler) renderSlices(in *render.Input, svcs []types.NamespacedName) (*render.Input, *render.Result) {
+	touched := map[render.GatewayName]bool{}
+	for _, svc := range svcs {
+		for _, g := range render.SliceGateways(in, svc.Namespace, svc.Name) {
+			touched[g] = true
+		}
+	}
+	sub := *in
+	sub.Gateways = nil
+	for _, gw := range in.Gateways {
+		if touched[render.GatewayName{Namespace: gw.Namespace, Name: gw.Name}] {
+			sub.Gateways = append(sub.Gateways, gw)
+		}
+	}
+	// No memo: it keeps what the last two renders used, and this render uses the configs of
+	// a few Gateways only.
+	return &sub, render.Render(&sub, r.renderOptions(nil))
+}
+
+func (r *Reconciler) renderOptions(memo *render.Memo) render.Options {
+	return render.Options{Memo: memo, ControllerName: r.opts.ControllerName, CredentialsDir: r.opts.CredentialsDir,
+		LabelFilter: r.opts.LabelFilter, ConfigDiscoveryNamespace: r.opts.ConfigDiscoveryNamespace,
+		ConfigDiscoveryPort: r.opts.ConfigDiscoveryPort, NoConfigDiscovery: r.opts.NoConfigDiscovery}
+}
+
+func gatewaysByName(in *render.Input) map[types.NamespacedName]*gwapiv1.Gateway {
+	out := make(map[types.NamespacedName]*gwapiv1.Gateway, len(in.Gateways))
+	for i := range in.Gateways {
+		gw := &in.Gateways[i]
+		out[types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}] = gw
+	}
+	return out
+}
+
+// applyGateway applies the objects rendered for gw, none when one of their names is taken
+// (foreignObjects), and returns the Gateway's status to write: render's, with the conflict
+// or the objects not applied. The status is nil when the existing objects could not be read.
+func (r *Reconciler) applyGateway(ctx context.Context, g *render.GatewayResult, gw *gwapiv1.Gateway) (status *gwapiv1.GatewayStatus, conflict bool, errs []error) {
+	var objs []client.Object
+	for _, o := range g.Objects() {
+		objs = append(objs, o.(client.Object)) // the same method set
+	}
+	// Nothing is applied when one object is foreign: a Deployment whose ServiceAccount or
+	// ConfigMap is someone else's would run with their permissions or their config.
+	foreign, err := r.foreignObjects(ctx, objs, gw)
+	if err != nil {
+		return nil, false, []error{fmt.Errorf("gateway %s/%s: read existing objects: %w", g.Namespace, g.Name, err)}
+	}
+	status = &g.Status
+	if len(foreign) > 0 {
+		r.log.Info("objects named after the Gateway exist and are not the operator's; nothing applied",
+			"gateway", g.Namespace+"/"+g.Name, "objects", foreign)
+		status = withConflict(status, foreign, gw.Generation)
+		conflict = true
+		objs = nil
+	}
+	secretFailed := false
+	var failed []string // "Kind name: error" of each object not applied
+	for _, obj := range objs {
+		if isWorkload(obj) && secretFailed {
+			// Its pods would start without their credentials, or mount a
+			// Secret that is not the Gateway's.
+			errs = append(errs, fmt.Errorf("gateway %s/%s: %s %s not applied: its credentials Secret was not", g.Namespace, g.Name, kindOf(obj), obj.GetName()))
+			failed = append(failed, fmt.Sprintf("%s %s: its credentials Secret was not applied", kindOf(obj), obj.GetName()))
+			continue
+		}
+		if err := r.applyOwned(ctx, obj, gw); err != nil {
+			errs = append(errs, fmt.Errorf("gateway %s/%s: apply %T %s: %w", g.Namespace, g.Name, obj, obj.GetName(), err))
+			failed = append(failed, fmt.Sprintf("%s %s: %v", kindOf(obj), obj.GetName(), err))
+			_, isSecret := obj.(*corev1.Secret)
+			secretFailed = secretFailed || isSecret
+		}
+	}
+	if len(failed) > 0 {
+		status = withApplyFailed(status, failed, gw.Generation)
+	}
+	return status, conflict, errs
+}
+
 // isWorkload reports whether obj runs the dataplane pods: a Deployment or a DaemonSet.
 func isWorkload(obj client.Object) bool {
 	switch obj.(type) {
@@ -218,9 +389,17 @@ func isWorkload(obj client.Object) bool {
 // did not render keeps the config served before, as it keeps its ConfigMap; a Gateway no longer
 // rendered (deleted, or no longer of a managed class) is dropped, which its watchers see as
 // STUNner's zero config.
-func (r *Reconciler) publishConfigs(res *render.Result) {
+//
+// With only, res holds some Gateways only (reconcileSlices): the others keep what was served.
+func (r *Reconciler) publishConfigs(res *render.Result, only bool) {
+	r.publishMu.Lock()
+	defer r.publishMu.Unlock()
 	configs := make(map[string][]byte, len(res.Gateways))
 	private := make(map[string][]byte, len(res.Gateways))
+	if only {
+		maps.Copy(configs, r.published)
+		maps.Copy(private, r.publishedPrivate)
+	}
 	for i := range res.Gateways {
 		g := &res.Gateways[i]
 		id := g.Namespace + "/" + g.Name
@@ -241,4 +420,5 @@ func (r *Reconciler) publishConfigs(res *render.Result) {
 		configs[id], private[id] = c, p
 	}
 	r.opts.Configs.Update(configs, private)
+	r.published, r.publishedPrivate = configs, private
 }

@@ -50,17 +50,17 @@ func (v *routeVersion) object() client.Object {
 	return &gwapiv1a2.UDPRoute{}
 }
 
-// list returns all UDPRoutes as v1 objects.
-func (v *routeVersion) list(ctx context.Context, c client.Reader) ([]gwapiv1.UDPRoute, error) {
+// list returns all UDPRoutes as v1 objects; opts are the List options.
+func (v *routeVersion) list(ctx context.Context, c client.Reader, opts ...client.ListOption) ([]gwapiv1.UDPRoute, error) {
 	if v.version == "v1" {
 		var l gwapiv1.UDPRouteList
-		if err := c.List(ctx, &l); err != nil {
+		if err := c.List(ctx, &l, opts...); err != nil {
 			return nil, fmt.Errorf("list UDPRoutes.%s: %w", gwapiv1.GroupName, err)
 		}
 		return l.Items, nil
 	}
 	var l gwapiv1a2.UDPRouteList
-	if err := c.List(ctx, &l); err != nil {
+	if err := c.List(ctx, &l, opts...); err != nil {
 		return nil, fmt.Errorf("list UDPRoutes.%s: %w", gwapiv1.GroupName, err)
 	}
 	out := make([]gwapiv1.UDPRoute, len(l.Items))

@@ -92,12 +92,12 @@ func Setup(mgr manager.Manager, opts Options) (*Reconciler, error) {
 		Watches(&stnrv1.Dataplane{}, all, specOnly).
 		// A Service's status carries its load-balancer addresses, the Gateway's addresses.
 		Watches(&corev1.Service{}, all).
-		Watches(&discoveryv1.EndpointSlice{}, all).
+		Watches(&discoveryv1.EndpointSlice{}, r.enqueueSlices()).
 		Watches(&corev1.Secret{}, all).
 		Watches(&corev1.Namespace{}, all, builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		Watches(&corev1.Node{}, all, builder.WithPredicates(nodeAddressesChanged())).
 		// The operator's own objects: recreate them when deleted, re-apply when edited.
-		Watches(&corev1.ConfigMap{}, all).
+		Watches(&corev1.ConfigMap{}, all, builder.WithPredicates(r.own.notOwnUpdate())).
 		Watches(&appsv1.Deployment{}, all, specOnly).
 		Watches(&appsv1.DaemonSet{}, all, specOnly).
 		Watches(&corev1.ServiceAccount{}, all, specOnly).
@@ -116,20 +116,13 @@ func Setup(mgr manager.Manager, opts Options) (*Reconciler, error) {
 	return r, nil
 }
 
-// enqueue returns the event handler of every watch: each event asks for the one full render
-// (renderKey), counted in reconcile_events_total. With Options.ThrottleTimeout the render
+// enqueue returns the event handler of every watch but EndpointSlices' (enqueueSlices): each
+// event asks for the full render (renderKey), counted in reconcile_events_total. With Options.ThrottleTimeout the render
 // starts that long after the first event, and the events until then join it, as STUNner's
 // --throttle-timeout rate-limits its renders; without, at once (events that arrive while a
 // render is queued join it anyway, as the work queue holds renderKey once).
 func (r *Reconciler) enqueue() handler.EventHandler {
-	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		r.loop.event()
-		if r.opts.ThrottleTimeout > 0 {
-			q.AddAfter(renderKey, r.opts.ThrottleTimeout)
-			return
-		}
-		q.Add(renderKey)
-	}
+	add := r.enqueueRender
 	return handler.Funcs{
 		CreateFunc: func(_ context.Context, _ event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			add(q)
@@ -144,6 +137,17 @@ func (r *Reconciler) enqueue() handler.EventHandler {
 			add(q)
 		},
 	}
+}
+
+// enqueueRender asks for the full render, counted in reconcile_events_total: at once, or
+// Options.ThrottleTimeout later.
+func (r *Reconciler) enqueueRender(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	r.loop.event()
+	if r.opts.ThrottleTimeout > 0 {
+		q.AddAfter(renderKey, r.opts.ThrottleTimeout)
+		return
+	}
+	q.Add(renderKey)
 }
 
 // heartbeat runs loopState.heartbeat on every replica, leader or not: each one's loop gauges

@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -71,17 +72,42 @@ func (r *Reconciler) writeClassStatuses(ctx context.Context, classes []gwapiv1.G
 // report on (they name no managed Gateway any more) lose this controller's old entries.
 func (r *Reconciler) writeRouteStatuses(ctx context.Context, in *render.Input, res *render.Result) error {
 	ctl := gwapiv1.GatewayController(r.opts.ControllerName)
-	ours := func(group, ns, name string) []gwapiv1.RouteParentStatus {
-		if rr := res.Route(group, ns, name); rr != nil {
-			return rr.Parents
+	// render's route results by route, once: looking each route up in res.Routes would cost
+	// a pass over a thousand routes for each of a thousand routes.
+	type routeID struct{ group, ns, name string }
+	rendered := make(map[routeID][]gwapiv1.RouteParentStatus, len(res.Routes))
+	for i := range res.Routes {
+		rr := &res.Routes[i]
+		id := routeID{rr.Group, rr.Namespace, rr.Name}
+		if _, dup := rendered[id]; !dup { // the first, as res.Route returns
+			rendered[id] = rr.Parents
 		}
-		return nil
+	}
+	ours := func(group, ns, name string) []gwapiv1.RouteParentStatus {
+		return rendered[routeID{group, ns, name}]
+	}
+	// upToDate reports whether the route's status holds ours: from r.routes when the route
+	// is unchanged since it was found so with the same ours, else by comparing want.
+	upToDate := func(group string, meta metav1.Object, cur, ours []gwapiv1.RouteParentStatus) (want []gwapiv1.RouteParentStatus, ok bool) {
+		name := types.NamespacedName{Namespace: meta.GetNamespace(), Name: meta.GetName()}
+		digest, digested := parentsDigest(ours)
+		if digested && r.routes.upToDate(group, name, meta.GetResourceVersion(), digest) {
+			return nil, true
+		}
+		want = mergeParents(cur, ours, ctl)
+		if !equality.Semantic.DeepEqual(cur, want) {
+			return want, false
+		}
+		if digested {
+			r.routes.remember(group, name, meta.GetResourceVersion(), digest)
+		}
+		return nil, true
 	}
 	var errs []error
 	for i := range in.UDPRoutes {
 		rt := &in.UDPRoutes[i]
-		want := mergeParents(rt.Status.Parents, ours(stnrv1.GroupName, rt.Namespace, rt.Name), ctl)
-		if equality.Semantic.DeepEqual(rt.Status.Parents, want) {
+		want, ok := upToDate(stnrv1.GroupName, rt, rt.Status.Parents, ours(stnrv1.GroupName, rt.Namespace, rt.Name))
+		if ok {
 			countOp("status", rt, opSuppressed)
 			continue
 		}
@@ -93,8 +119,8 @@ func (r *Reconciler) writeRouteStatuses(ctx context.Context, in *render.Input, r
 	}
 	for i := range in.GatewayUDPRoutes {
 		rt := &in.GatewayUDPRoutes[i]
-		want := mergeParents(rt.Status.Parents, ours(gwapiv1.GroupName, rt.Namespace, rt.Name), ctl)
-		if equality.Semantic.DeepEqual(rt.Status.Parents, want) {
+		want, ok := upToDate(gwapiv1.GroupName, rt, rt.Status.Parents, ours(gwapiv1.GroupName, rt.Namespace, rt.Name))
+		if ok {
 			countOp("status", rt, opSuppressed)
 			continue
 		}
