@@ -449,8 +449,8 @@ type Relay struct {
 	closed atomic.Bool
 	// Set when a worker takes the relay: which worker serves it and, for a
 	// UDP client, the listener socket that worker sends on.
-	worker   int
-	batch bool
+	worker int
+	batch  bool
 	// fromDest is set when what is batched for the client must leave from
 	// the server address of the allocation's 5-tuple (DestinationSource).
 	// A flag, not the address: it packs beside batch, and keeps a Relay
