@@ -376,6 +376,13 @@ func checkRendered(data []byte) error {
 	return err
 }
 
+// checkRenderedJSON is checkRendered for js, the JSON a config's YAML is converted from:
+// config.ParseJSON decodes it without the YAML step.
+func checkRenderedJSON(js []byte) error {
+	_, err := config.ParseJSON(js, func(string) string { return "192.0.2.1" })
+	return err
+}
+
 func unjoin(err error) []error {
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		return j.Unwrap()

@@ -1,12 +1,12 @@
 package render
 
 import (
+	"encoding/json"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/tern-gw/tern/dataplane/config"
 )
@@ -67,9 +67,16 @@ func (r *renderer) configMap(gw *gwapiv1.Gateway, data []byte) *corev1.ConfigMap
 	}
 }
 
-// MarshalConfig returns cfg as the YAML document stored in the ConfigMap.
+// MarshalConfig returns cfg as the YAML document stored in the ConfigMap: its JSON
+// (encoding/json, the field names of its json tags) written as YAML with sorted keys, the
+// same bytes every time for the same config (jsonToYAML). It fails only if cfg does not
+// marshal to JSON.
 func MarshalConfig(cfg *config.Config) ([]byte, error) {
-	data, err := yaml.Marshal(cfg)
+	js, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("marshal dataplane config: %w", err)
+	}
+	data, err := jsonToYAML(js)
 	if err != nil {
 		return nil, fmt.Errorf("marshal dataplane config: %w", err)
 	}
