@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -294,4 +295,56 @@ func closeUpgrade(p *ternPrograms) error {
 		return nil
 	}
 	return p.Close()
+}
+
+// Prune deletes every entry of the maps that is not one of keep's (both
+// directions): what a predecessor installed for paths this process does
+// not relay (a permission or channel its config no longer allows). It
+// returns how many entries it deleted.
+func (o *Offload) Prune(keep []Path) (int, error) {
+	cks := map[ternC2pKey]bool{}
+	pks := map[ternP2cKey]bool{}
+	for _, p := range keep {
+		p.Expires, p.Counter = time.Unix(1, 0), 0
+		ck, _, pk, _, err := p.entries(0)
+		if err != nil {
+			continue
+		}
+		cks[ck], pks[pk] = true, true
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var staleC []ternC2pKey
+	var staleP []ternP2cKey
+	var (
+		ck ternC2pKey
+		cv ternC2pVal
+		pk ternP2cKey
+		pv ternP2cVal
+	)
+	it := o.objs.C2p.Iterate()
+	for it.Next(&ck, &cv) {
+		if !cks[ck] {
+			staleC = append(staleC, ck)
+		}
+	}
+	errs := []error{it.Err()}
+	itp := o.objs.P2c.Iterate()
+	for itp.Next(&pk, &pv) {
+		if !pks[pk] {
+			staleP = append(staleP, pk)
+		}
+	}
+	errs = append(errs, itp.Err())
+	for i := range staleC {
+		if err := o.objs.C2p.Delete(&staleC[i]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	for i := range staleP {
+		if err := o.objs.P2c.Delete(&staleP[i]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return len(staleC) + len(staleP), errors.Join(errs...)
 }

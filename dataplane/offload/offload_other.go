@@ -65,3 +65,6 @@ func Adopt(h Handover, fds []int) (*Offload, error) {
 
 // Upgrade does nothing.
 func (o *Offload) Upgrade() (bool, error) { return false, nil }
+
+// Prune does nothing.
+func (o *Offload) Prune(keep []Path) (int, error) { return 0, nil }
