@@ -478,14 +478,16 @@ func (s *Server) serveAdopted(adopted map[string]*udp.Listener) {
 	}
 	s.listenersMu.Unlock()
 	// The kernel's entries become this process's before its sockets are
-	// read: what it withdraws from then on leaves the kernel.
-	if s.offload != nil {
-		s.offload.Activate()
-	}
+	// read: what it withdraws from then on leaves the kernel. A reopen
+	// for another config waits until the sockets relay again.
+	reopen := s.offload != nil && s.offload.Activate()
 	for _, l := range adopted {
 		l.Resume()
 	}
 	s.relays.Resume()
+	if reopen {
+		s.offload.Reopen()
+	}
 	s.bg.Add(2)
 	go s.background()
 	go s.balance()

@@ -203,10 +203,11 @@ func (m *Mirror) Adopt(st *HandoverState, fds []int) error {
 // every entry it did not report is deleted. When the config's offload
 // settings or listener and relay addresses differ from the
 // predecessor's, the programs are then reopened as a reconfiguration
-// would; with offload engine None they are detached. Without adopted
-// programs it opens them as Open does. It logs what it did; a failure
-// leaves the paths to the sockets.
-func (m *Mirror) Activate() {
+// would (Reopen, which Activate's caller calls once the sockets are read
+// again, when Activate returns true); with offload engine None they are
+// detached. Without adopted programs it opens them as Open does. It logs
+// what it did; a failure leaves the paths to the sockets.
+func (m *Mirror) Activate() (reopen bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.deferred {
@@ -217,17 +218,17 @@ func (m *Mirror) Activate() {
 	m.pending, m.pendingState = nil, nil
 	if off == nil {
 		if m.requested == offloadmode.None {
-			return
+			return false
 		}
 		m.openLocked("offload attached")
-		return
+		return false
 	}
 	if m.requested == offloadmode.None {
 		if err := off.Close(); err != nil {
 			m.log.Warn("offload: detaching the predecessor's programs", "error", err.Error())
 		}
 		m.log.Info("offload: the predecessor's programs detached (offload engine None)")
-		return
+		return false
 	}
 	m.off = off
 	m.reason, m.message = offloadmode.ReasonAttached, ""
@@ -262,9 +263,19 @@ func (m *Mirror) Activate() {
 		"slots", len(m.slots))
 	m.logInterfaces()
 	if m.sameAs(st) {
-		return
+		return false
 	}
-	m.log.Info("offload: this config's offload settings or addresses differ from the predecessor's; reopening")
+	m.log.Info("offload: this config's offload settings or addresses differ from the predecessor's; reopening",
+		"engine", m.requested, "was", st.Mode, "attach", m.attach, "wasAttach", st.Attach)
+	return true
+}
+
+// Reopen detaches the programs and opens them again for m's config,
+// putting every path back (the socket path relays meanwhile): after
+// Activate returned true.
+func (m *Mirror) Reopen() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.closeLocked()
 	m.openLocked("offload reattached for this config")
 }
