@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,13 +30,14 @@ type proc struct {
 	err  error
 }
 
-// startProc runs ternd's binary bin in tp.tern with cfgPath and args,
-// without waiting.
-func startProc(t *testing.T, tp topo, bin, cfgPath string, args ...string) *proc {
+// startProc runs ternd's binary bin in tp.tern through the command wrap
+// (nil: none) with cfgPath and args, without waiting.
+func startProc(t *testing.T, tp topo, wrap []string, bin, cfgPath string, args ...string) *proc {
 	t.Helper()
 	p := &proc{log: &lockedBuffer{}, done: make(chan struct{})}
-	cmd := exec.Command("ip", append([]string{"netns", "exec", tp.tern, bin, "-c", cfgPath, "-w",
-		"--udp-thread-num=1", "--relay-thread-num=1", "--grace-period=0s", "-l", "info"}, args...)...)
+	argv := append(append([]string{"netns", "exec", tp.tern}, wrap...), bin, "-c", cfgPath, "-w",
+		"--udp-thread-num=1", "--relay-thread-num=1", "--grace-period=0s", "-l", "info")
+	cmd := exec.Command("ip", append(argv, args...)...)
 	cmd.Stdout, cmd.Stderr = p.log, p.log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -135,28 +137,60 @@ func (f *hoFlow) refresh(t *testing.T) stun.MessageClass {
 // counters (tern_offload_packets_total, carried across) count every
 // datagram sent meanwhile (none fell to the sockets), no allocation is
 // lost, the loss is reported, and each allocation refreshes, binds a new
-// channel and relays on the new process.
+// channel and relays on the new process. The last run has both processes
+// as a rendered offload pod's would be at least: user 65532 with only the
+// offload's three capabilities (ambient).
 func TestTakeoverKeepsOffload(t *testing.T) {
 	for _, attach := range []string{"Auto", "Clsact"} {
-		t.Run(attach, func(t *testing.T) { testTakeoverKeepsOffload(t, attach) })
+		t.Run(attach, func(t *testing.T) { testTakeoverKeepsOffload(t, attach, nil) })
 	}
+	t.Run("Auto as 65532 with three capabilities", func(t *testing.T) {
+		_, err := exec.LookPath("setpriv")
+		testenv.Require(t, "setpriv (util-linux)", err)
+		testTakeoverKeepsOffload(t, "Auto", []string{"setpriv", "--reuid=" + nonRootID, "--regid=" + nonRootID, "--clear-groups",
+			"--bounding-set=-all," + offloadCaps, "--inh-caps=-all," + offloadCaps, "--ambient-caps=-all," + offloadCaps, "--"})
+	})
 }
 
-func testTakeoverKeepsOffload(t *testing.T, attach string) {
+func testTakeoverKeepsOffload(t *testing.T, attach string, wrap []string) {
 	tp := newTopo(t)
-	dir := t.TempDir()
+	dir, bin, mode := t.TempDir(), testenv.Ternd(t), os.FileMode(0o600)
+	if wrap != nil {
+		// Readable by the unprivileged user, and its own hand-over
+		// directory (as the rendered init container makes it).
+		dir, mode = worldReadableDir(t), 0o644
+		copyFile(t, bin, filepath.Join(dir, "ternd"), 0o755)
+		bin = filepath.Join(dir, "ternd")
+		if err := os.Mkdir(filepath.Join(dir, "run"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		id, _ := strconv.Atoi(nonRootID)
+		if err := os.Chown(filepath.Join(dir, "run"), id, id); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cfgPath := filepath.Join(dir, "tern.yaml")
 	cfg := strings.Replace(ternConfig(`"`+peerA+`", "`+peerB+`"`), "healthAddress: \"10.0.1.1:24612\"}",
 		"healthAddress: \"10.0.1.1:24612\", handoverSocket: \""+filepath.Join(dir, "run", "ternd.sock")+"\"}", 1)
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(cfg), mode); err != nil {
 		t.Fatal(err)
 	}
 	hc := httpIn(tp.client)
-	bin := testenv.Ternd(t)
-	old := startProc(t, tp, bin, cfgPath, "--offload-attach", attach)
+	old := startProc(t, tp, wrap, bin, cfgPath, "--offload-attach", attach)
 	waitReady(t, hc)
 	if !strings.Contains(old.log.String(), `msg="offload attached"`) {
 		t.Fatalf("offload did not attach:\n%s", old.log)
+	}
+	if wrap != nil {
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", old.pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"Uid:\t" + nonRootID + "\t", "CapEff:\t" + offloadCapsHex} {
+			if !strings.Contains(string(status), want) {
+				t.Fatalf("ternd's /proc status lacks %q:\n%s", want, status)
+			}
+		}
 	}
 	wantAttach := "clsact"
 	if attach == "Auto" && kernelHasTCX() {
@@ -182,7 +216,7 @@ func testTakeoverKeepsOffload(t *testing.T, attach string) {
 
 	// Killed at each step: the old process's kernel path relays on.
 	for _, step := range []string{"hello", "received", "imported"} {
-		next := startProc(t, tp, bin, cfgPath, "--offload-attach", attach, "--takeover", "--takeover-exit-at", step)
+		next := startProc(t, tp, wrap, bin, cfgPath, "--offload-attach", attach, "--takeover", "--takeover-exit-at", step)
 		next.waitExit(t)
 		if old.exited() {
 			t.Fatalf("step %s: the old process exited: %v", step, old.err)
@@ -248,7 +282,7 @@ func testTakeoverKeepsOffload(t *testing.T, attach string) {
 	time.Sleep(time.Second) // load before the switch (not asserted on)
 	before := r.metrics(t)
 	allocs := before["stunner_allocations_active"]
-	next := startProc(t, tp, bin, cfgPath, "--offload-attach", attach, "--takeover")
+	next := startProc(t, tp, wrap, bin, cfgPath, "--offload-attach", attach, "--takeover")
 	old.waitExit(t)
 	if old.err != nil {
 		t.Fatalf("old ternd after the takeover: %v", old.err)
