@@ -366,4 +366,35 @@ func testTakeoverKeepsOffload(t *testing.T, attach string, wrap []string) {
 	if m[c2p] < 5*nFlows || m[p2c] < 5*nFlows {
 		t.Errorf("after the switch the kernel relayed %v and %v; want at least the %d echoes of the adopted channels", m[c2p], m[p2c], 5*nFlows)
 	}
+
+	// The successor hands the offload it adopted on to a third process:
+	// every echo goes through the kernel, counted on from the second's.
+	m1 := r.metrics(t)
+	third := startProc(t, tp, wrap, bin, cfgPath, "--offload-attach", attach, "--takeover")
+	next.waitExit(t)
+	if next.err != nil {
+		t.Fatalf("second ternd after the second takeover: %v", next.err)
+	}
+	waitReady(t, hc)
+	for _, f := range flows {
+		echoes(t, f.relay, peerAddr, 5, 100)
+	}
+	m2 := r.metrics(t)
+	m = delta(m1, m2)
+	t.Logf("second switch: kernel counters client_to_peer %v -> %v, peer_to_client %v -> %v", m1[c2p], m2[c2p], m1[p2c], m2[p2c])
+	if m[c2p] != 5*nFlows || m[p2c] != 5*nFlows {
+		t.Errorf("across the second switch the kernel counted %v and %v of %d echoes each way; want all", m[c2p], m[p2c], 5*nFlows)
+	}
+	if !strings.Contains(third.log.String(), `msg="offload adopted from the predecessor"`) {
+		t.Errorf("the third process did not adopt the offload:\n%s", third.log)
+	}
+	// The last holder detaches on its way out, as the first would have:
+	// the clsact filter and qdisc it adopted go too.
+	_ = syscall.Kill(third.pid, syscall.SIGTERM)
+	third.waitExit(t)
+	for _, ifn := range []string{tp.ct, tp.pt} {
+		if clsact, filters := tcIngress(t, tp.tern, ifn); clsact || len(filters) != 0 {
+			t.Errorf("%s after the last ternd stopped: clsact %v, filters %v; want neither", ifn, clsact, filters)
+		}
+	}
 }
