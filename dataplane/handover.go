@@ -37,6 +37,10 @@ import (
 // TLS connection has closed, without closing the handed-
 // over sockets. The successor then reads them and opens the rest.
 // Datagrams that arrive meanwhile wait in the sockets' kernel buffers.
+// With the offload on, its maps, programs and links travel as
+// descriptors after the sockets' (handover_offload.go): the kernel relays
+// bound channels throughout, and the successor takes them over only once
+// the old process has said bye.
 //
 // If the successor fails or goes away before it confirms, or takes longer
 // than handoverTimeout, the old process reads again and serves on.
@@ -162,10 +166,9 @@ func (s *Server) handOver(c *takeover.Conn) bool {
 	if s.offload != nil {
 		s.offload.Release()
 	}
-	// TCP and TLS
-	// listeners stop accepting, so that it can open them, and their
-	// connections stay here until they close (StreamConnections); what
-	// else is not handed over (DTLS) is closed.
+	// TCP and TLS listeners stop accepting, so that it can open them, and
+	// their connections stay here until they close (StreamConnections);
+	// what else is not handed over (DTLS) is closed.
 	s.listenersMu.Lock()
 	var others []string
 	var streams []*stream.Listener
@@ -304,7 +307,7 @@ const (
 //
 // On an error before it confirms (the old process is not running, a
 // snapshot of another version, a handed-over listener or relay address
-// that this config lacks, an allocation that cannot be imported) the old
+// that this config lacks, an allocation that cannot be imported, offload maps this binary's programs do not match) the old
 // process goes on serving, and this one must exit: the Server it built
 // holds sockets it shares with the old process and is not returned.
 func Takeover(cfg *config.Config, opts Options, path string, step func(TakeoverStep)) (*Server, error) {
@@ -319,7 +322,8 @@ func Takeover(cfg *config.Config, opts Options, path string, step func(TakeoverS
 	c, err := takeover.Dial(path)
 	if err != nil {
 		// Nothing of the old process's is in s yet: closing it ends
-		// nothing but its own engine (and detaches its offload).
+		// nothing but its own engine (its offload, deferred, holds
+		// nothing).
 		s.Close()
 		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
 			err = fmt.Errorf("%w: %w", ErrNoPredecessor, err)
