@@ -307,9 +307,10 @@ const (
 //
 // On an error before it confirms (the old process is not running, a
 // snapshot of another version, a handed-over listener or relay address
-// that this config lacks, an allocation that cannot be imported, offload maps this binary's programs do not match) the old
-// process goes on serving, and this one must exit: the Server it built
-// holds sockets it shares with the old process and is not returned.
+// that this config lacks, an allocation that cannot be imported, offload
+// maps that this binary's programs do not match) the old process goes on
+// serving, and this one must exit: the Server it built holds sockets it
+// shares with the old process and is not returned.
 func Takeover(cfg *config.Config, opts Options, path string, step func(TakeoverStep)) (*Server, error) {
 	if step == nil {
 		step = func(TakeoverStep) {}
