@@ -3,11 +3,13 @@ package offload
 import (
 	"errors"
 	"net"
+	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -116,12 +118,33 @@ func TestHandoverAdopt(t *testing.T) {
 				t.Fatalf("Upgrade: %v, %v", upgraded, err)
 			}
 			t.Logf("program tag %s, upgraded to %s", before, progTag(next.objs.TernTc))
+			// The interfaces run the new program now.
+			info, err := next.objs.TernTc.Info()
+			if err != nil {
+				t.Fatal(err)
+			}
+			newID, _ := info.ID()
+			for _, ifn := range []string{tp.cvethT, tp.pvethT} {
+				if got := attachedProgramIDs(t, tp.tern, ifn, attach); len(got) != 1 || got[0] != uint32(newID) {
+					t.Errorf("%s runs programs %v after Upgrade, want [%d]", ifn, got, newID)
+				}
+			}
 			relayRounds(t, v4, client, peer, 2)
 			if err := next.Delete(v4.path(time.Time{})); err != nil {
 				t.Fatal(err)
 			}
 			if err := next.Put(v4.path(time.Now().Add(time.Hour))); err != nil {
 				t.Fatal(err)
+			}
+			// Prune deletes both halves of a path not kept.
+			stale := v4.path(time.Now().Add(time.Hour))
+			stale.Client = netip.AddrPortFrom(stale.Client.Addr(), stale.Client.Port()+1)
+			stale.Peer = netip.AddrPortFrom(stale.Peer.Addr(), stale.Peer.Port()+1)
+			if err := next.Put(stale); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := next.Prune([]Path{v4.path(time.Now().Add(time.Hour))}); n != 2 || err != nil {
+				t.Errorf("Prune: %d entries, %v; want the stale path's 2", n, err)
 			}
 			relayRounds(t, v4, client, peer, 1)
 			if got := counted(next); got.ClientToPeerPackets != 12 || got.PeerToClientPackets != 12 {
@@ -165,4 +188,45 @@ func tcxProgramsOn(t *testing.T, ns, ifname string) int {
 		t.Fatalf("query tcx programs: %v", err)
 	}
 	return n
+}
+
+// attachedProgramIDs returns the IDs of the programs on ifname's ingress
+// in ns: tcx's, or the clsact bpf filters'.
+func attachedProgramIDs(t *testing.T, ns, ifname string, attach Attach) []uint32 {
+	t.Helper()
+	var ids []uint32
+	err := inNetns(t, ns, func() error {
+		ifc, err := net.InterfaceByName(ifname)
+		if err != nil {
+			return err
+		}
+		if attach == AttachTCX {
+			r, err := link.QueryPrograms(link.QueryOptions{Target: ifc.Index, Attach: ebpf.AttachTCXIngress})
+			if err != nil {
+				return err
+			}
+			for _, p := range r.Programs {
+				ids = append(ids, uint32(p.ID))
+			}
+			return nil
+		}
+		lnk, err := netlink.LinkByIndex(ifc.Index)
+		if err != nil {
+			return err
+		}
+		fs, err := netlink.FilterList(lnk, netlink.HANDLE_MIN_INGRESS)
+		if err != nil {
+			return err
+		}
+		for _, f := range fs {
+			if bf, ok := f.(*netlink.BpfFilter); ok {
+				ids = append(ids, uint32(bf.Id))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("programs on %s: %v", ifname, err)
+	}
+	return ids
 }
