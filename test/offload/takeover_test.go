@@ -421,3 +421,56 @@ func testTakeoverKeepsOffload(t *testing.T, attach, nextAttach string, wrap []st
 		}
 	}
 }
+
+// TestTakeoverTurnsOffloadOff: a successor with offload engine None
+// adopts the old process's programs (clsact here) and detaches them once
+// it serves: the filter and qdisc go, the channels relay through its
+// sockets, no allocation is lost and the kernel's counter does not go
+// backwards.
+func TestTakeoverTurnsOffloadOff(t *testing.T) {
+	tp := newTopo(t)
+	dir, bin := t.TempDir(), testenv.Ternd(t)
+	cfgPath := filepath.Join(dir, "tern.yaml")
+	cfg := strings.Replace(ternConfig(`"`+peerA+`"`), "healthAddress: \"10.0.1.1:24612\"}",
+		"healthAddress: \"10.0.1.1:24612\", handoverSocket: \""+filepath.Join(dir, "run", "ternd.sock")+"\"}", 1)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hc := httpIn(tp.client)
+	old := startProc(t, tp, nil, bin, cfgPath, "--offload-attach", "Clsact")
+	waitReady(t, hc)
+	a := startEchoPeer(t, tp, peerA+":24640")
+	peerAddr := a.c.LocalAddr().(*net.UDPAddr)
+	r := &rig{tp: tp, http: hc}
+	var relays []net.PacketConn
+	for range 4 {
+		_, _, relay := pionClient(t, tp)
+		echoes(t, relay, peerAddr, 3, 100)
+		relays = append(relays, relay)
+	}
+	untilOffloaded(t, r, relays[0], peerAddr)
+	before := r.metrics(t)
+	next := startProc(t, tp, nil, bin, cfgPath, "--offload-engine", "None", "--takeover")
+	old.waitExit(t)
+	waitReady(t, hc)
+	if !strings.Contains(next.log.String(), "the predecessor's programs detached (offload engine None)") {
+		t.Errorf("the successor did not detach the adopted programs:\n%s", next.log)
+	}
+	for _, ifn := range []string{tp.ct, tp.pt} {
+		if clsact, filters := tcIngress(t, tp.tern, ifn); clsact || len(filters) != 0 {
+			t.Errorf("%s after the switch to None: clsact %v, filters %v; want neither", ifn, clsact, filters)
+		}
+	}
+	for _, relay := range relays {
+		echoes(t, relay, peerAddr, 5, 100)
+	}
+	after := r.metrics(t)
+	c2p := `tern_offload_packets_total{direction="client_to_peer"}`
+	t.Logf("kernel counter client_to_peer %v before the switch, %v after (carried, the kernel detached)", before[c2p], after[c2p])
+	if after[c2p] < before[c2p] {
+		t.Errorf("%s went backwards: %v -> %v", c2p, before[c2p], after[c2p])
+	}
+	if v, w := after["stunner_allocations_active"], before["stunner_allocations_active"]; v != w {
+		t.Errorf("allocations %v after the switch, want %v", v, w)
+	}
+}

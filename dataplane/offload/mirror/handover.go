@@ -223,13 +223,6 @@ func (m *Mirror) Activate() (reopen bool) {
 		m.openLocked("offload attached")
 		return false
 	}
-	if m.requested == offloadmode.None {
-		if err := off.Close(); err != nil {
-			m.log.Warn("offload: detaching the predecessor's programs", "error", err.Error())
-		}
-		m.log.Info("offload: the predecessor's programs detached (offload engine None)")
-		return false
-	}
 	m.off = off
 	m.reason, m.message = offloadmode.ReasonAttached, ""
 	m.slots, m.slotOf = nil, map[slotKey]uint32{}
@@ -243,6 +236,14 @@ func (m *Mirror) Activate() (reopen bool) {
 		m.zero = append(m.zero, s.Counts)
 	}
 	m.zeroStats = st.Stats
+	if m.requested == offloadmode.None {
+		// What the kernel relayed since the old process's reading is
+		// counted (closeLocked keeps it), then the programs go.
+		m.closeLocked()
+		m.reason = offloadmode.ReasonNotRequested
+		m.log.Info("offload: the predecessor's programs detached (offload engine None)")
+		return false
+	}
 	if upgraded, err := off.Upgrade(); err != nil {
 		m.log.Error("offload: replacing the predecessor's programs with this binary's failed; they relay on", "error", err.Error())
 	} else if upgraded {
