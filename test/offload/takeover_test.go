@@ -474,3 +474,46 @@ func TestTakeoverTurnsOffloadOff(t *testing.T) {
 		t.Errorf("allocations %v after the switch, want %v", v, w)
 	}
 }
+
+// TestTakeoverTurnsOffloadOn: a successor with the offload on, taking
+// over from one without (no offload section in the snapshot), attaches
+// its programs once it serves and puts the imported channels in: the
+// kernel relays their echoes.
+func TestTakeoverTurnsOffloadOn(t *testing.T) {
+	tp := newTopo(t)
+	dir, bin := t.TempDir(), testenv.Ternd(t)
+	cfgPath := filepath.Join(dir, "tern.yaml")
+	cfg := strings.Replace(ternConfig(`"`+peerA+`"`), "healthAddress: \"10.0.1.1:24612\"}",
+		"healthAddress: \"10.0.1.1:24612\", handoverSocket: \""+filepath.Join(dir, "run", "ternd.sock")+"\"}", 1)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hc := httpIn(tp.client)
+	old := startProc(t, tp, nil, bin, cfgPath, "--offload-engine", "None")
+	waitReady(t, hc)
+	a := startEchoPeer(t, tp, peerA+":24640")
+	peerAddr := a.c.LocalAddr().(*net.UDPAddr)
+	r := &rig{tp: tp, http: hc}
+	var relays []net.PacketConn
+	for range 4 {
+		_, _, relay := pionClient(t, tp)
+		echoes(t, relay, peerAddr, 3, 100) // permission and channel bound on the old process
+		relays = append(relays, relay)
+	}
+	next := startProc(t, tp, nil, bin, cfgPath, "--takeover")
+	old.waitExit(t)
+	waitReady(t, hc)
+	if !strings.Contains(next.log.String(), `msg="offload attached"`) {
+		t.Fatalf("the successor did not attach its offload:\n%s", next.log)
+	}
+	m0 := r.metrics(t)
+	for _, relay := range relays {
+		echoes(t, relay, peerAddr, 5, 100)
+	}
+	m := delta(m0, r.metrics(t))
+	c2p, p2c := `tern_offload_packets_total{direction="client_to_peer"}`, `tern_offload_packets_total{direction="peer_to_client"}`
+	t.Logf("after the switch the kernel relayed %v and %v of %d echoes each way", m[c2p], m[p2c], 5*len(relays))
+	if m[c2p] != float64(5*len(relays)) || m[p2c] != float64(5*len(relays)) {
+		t.Errorf("the kernel relayed %v and %v of the imported channels' %d echoes each way; want all", m[c2p], m[p2c], 5*len(relays))
+	}
+}
