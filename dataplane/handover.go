@@ -37,6 +37,10 @@ import (
 // TLS connection has closed, without closing the handed-
 // over sockets. The successor then reads them and opens the rest.
 // Datagrams that arrive meanwhile wait in the sockets' kernel buffers.
+// With the offload on, its maps, programs and links travel as
+// descriptors after the sockets' (handover_offload.go): the kernel relays
+// bound channels throughout, and the successor takes them over only once
+// the old process has said bye.
 //
 // If the successor fails or goes away before it confirms, or takes longer
 // than handoverTimeout, the old process reads again and serves on.
@@ -105,10 +109,6 @@ func (s *Server) handOver(c *takeover.Conn) bool {
 	case closed:
 		c.Abort("the old process is shutting down")
 		return false
-	case s.offload != nil && s.offload.Active():
-		c.Abort("the kernel offload is on: its maps are not handed over yet (docs/operations.md)")
-		s.log.Warn("hand-over refused: the kernel offload is on")
-		return false
 	}
 	s.listenersMu.Lock()
 	var udps []pausable
@@ -125,15 +125,27 @@ func (s *Server) handOver(c *takeover.Conn) bool {
 		l.Pause()
 	}
 	s.relays.Pause()
+	// The kernel relays on through the switch: its counts are taken once,
+	// for the counter series the snapshot carries and for the successor
+	// to count on from.
+	if s.offload != nil {
+		s.offload.Freeze()
+	}
 	resume := func() {
+		if s.offload != nil {
+			s.offload.Thaw()
+		}
 		s.relays.Resume()
 		for _, l := range udps {
 			l.Resume()
 		}
 		s.sweepPaused.Store(false)
 	}
-	snap, fds := s.snapshot(udps)
-	b, err := takeover.Encode(snap)
+	snap, fds, err := s.snapshot(udps)
+	var b []byte
+	if err == nil {
+		b, err = takeover.Encode(snap)
+	}
 	if err == nil {
 		err = c.SendState(b, fds)
 	}
@@ -147,10 +159,16 @@ func (s *Server) handOver(c *takeover.Conn) bool {
 			"paused", time.Since(start).String())
 		return false
 	}
-	// Confirmed: the successor serves from now on. TCP and TLS
-	// listeners stop accepting, so that it can open them, and their
-	// connections stay here until they close (StreamConnections); what
-	// else is not handed over (DTLS) is closed.
+	// Confirmed: the successor serves from now on, and holds the offload's
+	// maps, programs and links; this process lets go of its descriptors
+	// without detaching, before it forgets the handed-over allocations
+	// (whose paths must stay in the kernel).
+	if s.offload != nil {
+		s.offload.Release()
+	}
+	// TCP and TLS listeners stop accepting, so that it can open them, and
+	// their connections stay here until they close (StreamConnections);
+	// what else is not handed over (DTLS) is closed.
 	s.listenersMu.Lock()
 	var others []string
 	var streams []*stream.Listener
@@ -213,9 +231,10 @@ func (s *Server) StreamConnections() int {
 }
 
 // snapshot describes the TURN-UDP listeners ls and their allocations, and
-// returns the descriptors in the order the snapshot names them. The
-// caller has paused the listeners, the relays and the sweep.
-func (s *Server) snapshot(ls []pausable) (*takeover.Snapshot, []int) {
+// the offload's programs (offloadSnapshot), and returns the descriptors in
+// the order the snapshot names them. The caller has paused the listeners,
+// the relays and the sweep, and frozen the offload's counts.
+func (s *Server) snapshot(ls []pausable) (*takeover.Snapshot, []int, error) {
 	st := s.engine.Settings()
 	snap := &takeover.Snapshot{Created: time.Now().UnixNano(), Realm: st.Realm, NonceKey: s.engine.NonceKey(),
 		StateBytes: s.engine.StateBytes()}
@@ -247,7 +266,15 @@ func (s *Server) snapshot(ls []pausable) (*takeover.Snapshot, []int) {
 	var metrics bytes.Buffer
 	s.writeMetrics(&metrics)
 	snap.Counters = counterSeries(metrics.Bytes())
-	return snap, fds
+	if s.offload != nil {
+		o, ofds, err := offloadSnapshot(s.offload)
+		if err != nil {
+			return nil, nil, fmt.Errorf("offload: %w", err)
+		}
+		snap.Offload = o
+		fds = append(fds, ofds...)
+	}
+	return snap, fds, nil
 }
 
 // ErrNoPredecessor is Takeover's error when no ternd listens on the
@@ -280,13 +307,15 @@ const (
 //
 // On an error before it confirms (the old process is not running, a
 // snapshot of another version, a handed-over listener or relay address
-// that this config lacks, an allocation that cannot be imported) the old
-// process goes on serving, and this one must exit: the Server it built
-// holds sockets it shares with the old process and is not returned.
+// that this config lacks, an allocation that cannot be imported, offload
+// maps that this binary's programs do not match) the old process goes on
+// serving, and this one must exit: the Server it built holds sockets it
+// shares with the old process and is not returned.
 func Takeover(cfg *config.Config, opts Options, path string, step func(TakeoverStep)) (*Server, error) {
 	if step == nil {
 		step = func(TakeoverStep) {}
 	}
+	opts.deferOffload = true
 	s, err := New(cfg, opts)
 	if err != nil {
 		return nil, err
@@ -294,7 +323,8 @@ func Takeover(cfg *config.Config, opts Options, path string, step func(TakeoverS
 	c, err := takeover.Dial(path)
 	if err != nil {
 		// Nothing of the old process's is in s yet: closing it ends
-		// nothing but its own engine (and detaches its offload).
+		// nothing but its own engine (its offload, deferred, holds
+		// nothing).
 		s.Close()
 		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
 			err = fmt.Errorf("%w: %w", ErrNoPredecessor, err)
@@ -302,16 +332,6 @@ func Takeover(cfg *config.Config, opts Options, path string, step func(TakeoverS
 		return nil, err
 	}
 	defer c.Close()
-	// The offload's maps and programs are not handed over yet: a
-	// successor whose offload attached (where the old one's, on the same
-	// config, would have too) detaches and gives up before it asks; the
-	// old one reads the abort and serves on.
-	if s.offload != nil && s.offload.Active() {
-		const why = "the kernel offload is on, and its maps are not handed over yet; run both processes with offload.engine None (--offload-engine None) to hand over"
-		c.Abort(why)
-		s.Close()
-		return nil, errors.New("hand-over: " + why)
-	}
 	_ = c.SetDeadline(time.Now().Add(2 * handoverTimeout))
 	if err := c.Hello(); err != nil {
 		return nil, fmt.Errorf("hand-over: hello: %w", err)
@@ -324,6 +344,9 @@ func Takeover(cfg *config.Config, opts Options, path string, step func(TakeoverS
 	step(StepReceived)
 	adopted, n, err := s.adopt(cfg, b, fds)
 	if err != nil {
+		if s.offload != nil {
+			s.offload.Abandon()
+		}
 		c.Abort(err.Error())
 		return nil, fmt.Errorf("hand-over: %w", err)
 	}
@@ -355,6 +378,18 @@ func (s *Server) adopt(cfg *config.Config, b []byte, fds []int) (map[string]*udp
 	if snap.FDs() != len(fds) {
 		closeAll(fds)
 		return nil, 0, fmt.Errorf("snapshot names %d descriptors, %d came", snap.FDs(), len(fds))
+	}
+	// The offload's descriptors follow the sockets'. Adopting checks
+	// them and changes nothing in the kernel: the old process's programs
+	// relay on until Activate, after its bye.
+	if snap.Offload != nil {
+		n := snap.Offload.FDs()
+		ofds := fds[len(fds)-n:]
+		fds = fds[:len(fds)-n]
+		if err := s.adoptOffload(snap.Offload, ofds); err != nil {
+			closeAll(fds)
+			return nil, 0, err
+		}
 	}
 	s.relays.Pause()
 	s.engine.SetNonceKey(snap.NonceKey)
@@ -447,10 +482,17 @@ func (s *Server) serveAdopted(adopted map[string]*udp.Listener) {
 		s.listeners[name] = l
 	}
 	s.listenersMu.Unlock()
+	// The kernel's entries become this process's before its sockets are
+	// read: what it withdraws from then on leaves the kernel. A reopen
+	// for another config waits until the sockets relay again.
+	reopen := s.offload != nil && s.offload.Activate()
 	for _, l := range adopted {
 		l.Resume()
 	}
 	s.relays.Resume()
+	if reopen {
+		s.offload.Reopen()
+	}
 	s.bg.Add(2)
 	go s.background()
 	go s.balance()

@@ -97,6 +97,10 @@ type Options struct {
 	// that, instead of waking for each (internal/sysblock.Linger); 0, the
 	// default, wakes them for each datagram (ternd --linger).
 	Linger time.Duration
+
+	// deferOffload: Takeover's; the offload is adopted from the
+	// predecessor (mirror.Deferred), not opened.
+	deferOffload bool
 }
 
 // I/O modes of Options.IOMode.
@@ -220,7 +224,16 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("relay workers: %w", err)
 	}
 	var paths turn.PathObserver
-	if mode != offloadmode.None {
+	switch {
+	case opts.deferOffload:
+		// A successor of a hand-over (Takeover): the programs are the
+		// predecessor's, adopted and activated once it confirmed; the
+		// engine reports its paths from the first import on.
+		s.offload = mirror.Deferred(mode, attach, cfg, relaybind.Addresses(cfg.Relay, slog.New(slog.DiscardHandler)), s.log)
+		if mode != offloadmode.None {
+			paths = s.offload
+		}
+	case mode != offloadmode.None:
 		// The mirror takes the relay addresses the sockets bind, as the
 		// pool does (relaybind.Addresses logged them already).
 		if s.offload, err = mirror.Open(mode, attach, cfg, relaybind.Addresses(cfg.Relay, slog.New(slog.DiscardHandler)), s.log); err != nil {

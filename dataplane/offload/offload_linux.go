@@ -36,6 +36,11 @@ type Offload struct {
 	attached Mode
 	ifaces   []string
 	modes    map[string]InterfaceMode
+	index    map[string]int // interface indexes by name
+	// upgrade are this binary's programs, loaded against maps a
+	// predecessor handed over, which Upgrade puts in place of the running
+	// ones (Adopt); nil when they are the same.
+	upgrade *ternPrograms
 }
 
 // Open loads the programs, creates the maps and attaches to cfg's
@@ -86,7 +91,7 @@ func Open(cfg Config) (*Offload, error) {
 		// Raising RLIMIT_MEMLOCK needs CAP_SYS_RESOURCE.
 		return nil, tag(fmt.Errorf("%w: %v", ErrUnsupported, err), ErrNoPrivilege)
 	}
-	o := &Offload{nl: nl, modes: map[string]InterfaceMode{}}
+	o := &Offload{nl: nl, modes: map[string]InterfaceMode{}, index: map[string]int{}}
 	if err := loadObjects(&o.objs); err != nil {
 		nl.Close()
 		return nil, unsupported("load programs", err)
@@ -116,6 +121,7 @@ func Open(cfg Config) (*Offload, error) {
 		o.links = append(o.links, l)
 		o.modes[p.Interface.Name] = im
 		o.ifaces = append(o.ifaces, p.Interface.Name)
+		o.index[p.Interface.Name] = p.Interface.Index
 	}
 	o.attached = XDP
 	for _, m := range o.modes {
@@ -416,6 +422,8 @@ func (o *Offload) Close() error {
 	if err := o.objs.Close(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, closeUpgrade(o.upgrade))
+	o.upgrade = nil
 	return errors.Join(errs...)
 }
 

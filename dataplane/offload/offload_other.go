@@ -50,3 +50,21 @@ func (o *Offload) Stats() Stats { return Stats{} }
 
 // Close does nothing.
 func (o *Offload) Close() error { return nil }
+
+// Handover returns an error: there is nothing to hand over here.
+func (o *Offload) Handover() (Handover, []int, error) { return Handover{}, nil, ErrUnsupported }
+
+// Release does nothing.
+func (o *Offload) Release() error { return nil }
+
+// Adopt returns an error wrapping ErrUnsupported; no predecessor here
+// has an offload to hand over.
+func Adopt(h Handover, fds []int) (*Offload, error) {
+	return nil, fmt.Errorf("%w: eBPF offload needs Linux", ErrUnsupported)
+}
+
+// Upgrade does nothing.
+func (o *Offload) Upgrade() (bool, error) { return false, nil }
+
+// Prune does nothing.
+func (o *Offload) Prune(keep []Path) (int, error) { return 0, nil }

@@ -21,7 +21,7 @@ const DefaultSocket = "/run/tern/ternd.sock"
 // The hand-over over a SOCK_SEQPACKET Unix socket, one message per step:
 //
 //	new -> old  hello    (protocol version: Version)
-//	old -> new  fds      (up to maxFDs descriptors each: the listeners' sockets, then the relays')
+//	old -> new  fds      (up to maxFDs descriptors each: the listeners' sockets, then the relays', then the offload's maps, programs and links)
 //	old -> new  snapshot (chunks of the encoded Snapshot)
 //	old -> new  end      (total snapshot length, total descriptors)
 //	new -> old  ready    (the new process has everything and will serve)

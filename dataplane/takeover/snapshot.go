@@ -19,7 +19,7 @@ import (
 // Version is the snapshot format this ternd writes and the only one it
 // reads. A change to the layout below takes a new version: a reader never
 // guesses at a layout it does not know.
-const Version = 2
+const Version = 3
 
 // magic starts every snapshot.
 const magic = "TERNSNAP"
@@ -42,8 +42,9 @@ const magic = "TERNSNAP"
 //	  channels uint16, each: number uint16, peer addr, expires int64
 //	quota: slots uint32, stateBytes int64
 //	counters uint32, each: series string16, value uint64 (float64 bits)
+//	offload  (offload.go)
 //
-// Version 2 added the counters.
+// Version 2 added the counters, version 3 the offload section.
 //
 // string16 is a uint16 length and the bytes; bytes8 a uint8 length and the
 // bytes; addr is a family byte (4 or 6), 4 or 16 bytes of IP and a uint16
@@ -79,6 +80,10 @@ type Snapshot struct {
 	// (`name{labels}`), which the successor carries on from so that no
 	// counter goes backwards across an upgrade.
 	Counters []Counter
+	// Offload is the kernel fast path that relays on through the switch
+	// (offload.go), nil when the exporting ternd had none attached. Its
+	// descriptors follow the relay sockets'.
+	Offload *Offload
 }
 
 // Counter is one counter series of a Snapshot.
@@ -108,7 +113,7 @@ type Allocation struct {
 }
 
 // FDs returns how many descriptors travel with s: each listener's sockets,
-// then each allocation's relay sockets.
+// then each allocation's relay sockets, then the offload's.
 func (s *Snapshot) FDs() int {
 	n := 0
 	for _, l := range s.Listeners {
@@ -117,7 +122,7 @@ func (s *Snapshot) FDs() int {
 	for _, a := range s.Allocations {
 		n += len(a.Relays)
 	}
-	return n
+	return n + s.Offload.FDs()
 }
 
 // Errors of Decode; each is wrapped with what was found.
@@ -195,6 +200,7 @@ func Encode(s *Snapshot) ([]byte, error) {
 		w.str16(c.Series, fmt.Sprintf("counters[%d]", i))
 		w.u64(math.Float64bits(c.Value))
 	}
+	w.offload(s.Offload)
 	if w.err != nil {
 		return nil, w.err
 	}
@@ -286,6 +292,7 @@ func Decode(b []byte) (*Snapshot, error) {
 		}
 		s.Counters = append(s.Counters, c)
 	}
+	s.Offload = r.offload()
 	if r.err == nil && len(r.b) != 0 {
 		r.fail(fmt.Sprintf("%d bytes after the payload", len(r.b)))
 	}

@@ -93,7 +93,7 @@ func isDaemonSet(dp *stnrv1.Dataplane) bool {
 // unless the Dataplane says otherwise (security.go), with the Dataplane's
 // resources or defaultRequests, and drain for the Dataplane's
 // terminationGracePeriodSeconds (default 30) after SIGTERM. A DaemonSet
-// on hostNetwork without the offload hands over on upgrade instead
+// on hostNetwork hands over on upgrade instead, with the offload on or off
 // (withHandover).
 func (r *renderer) podTemplate(gw *gwapiv1.Gateway, dp *stnrv1.Dataplane, listeners []*listenerState, tlsSecrets []string, creds *corev1.Secret) corev1.PodTemplateSpec {
 	spec := &dp.Spec

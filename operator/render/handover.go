@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/tern-gw/tern/dataplane/config/offloadmode"
 	stnrv1 "github.com/tern-gw/tern/operator/api/v1"
 )
 
@@ -42,10 +41,12 @@ var takeoverArgs = []string{"--takeover-or-start", "--after-handover=wait"}
 
 // handsOver reports whether dp's pods upgrade by hand-over: a DaemonSet
 // on hostNetwork (the pods of a node share its network namespace and the
-// listener's address) without the kernel offload, whose maps a hand-over
-// does not move yet (ternd refuses it while the offload is on).
+// listener's address), with the kernel offload or without: its maps,
+// programs and links travel by descriptor over the same Unix socket as
+// the sockets, so the pod needs no bpffs mount beyond the capabilities
+// the offload has anyway (docs/offload.md, "Upgrades").
 func handsOver(dp *stnrv1.Dataplane) bool {
-	return isDaemonSet(dp) && dp.Spec.HostNetwork && offloadEngine(dp) == offloadmode.None
+	return isDaemonSet(dp) && dp.Spec.HostNetwork
 }
 
 // surgeUpdate is the update strategy of a DaemonSet whose pods hand over:

@@ -65,6 +65,20 @@ type Mirror struct {
 	baseStats   offload.Stats
 	putErrors   uint64
 	lastPutWarn time.Time
+	// frozen, while not nil, holds the kernel's counts that Fold and
+	// Status report during a hand-over (Freeze).
+	frozen *frozen
+	// zero is, per slot, what adopted programs had counted when this
+	// process took them over (the predecessor's metrics carry it), and
+	// zeroStats their reason counters then: Fold and Status count from
+	// there.
+	zero      []offload.Counters
+	zeroStats offload.Stats
+	// deferred: made by Deferred, Activate not yet called; pending are
+	// the programs Adopt took for it, and pendingState their state.
+	deferred     bool
+	pending      *offload.Offload
+	pendingState *HandoverState
 	// reason and message say why the programs run or not
 	// (offloadmode.Reason*; message is the error of the last failed
 	// Open, empty while attached).
@@ -78,6 +92,7 @@ type pathKey struct {
 
 type mirroredPath struct {
 	p         offload.Path
+	cluster   uint32 // the cluster the engine filed the peer under
 	installed bool
 }
 
@@ -295,6 +310,7 @@ func (m *Mirror) PathUp(ev turn.PathEvent) {
 		Channel:  ev.Channel,
 		Expires:  time.Unix(0, ev.Expires),
 	}
+	mp.cluster = ev.Cluster
 	name := m.listeners[listener]
 	if ev.FiveTuple.Client.Addr().Unmap().Is4() != ev.Peer.Addr().Unmap().Is4() {
 		// A dual allocation's path between families (an IPv6 client
@@ -412,16 +428,8 @@ func (m *Mirror) SetListeners(cfg *config.Config, relay config.Relay) {
 	m.log.Info("offload reattached for new listeners", "engine", string(off.Attached()), "listeners", len(next))
 	m.logInterfaces()
 	for _, mp := range m.paths {
-		m.install(mp, m.listeners[mp.p.Listener], m.clusterOf(mp))
+		m.install(mp, m.listeners[mp.p.Listener], mp.cluster)
 	}
-}
-
-// clusterOf returns the cluster whose slot mp was last counted under.
-func (m *Mirror) clusterOf(mp *mirroredPath) uint32 {
-	if int(mp.p.Counter) < len(m.slots) {
-		return m.slots[mp.p.Counter].cluster
-	}
-	return 0
 }
 
 // closeLocked keeps the counts of the programs in base and closes them.
@@ -430,17 +438,14 @@ func (m *Mirror) closeLocked() {
 	if m.off == nil {
 		return
 	}
-	m.off.Counters(func(slot uint32, c offload.Counters) {
-		for int(slot) >= len(m.base) {
+	for slot, c := range m.kernelCounts() {
+		for slot >= len(m.base) {
 			m.base = append(m.base, offload.Counters{})
 		}
-		b := &m.base[slot]
-		b.ClientToPeerPackets += c.ClientToPeerPackets
-		b.ClientToPeerBytes += c.ClientToPeerBytes
-		b.PeerToClientPackets += c.PeerToClientPackets
-		b.PeerToClientBytes += c.PeerToClientBytes
-	})
-	m.baseStats = addStats(m.baseStats, m.off.Stats())
+		m.base[slot] = addCounters(m.base[slot], c)
+	}
+	m.baseStats = addStats(m.baseStats, m.kernelStats())
+	m.zero, m.zeroStats = nil, offload.Stats{}
 	if err := m.off.Close(); err != nil {
 		m.log.Warn("offload: closing", "error", err.Error())
 	}
@@ -456,6 +461,12 @@ func (m *Mirror) Close() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.closeLocked()
+	if m.pending != nil {
+		// Adopted but never activated: the predecessor's, not ours to
+		// detach.
+		_ = m.pending.Release()
+		m.pending, m.pendingState = nil, nil
+	}
 }
 
 // Fold adds what the kernel relayed since Open (across reopens) to
@@ -469,16 +480,17 @@ func (m *Mirror) Fold(byListener map[string]*stats.Sum) {
 	defer m.mu.Unlock()
 	counts := make([]offload.Counters, len(m.slots))
 	copy(counts, m.base)
-	if m.off != nil {
-		m.off.Counters(func(slot uint32, c offload.Counters) {
-			if int(slot) < len(counts) {
-				s := &counts[slot]
-				s.ClientToPeerPackets += c.ClientToPeerPackets
-				s.ClientToPeerBytes += c.ClientToPeerBytes
-				s.PeerToClientPackets += c.PeerToClientPackets
-				s.PeerToClientBytes += c.PeerToClientBytes
-			}
-		})
+	var kernel []offload.Counters
+	switch {
+	case m.frozen != nil:
+		kernel = m.frozen.counts
+	case m.off != nil:
+		kernel = m.kernelCounts()
+	}
+	for slot, c := range kernel {
+		if slot < len(counts) {
+			counts[slot] = addCounters(counts[slot], c)
+		}
 	}
 	for slot, c := range counts {
 		if c == (offload.Counters{}) {
@@ -549,7 +561,11 @@ func (m *Mirror) Status() Status {
 		Reason: m.reason, Message: m.message}
 	if m.off != nil {
 		st.Attached = string(m.off.Attached())
-		st.Kernel = addStats(st.Kernel, m.off.Stats())
+		if m.frozen != nil {
+			st.Kernel = addStats(st.Kernel, m.frozen.stats)
+		} else {
+			st.Kernel = addStats(st.Kernel, m.kernelStats())
+		}
 		st.Interfaces = m.off.InterfaceModes()
 	}
 	for _, mp := range m.paths {

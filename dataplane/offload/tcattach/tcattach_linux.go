@@ -148,3 +148,57 @@ func (c *clsactFilter) Close() error {
 func gone(err error) bool {
 	return errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EINVAL)
 }
+
+// AdoptClsact returns the Detacher of Tern's clsact filter on ifc, which
+// a previous ternd added and handed over (its hand-over to a successor):
+// Close removes it, and the qdisc when ownsQdisc (the previous ternd added
+// it), as it would have. h is a netlink handle of ifc's network
+// namespace.
+func AdoptClsact(h *netlink.Handle, ifc *net.Interface, ownsQdisc bool) Detacher {
+	c := &clsactFilter{nl: h, ifindex: ifc.Index, ifname: ifc.Name}
+	c.filter = &netlink.BpfFilter{
+		FilterAttrs: netlink.FilterAttrs{
+			LinkIndex: ifc.Index,
+			Parent:    netlink.HANDLE_MIN_INGRESS,
+			Handle:    netlink.MakeHandle(0, Handle),
+			Protocol:  unix.ETH_P_ALL,
+			Priority:  Priority,
+		},
+		Name:         Name,
+		DirectAction: true,
+	}
+	if ownsQdisc {
+		c.qdisc = &netlink.Clsact{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: ifc.Index, Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_CLSACT}}
+	}
+	return c
+}
+
+// OwnsQdisc reports whether d is a clsact filter whose qdisc Tern added
+// (Close removes both).
+func OwnsQdisc(d Detacher) bool {
+	c, ok := d.(*clsactFilter)
+	return ok && c.qdisc != nil
+}
+
+// Update replaces the filter's program with prog in one netlink request
+// (the kernel swaps it atomically: every packet meets one program or the
+// other).
+func (c *clsactFilter) Update(prog *ebpf.Program) error {
+	f := *c.filter
+	f.Fd = prog.FD()
+	if err := c.nl.FilterReplace(&f); err != nil {
+		return fmt.Errorf("tcattach: replace bpf filter of %s: %w", c.ifname, err)
+	}
+	c.filter = &f
+	return nil
+}
+
+// Release forgets the attachment without removing anything: a successor
+// that was handed it over removes it.
+func Release(d Detacher) error {
+	if c, ok := d.(*clsactFilter); ok {
+		c.removeOnce = true
+		return nil
+	}
+	return d.Close() // a bpf_link's descriptor: the successor holds its own
+}
