@@ -19,6 +19,10 @@ type Placement struct {
 	ServerCPUs       string
 	ClientNS, PeerNS string
 	ClientIP, PeerIP netip.Addr
+	// MoreClientIPs are further client addresses: flow i takes the
+	// (i mod n)-th of ClientIP and these, so that K allocations stay
+	// under a server's per-IP quota (ternbench -client-ip a,b,...).
+	MoreClientIPs []netip.Addr
 }
 
 // Net is the placement every flows and webrtc measurement uses; set it
@@ -34,6 +38,9 @@ var KernelCounters = map[string]func() (uint64, error){}
 // flowClientAddr is flow i's local address under Net.
 func flowClientAddr(i int) netip.AddrPort {
 	if Net.ClientIP.IsValid() {
+		if j := i % (1 + len(Net.MoreClientIPs)); j > 0 {
+			return netip.AddrPortFrom(Net.MoreClientIPs[j-1], 0)
+		}
 		return netip.AddrPortFrom(Net.ClientIP, 0)
 	}
 	return clientAddr(i)

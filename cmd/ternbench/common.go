@@ -34,6 +34,9 @@ type common struct {
 	relayIP  string
 	netns    string
 	pin      string
+	// clientIP and peerIP place the generator's sockets on addresses of
+	// this namespace other than loopback, for servers elsewhere (-t).
+	clientIP, peerIP string
 	// streams makes launched servers listen on TURN-TCP, TLS and DTLS too.
 	streams bool
 }
@@ -55,6 +58,8 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.quick, "quick", false, "smoke-sized steps (figures not comparable)")
 	fs.StringVar(&c.relayIP, "relay-ip", "127.0.0.2", "relay address of the first launched server; the others follow (+1, +2, ...)")
 	fs.StringVar(&c.netns, "netns", "", "run everything in network namespaces made for the run and removed after (root; issue 15's offload runs): loopback (one namespace, all on 127.0.0.0/8, forwarding on) or veth (client — server — peer namespaces joined by veth pairs, 10.77.1.0/24 and 10.77.2.0/24); -relay-ip is then the topology's")
+	fs.StringVar(&c.clientIP, "client-ip", "", "open the clients' sockets on this address of the current namespace (default 127.0.97.x), for a server elsewhere: a pod on a cluster, say; a comma list spreads the flows over the addresses in turn (a server's per-IP quota); not with -netns")
+	fs.StringVar(&c.peerIP, "peer-ip", "", "open the peer's socket on this address of the current namespace (default 127.0.0.1), one the server's route admits; not with -netns")
 	fs.StringVar(&c.pin, "pin", "", "pin launched servers to this CPU list (taskset -c), e.g. 1")
 	fs.StringVar(&c.progress, "progress", "auto", "progress bar on stderr: auto (when a terminal), on, off")
 }
@@ -114,6 +119,34 @@ func (c *common) setup() ([]bench.Target, func(), error) {
 			}
 			ts = append(ts, t)
 		}
+	}
+	if c.clientIP != "" || c.peerIP != "" {
+		if c.netns != "" {
+			return nil, nil, fmt.Errorf("-client-ip and -peer-ip are for a run without -netns (it places the sockets itself)")
+		}
+		for _, a := range []struct {
+			flag, v string
+			to      *netip.Addr
+		}{{"-client-ip", c.clientIP, &bench.Net.ClientIP}, {"-peer-ip", c.peerIP, &bench.Net.PeerIP}} {
+			if a.v == "" {
+				continue
+			}
+			for i, v := range strings.Split(a.v, ",") {
+				ip, err := netip.ParseAddr(strings.TrimSpace(v))
+				if err != nil {
+					return nil, nil, fmt.Errorf("%s %q: %w", a.flag, a.v, err)
+				}
+				switch {
+				case i == 0:
+					*a.to = ip
+				case a.flag == "-client-ip":
+					bench.Net.MoreClientIPs = append(bench.Net.MoreClientIPs, ip)
+				default:
+					return nil, nil, fmt.Errorf("-peer-ip %q: want one address", a.v)
+				}
+			}
+		}
+		bench.Net.Topology = "external"
 	}
 	if c.netns != "" && c.launch == "" {
 		return nil, nil, fmt.Errorf("-netns needs -launch: the servers must run in its namespaces")

@@ -241,11 +241,12 @@ func TestOffloadRelay(t *testing.T) {
 		name, selector string
 		port           int
 		hostNetwork    bool
-		nonRoot        bool // runs ternd-offload as 65532 (file capabilities), not ternd as root
+		nonRoot        bool   // runs ternd-offload as 65532 (file capabilities), not ternd as root
+		revokeRoute    string // the UDPRoute whose backend the test removes at the end, if any
 	}{
-		{offPodGateway, offPodSelector, offPodPort, false, false},
-		{offHostGateway, offHostSelector, offHostPort, true, false},
-		{offNonRootGateway, offNonRootSelector, offPodPort, false, true},
+		{offPodGateway, offPodSelector, offPodPort, false, false, "offload-pod-route"},
+		{offHostGateway, offHostSelector, offHostPort, true, false, "offload-host-route"},
+		{offNonRootGateway, offNonRootSelector, offPodPort, false, true, ""},
 	}
 	for _, g := range gateways {
 		step(g.name, func(t *testing.T) {
@@ -362,7 +363,119 @@ func TestOffloadRelay(t *testing.T) {
 				}
 				return nil
 			})
+			if g.revokeRoute != "" {
+				revokeByRoute(t, server, g.revokeRoute, echo.ip, metricsURL, listen)
+			}
 		})
+	}
+}
+
+// revokeByRoute is issue 25's revocation on the real node: a channel to the echo that the
+// kernel relays, then the Gateway's UDPRoute pointed at a Service that does not exist, so the
+// echo is no longer a peer of its cluster. The socket path's refusal (a CreatePermission for
+// the echo answered 403 on a second allocation) and the kernel's (tern_offload_paths back to 0:
+// every channel of that ternd is to the echo) come from one reconfiguration, which sets the
+// listener's allowlist and then revokes the permissions and channels it no longer allows,
+// taking their paths out of the kernel's maps (dataplane/reconfig.go, turn.Engine.Revalidate).
+// Once both are seen, the ChannelData the first client sends next on its channel is refused:
+// the kernel relays none of it (tern_offload_packets_total client_to_peer does not move), no
+// datagram reaches a peer (tern_peer_packets_total tx does not move) and ternd counts each as
+// dropped for no_channel. The two propagation times are logged, not asserted.
+func revokeByRoute(t *testing.T, server, route, peerIP, metricsURL string, listen listenFunc) {
+	t.Helper()
+	a, err := allocateFrom(server, listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	// pion binds the channel in the background after its first datagram: echo until one
+	// goes through the kernel.
+	testenv.Eventually(t, 30*time.Second, func() error {
+		before, err := scrapeOffload(metricsURL)
+		if err != nil {
+			return err
+		}
+		if err := echoVia(a.relay, peerIP, 2*time.Second); err != nil {
+			return err
+		}
+		after, err := scrapeOffload(metricsURL)
+		if err != nil {
+			return err
+		}
+		if d := after.minus(before); d.kernelC2P == 0 {
+			return fmt.Errorf("route %s: the echo did not go through the kernel (yet): %+v", route, d)
+		}
+		return nil
+	})
+	probe, err := allocateFrom(server, listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	peer := &net.UDPAddr{IP: net.ParseIP(peerIP), Port: echoPort}
+	if err := probe.client.CreatePermission(peer); err != nil {
+		t.Fatalf("route %s: CreatePermission for %v before the change: %v", route, peer, err)
+	}
+
+	start := time.Now()
+	kubectl(t, "-n", gatewayNamespace, "patch", "udproutes.stunner.l7mp.io", route, "--type=merge", "-p",
+		`{"spec":{"rules":[{"backendRefs":[{"name":"offload-revoked","namespace":"media-plane"}]}]}}`)
+	var refused, unpathed time.Duration
+	for refused == 0 || unpathed == 0 {
+		if refused == 0 {
+			if err := probe.client.CreatePermission(peer); err != nil && strings.Contains(err.Error(), "403") {
+				refused = time.Since(start)
+			}
+		}
+		if unpathed == 0 {
+			if paths, err := scrapeGauge(metricsURL, "tern_offload_paths"); err == nil && paths == 0 {
+				unpathed = time.Since(start)
+			}
+		}
+		if time.Since(start) > propagationBound {
+			t.Fatalf("route %s: %v after the change, CreatePermission refused after %v, kernel paths gone after %v (0: not yet)",
+				route, propagationBound, refused, unpathed)
+		}
+		time.Sleep(propagationProbe)
+	}
+	t.Logf("route %s: backend removed; CreatePermission refused (403) after %v, tern_offload_paths 0 after %v",
+		route, refused.Round(time.Millisecond), unpathed.Round(time.Millisecond))
+
+	const sends = 10
+	noChannel := `tern_dropped_packets_total{reason="no_channel"}`
+	before, err := scrapeOffload(metricsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropsBefore, err := scrapeGauge(metricsURL, noChannel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range sends {
+		if _, err := a.relay.WriteTo([]byte("revoked-"+strconv.Itoa(i)), peer); err != nil {
+			t.Fatalf("route %s: sending on the revoked channel: %v", route, err)
+		}
+	}
+	var drops uint64
+	testenv.Eventually(t, 10*time.Second, func() error {
+		d, err := scrapeGauge(metricsURL, noChannel)
+		if err != nil {
+			return err
+		}
+		if drops = d - dropsBefore; drops < sends {
+			return fmt.Errorf("%s went up by %d, want %d", noChannel, drops, sends)
+		}
+		return nil
+	})
+	after, err := scrapeOffload(metricsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := after.minus(before)
+	t.Logf("route %s: %d ChannelData sent on the revoked channel: dropped no_channel %d, kernel client_to_peer %d, relayed to peers %d",
+		route, sends, drops, d.kernelC2P, d.peerTx)
+	if d.kernelC2P != 0 || d.peerTx != 0 {
+		t.Errorf("route %s: after the revocation the kernel relayed %d and ternd %d datagrams to peers, want 0", route, d.kernelC2P, d.peerTx)
 	}
 }
 

@@ -72,9 +72,10 @@ func newTopo(t *testing.T) topo {
 
 // newOneArmTopo is a relay with one interface, as in a pod or on a node
 // with a single NIC: ternd's namespace has only the veth ct (10.0.1.1 and
-// 10.0.2.1) and forwarding off, and the client (10.0.1.2) and the peers
-// (10.0.2.2-4) share the namespace at its other end, where forwarding is
-// off too. Every packet ternd relays leaves by the interface it came in on.
+// 10.0.2.1; fd00:1::1 and fd00:2::1) and forwarding off, and the client
+// (10.0.1.2, fd00:1::2) and the peers (10.0.2.2-4, fd00:2::2-4) share the
+// namespace at its other end, where forwarding is off too. Every packet
+// ternd relays leaves by the interface it came in on.
 func newOneArmTopo(t *testing.T) topo {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -89,19 +90,29 @@ func newOneArmTopo(t *testing.T) topo {
 		run(t, "ip", "netns", "add", ns)
 		t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
 		run(t, "ip", "-n", ns, "link", "set", "lo", "up")
-		// A new namespace takes IPv4 forwarding from the host's.
+		// A new namespace may take forwarding from the host's.
 		run(t, "ip", "netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv4.conf.all.forwarding=0")
+		run(t, "ip", "netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv6.conf.all.forwarding=0")
 	}
 	run(t, "ip", "link", "add", u+"cc", "netns", tp.client, "type", "veth", "peer", "name", tp.ct, "netns", tp.tern)
-	for _, a := range []string{"10.0.1.1/24", "10.0.2.1/24"} {
-		run(t, "ip", "-n", tp.tern, "addr", "add", a, "dev", tp.ct)
+	for _, a := range []string{"10.0.1.1/24", "10.0.2.1/24", "fd00:1::1/64", "fd00:2::1/64"} {
+		run(t, append([]string{"ip", "-n", tp.tern, "addr", "add", a, "dev", tp.ct}, nodad(a)...)...)
 	}
-	for _, a := range []string{"10.0.1.2/24", "10.0.2.2/24", "10.0.2.3/24", "10.0.2.4/24"} {
-		run(t, "ip", "-n", tp.client, "addr", "add", a, "dev", u+"cc")
+	for _, a := range []string{"10.0.1.2/24", "10.0.2.2/24", "10.0.2.3/24", "10.0.2.4/24", "fd00:1::2/64", "fd00:2::2/64", "fd00:2::3/64", "fd00:2::4/64"} {
+		run(t, append([]string{"ip", "-n", tp.client, "addr", "add", a, "dev", u + "cc"}, nodad(a)...)...)
 	}
 	run(t, "ip", "-n", tp.client, "link", "set", u+"cc", "up")
 	run(t, "ip", "-n", tp.tern, "link", "set", tp.ct, "up")
 	return tp
+}
+
+// nodad is the option that makes an IPv6 address usable at once (no
+// duplicate address detection); none for IPv4.
+func nodad(addr string) []string {
+	if strings.Contains(addr, ":") {
+		return []string{"nodad"}
+	}
+	return nil
 }
 
 // inNetns runs fn on an OS thread switched into namespace ns: sockets it
@@ -137,16 +148,21 @@ func inNetns(ns string, fn func() error) error {
 	return <-errc
 }
 
-// udpIn opens a UDP socket on addr in namespace ns, closed when t ends.
+// udpIn opens a UDP socket on addr (IPv4, or IPv6 in brackets) in
+// namespace ns, closed when t ends.
 func udpIn(t *testing.T, ns, addr string) *net.UDPConn {
 	t.Helper()
+	network := "udp4"
+	if strings.HasPrefix(addr, "[") {
+		network = "udp6"
+	}
 	var c *net.UDPConn
 	err := inNetns(ns, func() error {
-		a, err := net.ResolveUDPAddr("udp4", addr)
+		a, err := net.ResolveUDPAddr(network, addr)
 		if err != nil {
 			return err
 		}
-		c, err = net.ListenUDP("udp4", a)
+		c, err = net.ListenUDP(network, a)
 		return err
 	})
 	if err != nil {

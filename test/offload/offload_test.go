@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pion/transport/v4"
+	"github.com/pion/transport/v4/stdnet"
 	"github.com/pion/turn/v4"
 	"golang.org/x/sys/unix"
 
@@ -35,15 +37,22 @@ const (
 	peerB      = "10.0.2.4" // in the allowlist, never given a permission
 )
 
-func ternConfig(endpoints string) string {
+// ternConfig is ternd's config with the listener on 10.0.1.1, relayed
+// addresses on 10.0.2.1 and endpoints (quoted, comma-separated) as the
+// peers' cluster.
+func ternConfig(endpoints string) string { return ternConfigOn("10.0.1.1", "10.0.2.1", endpoints) }
+
+// ternConfigOn is ternConfig with the listener and relay addresses given
+// (IPv6 ones for the IPv6 tests); the admin addresses stay on 10.0.1.1.
+func ternConfigOn(listener, relay, endpoints string) string {
 	return `version: v1
 admin: {name: offload-e2e, metricsAddress: "10.0.1.1:24611", healthAddress: "10.0.1.1:24612"}
 auth: {type: static, realm: stunner.l7mp.io, username: user, password: pass}
 listeners:
-  - {name: udp, protocol: TURN-UDP, address: 10.0.1.1, port: 24610, routes: [peers]}
+  - {name: udp, protocol: TURN-UDP, address: "` + listener + `", port: 24610, routes: [peers]}
 clusters:
   - {name: peers, endpoints: [` + endpoints + `]}
-relay: {address: 10.0.2.1, minPort: 24620, maxPort: 24699}
+relay: {address: "` + relay + `", minPort: 24620, maxPort: 24699}
 offload: {engine: Auto}
 `
 }
@@ -89,12 +98,18 @@ func startTernd(t *testing.T, tp topo, args ...string) *rig {
 // process that gave up root can read it).
 func startTerndAs(t *testing.T, tp topo, bin string, wrap []string, cfgPath string, args ...string) *rig {
 	t.Helper()
+	return startTerndWith(t, tp, bin, wrap, cfgPath, ternConfig(`"`+peerA+`", "`+peerB+`"`), args...)
+}
+
+// startTerndWith is startTerndAs with the config cfg.
+func startTerndWith(t *testing.T, tp topo, bin string, wrap []string, cfgPath, cfg string, args ...string) *rig {
+	t.Helper()
 	r := &rig{tp: tp, cfgPath: cfgPath, log: &lockedBuffer{}, http: httpIn(tp.client)}
 	mode := os.FileMode(0o600)
 	if wrap != nil {
 		mode = 0o644
 	}
-	if err := os.WriteFile(r.cfgPath, []byte(ternConfig(`"`+peerA+`", "`+peerB+`"`)), mode); err != nil {
+	if err := os.WriteFile(r.cfgPath, []byte(cfg), mode); err != nil {
 		t.Fatal(err)
 	}
 	argv := append([]string{"netns", "exec", tp.tern}, wrap...)
@@ -180,9 +195,20 @@ func (p *echoPeer) count() int {
 // namespace and returns the client, its socket and the relayed conn.
 func pionClient(t *testing.T, tp topo) (*turn.Client, *net.UDPConn, net.PacketConn) {
 	t.Helper()
-	conn := udpIn(t, tp.client, "10.0.1.2:0")
-	c, err := turn.NewClient(&turn.ClientConfig{STUNServerAddr: listenAddr, TURNServerAddr: listenAddr,
-		Username: "user", Password: "pass", Realm: "stunner.l7mp.io", Conn: conn, RTO: 200 * time.Millisecond})
+	return pionClientOn(t, tp, "10.0.1.2:0", listenAddr)
+}
+
+// pionClientOn is pionClient from the client's address local to the
+// listener at server (IPv6 ones for the IPv6 tests).
+func pionClientOn(t *testing.T, tp topo, local, server string) (*turn.Client, *net.UDPConn, net.PacketConn) {
+	t.Helper()
+	conn := udpIn(t, tp.client, local)
+	std, err := stdnet.NewNet()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := turn.NewClient(&turn.ClientConfig{STUNServerAddr: server, TURNServerAddr: server,
+		Username: "user", Password: "pass", Realm: "stunner.l7mp.io", Conn: conn, RTO: 200 * time.Millisecond, Net: anyFamilyNet{std}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,6 +221,14 @@ func pionClient(t *testing.T, tp topo) (*turn.Client, *net.UDPConn, net.PacketCo
 		t.Fatal(err)
 	}
 	return c, conn, relay
+}
+
+// anyFamilyNet resolves UDP addresses of either family where pion/turn
+// asks for "udp4", so that its client can reach an IPv6 listener.
+type anyFamilyNet struct{ transport.Net }
+
+func (n anyFamilyNet) ResolveUDPAddr(_, address string) (*net.UDPAddr, error) {
+	return n.Net.ResolveUDPAddr("udp", address)
 }
 
 // echoes sends n random payloads through relay to peer and checks each
@@ -439,41 +473,58 @@ func testEndToEnd(t *testing.T, attach string) {
 
 // TestOffloadOneArm runs ternd with offload Auto where forwarding is off
 // and every route leaves by ternd's one interface (newOneArmTopo), by
-// tcx and by clsact: the kernel relays in same-interface mode, without
-// the FIB's forwarding check, and the pion client's echoes come back
-// complete, almost all relayed in the kernel.
+// tcx and by clsact, over IPv4 and over IPv6 (client, listener, relay and
+// peer all IPv6, as in a pod of a dual-stack or IPv6 cluster): the kernel
+// relays in same-interface mode, without the FIB's forwarding check, and
+// the pion client's echoes come back complete, all of them relayed in the
+// kernel once the channel is bound.
 func TestOffloadOneArm(t *testing.T) {
+	families := []struct {
+		name                          string
+		listener, relay, client, peer string
+	}{
+		{"IPv4", "10.0.1.1", "10.0.2.1", "10.0.1.2:0", peerA + ":24640"},
+		{"IPv6", "fd00:1::1", "fd00:2::1", "[fd00:1::2]:0", "[fd00:2::2]:24640"},
+	}
 	for _, attach := range []string{"TCX", "Clsact"} {
-		t.Run(attach, func(t *testing.T) {
-			if attach == "TCX" && !kernelHasTCX() {
-				t.Skip("tcx needs Linux 6.6")
-			}
-			tp := newOneArmTopo(t)
-			r := startTernd(t, tp, "--offload-attach", attach)
-			series := `tern_offload_interface{interface="` + tp.ct + `",hook="TC",attach="` + strings.ToLower(attach) +
-				`",egress="same_interface",why="single_interface"}`
-			if v := r.metrics(t)[series]; v != 1 {
-				t.Fatalf("%s = %v, want 1; offload series:\n%v", series, v, offloadSeries(r.metrics(t)))
-			}
-			a := startEchoPeer(t, tp, peerA+":24640")
-			_, _, relay := pionClient(t, tp)
-			untilOffloaded(t, r, relay, a.c.LocalAddr().(*net.UDPAddr))
-			warm, m0 := a.count(), r.metrics(t)
-			const n = 500
-			echoes(t, relay, a.c.LocalAddr().(*net.UDPAddr), n, 160)
-			m := delta(m0, r.metrics(t))
-			c2p, p2c := m[`tern_offload_packets_total{direction="client_to_peer"}`], m[`tern_offload_packets_total{direction="peer_to_client"}`]
-			t.Logf("pion: %d echoes once bound; kernel relayed %v to the peer and %v back", n, c2p, p2c)
-			if c2p != n || p2c != n {
-				t.Errorf("once the channel was bound the kernel relayed %v of %d to the peer and %v back; want all", c2p, n, p2c)
-			}
-			if got := a.count() - warm; got != n {
-				t.Errorf("peer got %d, want %d", got, n)
-			}
-			if k := m[`tern_offload_passed_packets_total{reason="forwarding_disabled"}`]; k != 0 {
-				t.Errorf("%v packets passed for forwarding off", k)
-			}
-		})
+		for _, fam := range families {
+			t.Run(attach+"/"+fam.name, func(t *testing.T) {
+				if attach == "TCX" && !kernelHasTCX() {
+					t.Skip("tcx needs Linux 6.6")
+				}
+				tp := newOneArmTopo(t)
+				peerIP := fam.peer[:strings.LastIndexByte(fam.peer, ':')]
+				cfg := ternConfigOn(fam.listener, fam.relay, `"`+strings.Trim(peerIP, "[]")+`"`)
+				r := startTerndWith(t, tp, testenv.Ternd(t), nil, filepath.Join(t.TempDir(), "tern.yaml"), cfg, "--offload-attach", attach)
+				series := `tern_offload_interface{interface="` + tp.ct + `",hook="TC",attach="` + strings.ToLower(attach) +
+					`",egress="same_interface",why="single_interface"}`
+				if v := r.metrics(t)[series]; v != 1 {
+					t.Fatalf("%s = %v, want 1; offload series:\n%v", series, v, offloadSeries(r.metrics(t)))
+				}
+				a := startEchoPeer(t, tp, fam.peer)
+				peer := a.c.LocalAddr().(*net.UDPAddr)
+				_, _, relay := pionClientOn(t, tp, fam.client, net.JoinHostPort(fam.listener, "24610"))
+				if got := relay.LocalAddr().(*net.UDPAddr).IP.String(); got != fam.relay {
+					t.Fatalf("relayed transport address %v, want one on %s", relay.LocalAddr(), fam.relay)
+				}
+				untilOffloaded(t, r, relay, peer)
+				warm, m0 := a.count(), r.metrics(t)
+				const n = 500
+				echoes(t, relay, peer, n, 160)
+				m := delta(m0, r.metrics(t))
+				c2p, p2c := m[`tern_offload_packets_total{direction="client_to_peer"}`], m[`tern_offload_packets_total{direction="peer_to_client"}`]
+				t.Logf("pion over %s: %d echoes once bound; kernel relayed %v to the peer and %v back", fam.name, n, c2p, p2c)
+				if c2p != n || p2c != n {
+					t.Errorf("once the channel was bound the kernel relayed %v of %d to the peer and %v back; want all", c2p, n, p2c)
+				}
+				if got := a.count() - warm; got != n {
+					t.Errorf("peer got %d, want %d", got, n)
+				}
+				if k := m[`tern_offload_passed_packets_total{reason="forwarding_disabled"}`]; k != 0 {
+					t.Errorf("%v packets passed for forwarding off", k)
+				}
+			})
+		}
 	}
 }
 
