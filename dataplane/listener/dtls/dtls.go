@@ -63,7 +63,6 @@ import (
 	"github.com/tern-gw/tern/dataplane/listener/core"
 	"github.com/tern-gw/tern/dataplane/listener/dtls/record"
 	"github.com/tern-gw/tern/dataplane/stats"
-	"github.com/tern-gw/tern/dataplane/udpio"
 	"github.com/tern-gw/tern/turn"
 )
 
@@ -77,6 +76,10 @@ type Listener struct {
 	// outs batch the records relay workers seal for the listener's
 	// associations, one per worker (outbox_linux.go).
 	outs []*outbox
+	// started is set once the reader runs (Resume); adopted are the
+	// associations handed over to it until then (handover.go).
+	started bool
+	adopted []*assoc
 }
 
 // LocalAddr is the bound address, for logs.
@@ -93,40 +96,28 @@ func Start(env core.Env, lc config.Listener, al *allowlist.List) (*Listener, err
 	if err != nil {
 		return nil, fmt.Errorf("listener %q: address: %w", lc.Name, err)
 	}
-	h, err := certs.New(lc, env.Log)
-	if err != nil {
-		return nil, err
-	}
-	l := &Listener{certs: h}
-	l.Init(env, lc, turn.ProtoDTLS, al)
-	l.Cert, l.Key = h.PEM()
-	l.conf = &dtls.Config{
-		GetCertificate:       h.GetDTLSCertificate,
-		ExtendedMasterSecret: dtls.RequireExtendedMasterSecret,
-	}
 	// The handshake runs per connection in its own goroutine (dtls.Listen
 	// would run it inside Accept, where one slow client stalls the rest),
 	// and only datagrams that open a DTLS handshake create a connection.
 	uc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(ip, uint16(lc.Port))))
 	if err != nil {
-		h.Close()
 		return nil, fmt.Errorf("listener %q: %w", lc.Name, err)
 	}
-	if env.SocketBuffer > 0 {
-		// One socket carries every association: the default buffers
-		// (about 200 KiB) overflow in a burst of a few hundred records.
-		udpio.SetConnBuffers(uc, env.SocketBuffer)
+	l, err := open(env, lc, al, uc)
+	if err != nil {
+		return nil, err
 	}
-	if l.mux, err = newDTLSMux(uc, dtlsBacklog); err != nil {
-		uc.Close()
-		h.Close()
-		return nil, fmt.Errorf("listener %q: %w", lc.Name, err)
-	}
-	l.mux.admit = l.admitVerified
-	l.outs = newOutboxes(l.mux.rc, env.RelayWorkers)
-	go l.mux.run()
-	go l.accept()
+	l.Resume()
 	return l, nil
+}
+
+// newConfig is the listener's handshake config, with the certificate of
+// h; each association gets a copy (assocConfig).
+func newConfig(h *certs.Holder) *dtls.Config {
+	return &dtls.Config{
+		GetCertificate:       h.GetDTLSCertificate,
+		ExtendedMasterSecret: dtls.RequireExtendedMasterSecret,
+	}
 }
 
 func (l *Listener) accept() {
@@ -283,6 +274,15 @@ func (l *Listener) watchFast(c *core.Conn, dc net.Conn, f *fastAssoc, buf []byte
 func (l *Listener) Close() {
 	l.Closed.Store(true)
 	l.mux.close()
+	if !l.started { // adopted, never resumed: no reader to close them
+		l.started = true
+		l.mux.closeAll()
+		for _, a := range l.adopted {
+			a.ended()
+			a.conn.Finish()
+		}
+		l.adopted = nil
+	}
 	l.certs.Close()
 	l.CloseAll()
 }
