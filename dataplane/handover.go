@@ -62,8 +62,7 @@ type pausable interface {
 
 // ServeHandover listens on the hand-over socket at path (owner-only) for a
 // successor and hands this server's TURN-UDP and TURN-DTLS sockets,
-// associations and allocations to
-// the first that asks and confirms. It returns an error when the socket
+// associations and allocations to the first that asks and confirms. It returns an error when the socket
 // cannot be made (takeover.Listen); the server then serves on without one.
 func (s *Server) ServeHandover(path string) error {
 	ln, err := takeover.Listen(path)
