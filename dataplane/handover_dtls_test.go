@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -9,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pion/dtls/v2"
+
 	"github.com/tern-gw/tern/dataplane/config"
 	"github.com/tern-gw/tern/dataplane/config/protocol"
+	dtlslistener "github.com/tern-gw/tern/dataplane/listener/dtls"
 )
 
 // TestTakeoverDTLS hands TURN-DTLS associations and their allocations to a
@@ -34,6 +38,18 @@ func TestTakeoverDTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	peer, peer2 := startEchoPeer(t, "127.0.0.1"), startEchoPeer(t, "127.0.0.1")
+	// Two bare DTLS sessions, without allocations, for the close path:
+	// one the client ends (its close_notify), one the successor ends.
+	var bare []*dtls.Conn
+	for range 2 {
+		raddr, _ := net.ResolveUDPAddr("udp4", addrOf(cfg.Listeners[1]))
+		dc, err := dtls.Dial("udp4", raddr, &dtls.Config{InsecureSkipVerify: true, ExtendedMasterSecret: dtls.RequireExtendedMasterSecret}) //nolint:gosec // test certificate
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { dc.Close() })
+		bare = append(bare, dc)
+	}
 	var relays []net.PacketConn
 	for i := range 4 {
 		lc := cfg.Listeners[1] // DTLS
@@ -90,6 +106,25 @@ func TestTakeoverDTLS(t *testing.T) {
 		if !echo(r, peer2.addr(), []byte("after refresh"), 5*time.Second) {
 			t.Fatalf("allocation %d did not relay after another's refresh", i+1)
 		}
+	}
+
+	// The close path of moved associations: a client's close_notify
+	// (opened by the successor's reader) ends its association there, and
+	// the successor's own close_notify, sealed with the moved keys and
+	// sequence numbers, reaches the other client, whose Read ends (EOF)
+	// rather than waiting out its deadline.
+	dl, _ := next.listeners["dtls"].(*dtlslistener.Listener)
+	if dl == nil {
+		t.Fatal("the successor has no TURN-DTLS listener")
+	}
+	active := func() int { cs, _ := dl.ConnStats(); return cs.Active }
+	before := active()
+	bare[0].Close()
+	waitFor(t, func() bool { return active() == before-1 }, "the client's close_notify to end its association")
+	next.Close()
+	_ = bare[1].SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := bare[1].Read(make([]byte, 1500)); !errors.Is(err, io.EOF) {
+		t.Errorf("client Read after the successor closed: %v, want io.EOF (close_notify)", err)
 	}
 }
 

@@ -269,10 +269,13 @@ func (l *Listener) watchFast(c *core.Conn, dc net.Conn, f *fastAssoc, buf []byte
 	}
 }
 
-// Close stops accepting, closes every association and deletes their
-// allocations.
+// Close closes every association (sending close_notify on those the
+// record layer serves), stops accepting and deletes their allocations.
 func (l *Listener) Close() {
 	l.Closed.Store(true)
+	// Before the socket closes, so that each association's close_notify
+	// leaves (RFC 5246 §7.2.1).
+	l.mux.closeAssocs()
 	l.mux.close()
 	if !l.started { // adopted, never resumed: no reader to close them
 		l.started = true

@@ -371,6 +371,13 @@ func (m *dtlsMux) newAssoc(from netip.AddrPort, to netip.Addr) *assoc {
 
 // closeAll closes every association, once the socket is closed.
 func (m *dtlsMux) closeAll() {
+	m.closeAssocs()
+	close(m.accept)
+}
+
+// closeAssocs closes every association; while the socket is open, those
+// of the record layer send their close_notify.
+func (m *dtlsMux) closeAssocs() {
 	m.mu.Lock()
 	as := make([]*assoc, 0, len(m.m))
 	for _, a := range m.m {
@@ -380,7 +387,6 @@ func (m *dtlsMux) closeAll() {
 	for _, a := range as {
 		a.Close()
 	}
-	close(m.accept)
 }
 
 // close closes the socket; run then closes the associations.
