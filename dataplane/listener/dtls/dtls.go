@@ -14,9 +14,11 @@
 // (core.Conn.Handle) right there, batching what goes to peers. What peers
 // send, relay workers seal into their own outbox of the listener
 // (outbox_linux.go, used by that worker alone, so it has no lock) and send
-// with one sendmmsg per wake-up (core.Conn.QueueToClient).
+// with one sendmmsg per wake-up (core.Conn.QueueToClient). A hand-over to
+// a successor process moves the socket and the associations whose record
+// layer had taken over, as their record state (handover.go).
 //
-// Lock order. The package has four locks (package record's Keys.mu, taken
+// Lock order. The package has five locks (package record's Keys.mu, taken
 // when pion writes through an association, is a leaf: nothing is taken
 // under it). assoc.amu is the only one held while others are taken:
 //   - assoc.amu serialises an association's admission by the reader
@@ -27,7 +29,9 @@
 //     never an amu; so amu comes first, and no other lock is held when it
 //     is taken.
 //
-// The other three are never held while another of them is taken:
+// The other four are never held while another of them is taken:
+//   - dtlsMux.pmu guards the hand-over's pause channel (handover.go);
+//     held only to read or change it.
 //   - dtlsMux.mu guards the address-to-association map and the list and
 //     count of unverified associations; held only to read or change them.
 //   - assoc.qmu guards an association's queue of datagrams for pion/dtls
