@@ -238,6 +238,9 @@ func (l *Listener) serveConn(c *core.Conn, a *assoc) {
 // reader took over).
 func (l *Listener) watchFast(c *core.Conn, dc net.Conn, f *fastAssoc, buf []byte, res *turn.Result) {
 	start := f.last.Load()
+	if f.adopted {
+		start = 0 // its first message came to the process that handed it over
+	}
 	for {
 		// The first message must come within core.HandshakeTimeout; until it
 		// has, wake at the idle limit too, to take that limit up as soon
