@@ -15,6 +15,9 @@ import (
 	"github.com/tern-gw/tern/dataplane/config"
 	"github.com/tern-gw/tern/dataplane/config/protocol"
 	"github.com/tern-gw/tern/dataplane/listener"
+	"github.com/tern-gw/tern/dataplane/listener/core"
+	"github.com/tern-gw/tern/dataplane/listener/dtls"
+	"github.com/tern-gw/tern/dataplane/listener/dtls/record"
 	"github.com/tern-gw/tern/dataplane/listener/stream"
 	"github.com/tern-gw/tern/dataplane/listener/udp"
 	"github.com/tern-gw/tern/dataplane/secretfile"
@@ -25,14 +28,18 @@ import (
 // The hand-over of a running ternd to its successor (ternd --takeover,
 // docs/operations.md "Upgrades"). The old process listens on the hand-over
 // socket (ServeHandover). A successor (Takeover) connects and says hello;
-// the old one stops reading its TURN-UDP listener and relay sockets and
-// sweeping, and sends their descriptors and the snapshot of its TURN-UDP
-// allocations (dataplane/takeover). The successor adopts them without
-// reading, and confirms (ready). Only then does the old one stop
-// accepting on its TCP and TLS listeners (their connections and
-// allocations stay with it until they close), close its DTLS listeners,
-// the health and metrics endpoints and the hand-over socket, forget the
-// handed-over allocations (Engine.ForgetTransport, relay.Pool.Detach), say
+// the old one stops reading its TURN-UDP and TURN-DTLS listener and relay
+// sockets and sweeping, and sends their descriptors and the snapshot of
+// its TURN-UDP allocations and of its TURN-DTLS associations whose
+// handshake was done, with their record state and allocations
+// (dataplane/takeover). The successor adopts them without reading, and
+// confirms (ready). Only then does the old one stop accepting on its TCP
+// and TLS listeners (their connections and allocations stay with it until
+// they close), stop sending on its TURN-DTLS sockets (associations still
+// in their handshake are dropped: their clients shake hands again with
+// the successor), close the health and metrics endpoints and the
+// hand-over socket, forget the handed-over allocations
+// (Engine.ForgetTransport, relay.Pool.Detach), say
 // bye and report HandedOver, after which ternd exits, once its last TCP or
 // TLS connection has closed, without closing the handed-
 // over sockets. The successor then reads them and opens the rest.
@@ -58,8 +65,8 @@ type pausable interface {
 }
 
 // ServeHandover listens on the hand-over socket at path (owner-only) for a
-// successor and hands this server's TURN-UDP sockets and allocations to
-// the first that asks and confirms. It returns an error when the socket
+// successor and hands this server's TURN-UDP and TURN-DTLS sockets,
+// associations and allocations to the first that asks and confirms. It returns an error when the socket
 // cannot be made (takeover.Listen); the server then serves on without one.
 func (s *Server) ServeHandover(path string) error {
 	ln, err := takeover.Listen(path)
@@ -112,9 +119,13 @@ func (s *Server) handOver(c *takeover.Conn) bool {
 	}
 	s.listenersMu.Lock()
 	var udps []pausable
+	var dtlss []*dtls.Listener
 	for _, lc := range cfg.Listeners {
-		if l, ok := s.listeners[lc.Name].(pausable); ok {
+		switch l := s.listeners[lc.Name].(type) {
+		case pausable:
 			udps = append(udps, l)
+		case *dtls.Listener:
+			dtlss = append(dtlss, l)
 		}
 	}
 	s.listenersMu.Unlock()
@@ -122,6 +133,9 @@ func (s *Server) handOver(c *takeover.Conn) bool {
 	start := time.Now()
 	s.sweepPaused.Store(true)
 	for _, l := range udps {
+		l.Pause()
+	}
+	for _, l := range dtlss {
 		l.Pause()
 	}
 	s.relays.Pause()
@@ -139,9 +153,12 @@ func (s *Server) handOver(c *takeover.Conn) bool {
 		for _, l := range udps {
 			l.Resume()
 		}
+		for _, l := range dtlss {
+			l.Resume()
+		}
 		s.sweepPaused.Store(false)
 	}
-	snap, fds, err := s.snapshot(udps)
+	snap, fds, assocs, err := s.snapshot(udps, dtlss)
 	var b []byte
 	if err == nil {
 		b, err = takeover.Encode(snap)
@@ -168,13 +185,13 @@ func (s *Server) handOver(c *takeover.Conn) bool {
 	}
 	// TCP and TLS listeners stop accepting, so that it can open them, and
 	// their connections stay here until they close (StreamConnections);
-	// what else is not handed over (DTLS) is closed.
+	// what else is not handed over is closed.
 	s.listenersMu.Lock()
 	var others []string
 	var streams []*stream.Listener
 	for name, l := range s.listeners {
 		switch l := l.(type) {
-		case pausable:
+		case pausable, *dtls.Listener:
 		case *stream.Listener:
 			streams = append(streams, l)
 		default:
@@ -197,6 +214,16 @@ func (s *Server) handOver(c *takeover.Conn) bool {
 			s.engine.ForgetTransport(tr, s.relays.Detach)
 		}
 	}
+	// The TURN-DTLS listeners stay paused and send nothing more (no
+	// close_notify when an association here ends: the successor's
+	// sequence numbers are the client's now); the associations' handed-
+	// over allocations are forgotten as the TURN-UDP ones.
+	for _, l := range dtlss {
+		l.HandedOver()
+	}
+	for _, c := range assocs {
+		s.engine.ForgetTransport(c, s.relays.Detach)
+	}
 	s.relays.Resume()
 	s.sweepPaused.Store(false)
 	s.draining.Store(true)
@@ -207,6 +234,7 @@ func (s *Server) handOver(c *takeover.Conn) bool {
 	s.ready.Store(false)
 	_ = c.Bye()
 	s.log.Info("handed over to the successor", "allocations", len(snap.Allocations), "listeners", len(udps),
+		"dtlsListeners", len(dtlss), "dtlsAssociations", len(snap.Associations),
 		"descriptors", len(fds), "snapshotBytes", len(b), "streamConnections", s.StreamConnections(),
 		"paused", time.Since(start).String())
 	close(s.handedOver)
@@ -231,10 +259,13 @@ func (s *Server) StreamConnections() int {
 }
 
 // snapshot describes the TURN-UDP listeners ls and their allocations, and
-// the offload's programs (offloadSnapshot), and returns the descriptors in
-// the order the snapshot names them. The caller has paused the listeners,
-// the relays and the sweep, and frozen the offload's counts.
-func (s *Server) snapshot(ls []pausable) (*takeover.Snapshot, []int, error) {
+// the TURN-DTLS listeners ds with their associations whose handshake was
+// done and those associations' allocations, and the offload's programs
+// (offloadSnapshot), and returns the descriptors in the order the snapshot
+// names them and the connections of the associations. The caller has
+// paused the listeners, the relays and the sweep, and frozen the offload's
+// counts.
+func (s *Server) snapshot(ls []pausable, ds []*dtls.Listener) (*takeover.Snapshot, []int, []*core.Conn, error) {
 	st := s.engine.Settings()
 	snap := &takeover.Snapshot{Created: time.Now().UnixNano(), Realm: st.Realm, NonceKey: s.engine.NonceKey(),
 		StateBytes: s.engine.StateBytes()}
@@ -250,8 +281,42 @@ func (s *Server) snapshot(ls []pausable) (*takeover.Snapshot, []int, error) {
 			idx[t] = uint16(i)
 		}
 	}
+	// The TURN-DTLS listeners' sockets, and their associations by
+	// connection (each the turn.Transport of its allocation).
+	var dtlsFDs []int
+	var conns []*core.Conn
+	byConn := map[turn.Transport]int{}
+	for _, l := range ds {
+		fd, err := l.Socket()
+		if err != nil {
+			s.log.Warn("hand-over: TURN-DTLS listener socket; its associations are not handed over", "listener", l.Spec().Name, "error", err)
+			continue
+		}
+		lc := l.Spec()
+		ip, _ := netip.ParseAddr(lc.Address)
+		li := uint16(len(snap.DTLSListeners))
+		snap.DTLSListeners = append(snap.DTLSListeners, takeover.DTLSListener{Name: lc.Name, Address: netip.AddrPortFrom(ip.Unmap(), uint16(lc.Port))})
+		dtlsFDs = append(dtlsFDs, fd)
+		for _, a := range l.Associations() {
+			r := a.Records
+			byConn[a.Conn] = len(snap.Associations)
+			conns = append(conns, a.Conn)
+			snap.Associations = append(snap.Associations, takeover.Association{Listener: li, Client: a.Client, Local: a.Local,
+				Suite: r.Suite, Epoch: r.Epoch, LocalKey: r.LocalKey, RemoteKey: r.RemoteKey, LocalIV: r.LocalIV, RemoteIV: r.RemoteIV,
+				NextSeq: r.NextSeq, ReplayTop: r.ReplayTop, ReplayMask: r.ReplayMask})
+		}
+	}
+	dtlsRelays := make([][]int, len(snap.Associations))
 	now := time.Now()
 	s.engine.Export(func(a *turn.Allocation) {
+		if ai, ok := byConn[a.Transport]; ok && a.FiveTuple.Proto == turn.ProtoDTLS && len(snap.Associations[ai].Allocations) == 0 {
+			key, _ := st.Auth.Key(a.Username, st.Realm, now)
+			snap.Associations[ai].Allocations = []takeover.Allocation{{Key: key, AllocationState: a.State()}}
+			for _, r := range a.Relays() {
+				dtlsRelays[ai] = append(dtlsRelays[ai], r.Socket())
+			}
+			return
+		}
 		li, ok := idx[a.Transport]
 		if !ok || a.FiveTuple.Proto != turn.ProtoUDP {
 			return
@@ -262,19 +327,26 @@ func (s *Server) snapshot(ls []pausable) (*takeover.Snapshot, []int, error) {
 			fds = append(fds, r.Socket())
 		}
 	})
+	fds = append(fds, dtlsFDs...)
+	for _, r := range dtlsRelays {
+		fds = append(fds, r...)
+	}
 	snap.Slots = uint32(len(snap.Allocations))
+	for _, a := range snap.Associations {
+		snap.Slots += uint32(len(a.Allocations))
+	}
 	var metrics bytes.Buffer
 	s.writeMetrics(&metrics)
 	snap.Counters = counterSeries(metrics.Bytes())
 	if s.offload != nil {
 		o, ofds, err := offloadSnapshot(s.offload)
 		if err != nil {
-			return nil, nil, fmt.Errorf("offload: %w", err)
+			return nil, nil, nil, fmt.Errorf("offload: %w", err)
 		}
 		snap.Offload = o
 		fds = append(fds, ofds...)
 	}
-	return snap, fds, nil
+	return snap, fds, conns, nil
 }
 
 // ErrNoPredecessor is Takeover's error when no ternd listens on the
@@ -297,11 +369,12 @@ const (
 )
 
 // Takeover builds a Server for cfg as New does and, instead of opening its
-// TURN-UDP listeners, takes over those and their allocations from the
+// TURN-UDP and TURN-DTLS listeners, takes over those, their allocations
+// and the TURN-DTLS associations whose handshake was done from the
 // ternd that listens on the hand-over socket at path (ServeHandover). It
 // returns a running server once the old process has said bye; it opens
-// the listeners that were not handed over (TCP, TLS, DTLS, and UDP ones
-// the old config lacked) and the health and metrics endpoints itself.
+// the listeners that were not handed over (TCP, TLS, and UDP and DTLS
+// ones the old config lacked) and the health and metrics endpoints itself.
 // step, when not nil, is called at each step before the confirmation (a
 // test kills the process there).
 //
@@ -369,7 +442,7 @@ func Takeover(cfg *config.Config, opts Options, path string, step func(TakeoverS
 // adopt decodes the snapshot b and makes the listeners and allocations it
 // describes of fds, without reading them. It returns the listeners by name
 // and how many allocations it imported.
-func (s *Server) adopt(cfg *config.Config, b []byte, fds []int) (map[string]*udp.Listener, int, error) {
+func (s *Server) adopt(cfg *config.Config, b []byte, fds []int) (map[string]adoptedListener, int, error) {
 	snap, err := takeover.Decode(b)
 	if err != nil {
 		closeAll(fds)
@@ -401,10 +474,10 @@ func (s *Server) adopt(cfg *config.Config, b []byte, fds []int) (map[string]*udp
 	s.carried = carried
 	s.listenersMu.Unlock()
 	ls := make([]*udp.Listener, len(snap.Listeners))
-	adopted := map[string]*udp.Listener{}
+	adopted := map[string]adoptedListener{}
 	next := 0
 	for i, sl := range snap.Listeners {
-		lc, ok := findUDPListener(cfg, sl)
+		lc, ok := findListener(cfg, protocol.TURNUDP, sl.Name, sl.Address)
 		if !ok {
 			return nil, 0, fmt.Errorf("listener %q (TURN-UDP %s) was handed over, but this config has no such listener", sl.Name, sl.Address)
 		}
@@ -446,23 +519,109 @@ func (s *Server) adopt(cfg *config.Config, b []byte, fds []int) (map[string]*udp
 			stale++
 		}
 	}
+	n, err := s.adoptDTLS(cfg, snap, fds[next:], adopted)
+	if err != nil {
+		return nil, 0, err
+	}
+	stale += n
 	if stale > 0 {
 		s.log.Warn("hand-over: allocations whose credentials this config keys otherwise; their clients' next requests get 401", "allocations", stale)
 	}
-	if got := s.engine.Allocations(); got != len(snap.Allocations) {
-		return nil, 0, fmt.Errorf("imported %d allocations of %d", got, len(snap.Allocations))
+	if got := s.engine.Allocations(); got != int(snap.Slots) {
+		return nil, 0, fmt.Errorf("imported %d allocations of %d", got, snap.Slots)
 	}
-	s.log.Info("hand-over: imported", "allocations", len(snap.Allocations), "stateBytes", s.engine.StateBytes(),
+	s.log.Info("hand-over: imported", "allocations", snap.Slots, "dtlsAssociations", len(snap.Associations), "stateBytes", s.engine.StateBytes(),
 		"stateBytesBefore", snap.StateBytes, "snapshotAge", time.Since(time.Unix(0, snap.Created)).String())
-	return adopted, len(snap.Allocations), nil
+	return adopted, int(snap.Slots), nil
 }
 
-// findUDPListener returns the TURN-UDP listener of cfg that sl was.
-func findUDPListener(cfg *config.Config, sl takeover.Listener) (config.Listener, bool) {
+// adoptedListener is a listener taken over, which reads nothing until
+// Resume: TURN-UDP (*udp.Listener) or TURN-DTLS (*dtls.Listener).
+type adoptedListener interface {
+	listener.Listener
+	Resume()
+}
+
+// adoptDTLS makes the TURN-DTLS listeners of snap of their descriptors
+// fds (each listener's socket, then the relay sockets of its
+// associations' allocations, in the snapshot's order), with their
+// associations, and imports those associations' allocations. It adds the
+// listeners to adopted and returns how many allocations' credentials this
+// config keys otherwise.
+func (s *Server) adoptDTLS(cfg *config.Config, snap *takeover.Snapshot, fds []int, adopted map[string]adoptedListener) (int, error) {
+	relayFDs := fds[len(snap.DTLSListeners):]
+	st := s.engine.Settings()
+	now := time.Now()
+	stale := 0
+	for i, sl := range snap.DTLSListeners {
+		lc, ok := findListener(cfg, protocol.TURNDTLS, sl.Name, sl.Address)
+		if !ok {
+			return 0, fmt.Errorf("listener %q (TURN-DTLS %s) was handed over, but this config has no such listener", sl.Name, sl.Address)
+		}
+		al, err := allowlist.Build(lc.Routes, cfg.Clusters, s.ownAddrs(cfg), s.dns.Lookup, &s.clusterIDs)
+		if err != nil {
+			return 0, fmt.Errorf("listener %q: %w", lc.Name, err)
+		}
+		var as []dtls.Association
+		var idx []int
+		for j, a := range snap.Associations {
+			if int(a.Listener) == i {
+				as = append(as, dtls.Association{Client: a.Client, Local: a.Local, Records: record.State{Suite: a.Suite, Epoch: a.Epoch,
+					LocalKey: a.LocalKey, RemoteKey: a.RemoteKey, LocalIV: a.LocalIV, RemoteIV: a.RemoteIV,
+					NextSeq: a.NextSeq, ReplayTop: a.ReplayTop, ReplayMask: a.ReplayMask}})
+				idx = append(idx, j)
+			}
+		}
+		l, conns, err := dtls.Adopt(s.listenerEnv(cfg), lc, al, fds[i], as)
+		if err != nil {
+			return 0, err
+		}
+		adopted[lc.Name] = l
+		// Relay sockets come in the order of all associations; find
+		// where each of this listener's starts.
+		for k, j := range idx {
+			off := 0
+			for _, a := range snap.Associations[:j] {
+				for _, al := range a.Allocations {
+					off += len(al.Relays)
+				}
+			}
+			for _, a := range snap.Associations[j].Allocations {
+				rfds := relayFDs[off : off+len(a.Relays)]
+				off += len(a.Relays)
+				_, err := s.engine.Import(a.AllocationState, conns[k], func(al *turn.Allocation) ([]turn.Relay, error) {
+					var rs []turn.Relay
+					for r, fd := range rfds {
+						rl, err := s.relays.Adopt(al, fd, a.Relays[r])
+						if err != nil {
+							for _, rl := range rs {
+								_ = rl.Close()
+							}
+							return nil, err
+						}
+						rs = append(rs, rl)
+					}
+					return rs, nil
+				})
+				if err != nil {
+					return 0, err
+				}
+				if key, ok := st.Auth.Key(a.Username, st.Realm, now); len(a.Key) > 0 && (!ok || !bytes.Equal(key, a.Key) || snap.Realm != st.Realm) {
+					stale++
+				}
+			}
+		}
+	}
+	return stale, nil
+}
+
+// findListener returns the listener of cfg of protocol p, name and
+// address that a handed-over listener was.
+func findListener(cfg *config.Config, p protocol.Protocol, name string, addr netip.AddrPort) (config.Listener, bool) {
 	for _, lc := range cfg.Listeners {
 		ip, err := netip.ParseAddr(lc.Address)
-		if lc.Name == sl.Name && lc.Protocol == protocol.TURNUDP && err == nil &&
-			netip.AddrPortFrom(ip.Unmap(), uint16(lc.Port)) == sl.Address {
+		if lc.Name == name && lc.Protocol == p && err == nil &&
+			netip.AddrPortFrom(ip.Unmap(), uint16(lc.Port)) == addr {
 			return lc, true
 		}
 	}
@@ -471,7 +630,7 @@ func findUDPListener(cfg *config.Config, sl takeover.Listener) (config.Listener,
 
 // serveAdopted starts serving after a hand-over: the adopted listeners and
 // the relays read again at once, then what Start opens follows.
-func (s *Server) serveAdopted(adopted map[string]*udp.Listener) {
+func (s *Server) serveAdopted(adopted map[string]adoptedListener) {
 	s.changeMu.Lock()
 	defer s.changeMu.Unlock()
 	s.mu.Lock()

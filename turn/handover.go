@@ -120,7 +120,8 @@ var ErrImport = errors.New("turn: import")
 // checking their caps: an allocation that exists is never refused.
 //
 // It returns an error wrapping ErrImport, and installs nothing, when the
-// state is invalid (no relay or more than two, a protocol other than UDP,
+// state is invalid (no relay or more than two, a protocol other than UDP
+// or DTLS (whose associations the dataplane hands over),
 // a channel number out of range, more permissions or channels than an
 // allocation may hold) or the 5-tuple has an allocation already; an error
 // of open is returned wrapped too.
@@ -215,8 +216,8 @@ func (e *Engine) Import(st AllocationState, tr Transport, open func(*Allocation)
 // validate checks what Import cannot install.
 func (st *AllocationState) validate() error {
 	switch {
-	case st.FiveTuple.Proto != ProtoUDP:
-		return fmt.Errorf("protocol %s: only TURN-UDP allocations are imported", st.FiveTuple.Proto)
+	case st.FiveTuple.Proto != ProtoUDP && st.FiveTuple.Proto != ProtoDTLS:
+		return fmt.Errorf("protocol %s: only TURN-UDP and TURN-DTLS allocations are imported", st.FiveTuple.Proto)
 	case !st.FiveTuple.Client.IsValid() || !st.FiveTuple.Server.IsValid():
 		return errors.New("5-tuple: invalid address")
 	case len(st.Relays) < 1 || len(st.Relays) > 2:

@@ -8,7 +8,7 @@ import (
 // The offload section of a Snapshot (Version 3 on): what the successor
 // needs to adopt the kernel fast path that relays on through the switch
 // (dataplane/offload Handover, dataplane/offload/mirror). After the
-// counters, the payload has a byte, 0 (no offload section) or 1, and then:
+// counters and the TURN-DTLS section (dtls.go), the payload has a byte, 0 (no offload section) or 1, and then:
 //
 //	mode string16, attach string16
 //	interfaces uint16, each string16 (the config's offload.interfaces)

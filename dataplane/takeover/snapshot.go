@@ -42,9 +42,11 @@ const magic = "TERNSNAP"
 //	  channels uint16, each: number uint16, peer addr, expires int64
 //	quota: slots uint32, stateBytes int64
 //	counters uint32, each: series string16, value uint64 (float64 bits)
+//	dtls     (dtls.go)
 //	offload  (offload.go)
 //
-// Version 2 added the counters, version 3 the offload section.
+// Version 2 added the counters, version 3 the TURN-DTLS section (dtls.go)
+// and the offload section (offload.go) after them.
 //
 // string16 is a uint16 length and the bytes; bytes8 a uint8 length and the
 // bytes; addr is a family byte (4 or 6), 4 or 16 bytes of IP and a uint16
@@ -80,6 +82,11 @@ type Snapshot struct {
 	// (`name{labels}`), which the successor carries on from so that no
 	// counter goes backwards across an upgrade.
 	Counters []Counter
+	// DTLSListeners are the TURN-DTLS listeners whose sockets are handed
+	// over, and Associations their associations whose handshake was done
+	// (dtls.go).
+	DTLSListeners []DTLSListener
+	Associations  []Association
 	// Offload is the kernel fast path that relays on through the switch
 	// (offload.go), nil when the exporting ternd had none attached. Its
 	// descriptors follow the relay sockets'.
@@ -113,7 +120,8 @@ type Allocation struct {
 }
 
 // FDs returns how many descriptors travel with s: each listener's sockets,
-// then each allocation's relay sockets, then the offload's.
+// then each allocation's relay sockets, then the TURN-DTLS section's
+// (dtls.go), then the offload's.
 func (s *Snapshot) FDs() int {
 	n := 0
 	for _, l := range s.Listeners {
@@ -122,7 +130,7 @@ func (s *Snapshot) FDs() int {
 	for _, a := range s.Allocations {
 		n += len(a.Relays)
 	}
-	return n + s.Offload.FDs()
+	return n + s.dtlsFDs() + s.Offload.FDs()
 }
 
 // Errors of Decode; each is wrapped with what was found.
@@ -158,37 +166,7 @@ func Encode(s *Snapshot) ([]byte, error) {
 			w.fail(f + ".listener: no such listener")
 		}
 		w.u16(a.Listener)
-		w.addr(a.FiveTuple.Client, f+".client")
-		w.addr(a.FiveTuple.Server, f+".server")
-		w.b = append(w.b, byte(a.FiveTuple.Proto))
-		w.str16(a.Username, f+".username")
-		if len(a.Key) > math.MaxUint8 {
-			w.fail(f + ".key: longer than 255 bytes")
-		}
-		w.b = append(w.b, byte(len(a.Key)))
-		w.b = append(w.b, a.Key...)
-		if len(a.Relays) < 1 || len(a.Relays) > 2 {
-			w.fail(f + ".relays: want 1 or 2")
-		}
-		w.b = append(w.b, byte(len(a.Relays)))
-		for j, r := range a.Relays {
-			w.addr(r, fmt.Sprintf("%s.relays[%d]", f, j))
-		}
-		w.i64(a.Expires)
-		w.b = append(w.b, a.LastTxID[:]...)
-		w.u64(a.Token)
-		w.u16(a.AddressError)
-		w.count16(len(a.Permissions), f+".permissions")
-		for j, p := range a.Permissions {
-			w.addr(netip.AddrPortFrom(p.Peer, 0), fmt.Sprintf("%s.permissions[%d]", f, j))
-			w.i64(p.Expires)
-		}
-		w.count16(len(a.Channels), f+".channels")
-		for j, c := range a.Channels {
-			w.u16(c.Number)
-			w.addr(c.Peer, fmt.Sprintf("%s.channels[%d]", f, j))
-			w.i64(c.Expires)
-		}
+		w.alloc(a.Key, &a.AllocationState, f)
 	}
 	w.u32(s.Slots)
 	w.i64(s.StateBytes)
@@ -200,6 +178,7 @@ func Encode(s *Snapshot) ([]byte, error) {
 		w.str16(c.Series, fmt.Sprintf("counters[%d]", i))
 		w.u64(math.Float64bits(c.Value))
 	}
+	w.dtls(s)
 	w.offload(s.Offload)
 	if w.err != nil {
 		return nil, w.err
@@ -256,29 +235,7 @@ func Decode(b []byte) (*Snapshot, error) {
 		if r.err == nil && int(a.Listener) >= len(s.Listeners) {
 			r.fail(fmt.Sprintf("allocations[%d].listener %d: no such listener", i, a.Listener))
 		}
-		a.FiveTuple.Client, a.FiveTuple.Server = r.addr(), r.addr()
-		a.FiveTuple.Proto = turn.Proto(r.u8())
-		a.Username = r.str16()
-		a.Key = append([]byte(nil), r.take(int(r.u8()))...)
-		nr := int(r.u8())
-		if r.err == nil && (nr < 1 || nr > 2) {
-			r.fail(fmt.Sprintf("allocations[%d].relays: %d, want 1 or 2", i, nr))
-		}
-		for range nr {
-			a.Relays = append(a.Relays, r.addr())
-		}
-		a.Expires = r.i64()
-		copy(a.LastTxID[:], r.take(12))
-		a.Token = r.u64()
-		a.AddressError = r.u16()
-		np := r.count(int(r.u16()), 15)
-		for range np {
-			a.Permissions = append(a.Permissions, turn.PermissionState{Peer: r.addr().Addr(), Expires: r.i64()})
-		}
-		nc := r.count(int(r.u16()), 17)
-		for range nc {
-			a.Channels = append(a.Channels, turn.ChannelState{Number: r.u16(), Peer: r.addr(), Expires: r.i64()})
-		}
+		a.Key = r.alloc(&a.AllocationState, fmt.Sprintf("allocations[%d]", i))
 		s.Allocations = append(s.Allocations, a)
 	}
 	s.Slots = r.u32()
@@ -292,6 +249,7 @@ func Decode(b []byte) (*Snapshot, error) {
 		}
 		s.Counters = append(s.Counters, c)
 	}
+	r.dtls(s)
 	s.Offload = r.offload()
 	if r.err == nil && len(r.b) != 0 {
 		r.fail(fmt.Sprintf("%d bytes after the payload", len(r.b)))
@@ -300,6 +258,42 @@ func Decode(b []byte) (*Snapshot, error) {
 		return nil, r.err
 	}
 	return s, nil
+}
+
+// alloc writes an allocation's key and state (the layout's allocation
+// entry after its listener index); f names it in errors.
+func (w *writer) alloc(key []byte, a *turn.AllocationState, f string) {
+	w.addr(a.FiveTuple.Client, f+".client")
+	w.addr(a.FiveTuple.Server, f+".server")
+	w.b = append(w.b, byte(a.FiveTuple.Proto))
+	w.str16(a.Username, f+".username")
+	if len(key) > math.MaxUint8 {
+		w.fail(f + ".key: longer than 255 bytes")
+	}
+	w.b = append(w.b, byte(len(key)))
+	w.b = append(w.b, key...)
+	if len(a.Relays) < 1 || len(a.Relays) > 2 {
+		w.fail(f + ".relays: want 1 or 2")
+	}
+	w.b = append(w.b, byte(len(a.Relays)))
+	for j, r := range a.Relays {
+		w.addr(r, fmt.Sprintf("%s.relays[%d]", f, j))
+	}
+	w.i64(a.Expires)
+	w.b = append(w.b, a.LastTxID[:]...)
+	w.u64(a.Token)
+	w.u16(a.AddressError)
+	w.count16(len(a.Permissions), f+".permissions")
+	for j, p := range a.Permissions {
+		w.addr(netip.AddrPortFrom(p.Peer, 0), fmt.Sprintf("%s.permissions[%d]", f, j))
+		w.i64(p.Expires)
+	}
+	w.count16(len(a.Channels), f+".channels")
+	for j, c := range a.Channels {
+		w.u16(c.Number)
+		w.addr(c.Peer, fmt.Sprintf("%s.channels[%d]", f, j))
+		w.i64(c.Expires)
+	}
 }
 
 // writer appends the payload; the first error sticks.
@@ -349,6 +343,35 @@ func (w *writer) addr(a netip.AddrPort, field string) {
 		w.b = append(w.b, v[:]...)
 	}
 	w.u16(a.Port())
+}
+
+// alloc reads what writer.alloc wrote into a and returns the key; f names
+// the allocation in errors.
+func (r *reader) alloc(a *turn.AllocationState, f string) []byte {
+	a.FiveTuple.Client, a.FiveTuple.Server = r.addr(), r.addr()
+	a.FiveTuple.Proto = turn.Proto(r.u8())
+	a.Username = r.str16()
+	key := append([]byte(nil), r.take(int(r.u8()))...)
+	nr := int(r.u8())
+	if r.err == nil && (nr < 1 || nr > 2) {
+		r.fail(fmt.Sprintf("%s.relays: %d, want 1 or 2", f, nr))
+	}
+	for range nr {
+		a.Relays = append(a.Relays, r.addr())
+	}
+	a.Expires = r.i64()
+	copy(a.LastTxID[:], r.take(12))
+	a.Token = r.u64()
+	a.AddressError = r.u16()
+	np := r.count(int(r.u16()), 15)
+	for range np {
+		a.Permissions = append(a.Permissions, turn.PermissionState{Peer: r.addr().Addr(), Expires: r.i64()})
+	}
+	nc := r.count(int(r.u16()), 17)
+	for range nc {
+		a.Channels = append(a.Channels, turn.ChannelState{Number: r.u16(), Peer: r.addr(), Expires: r.i64()})
+	}
+	return key
 }
 
 // reader consumes the payload; the first error sticks and every read after

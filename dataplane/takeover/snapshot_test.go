@@ -1,6 +1,7 @@
 package takeover
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -48,6 +49,21 @@ func sample() *Snapshot {
 			{Series: `stunner_listener_packets_total{name="udp",direction="rx"}`, Value: 120},
 			{Series: "tern_auth_failures_total", Value: 3},
 		},
+		DTLSListeners: []DTLSListener{{Name: "dtls", Address: ap("127.0.0.1:5349")}},
+		Associations: []Association{
+			{Listener: 0, Client: ap("127.0.0.1:50002"), Local: ap("127.0.0.1:5349"), Suite: 0xc02b, Epoch: 1,
+				LocalKey: bytes.Repeat([]byte{1}, 16), RemoteKey: bytes.Repeat([]byte{2}, 16),
+				LocalIV: [4]byte{3}, RemoteIV: [4]byte{4}, NextSeq: 1<<32 + 9, ReplayTop: 12, ReplayMask: 0b1011,
+				Allocations: []Allocation{{Key: []byte("fedcba9876543210"), AllocationState: turn.AllocationState{
+					FiveTuple: turn.FiveTuple{Client: ap("127.0.0.1:50002"), Server: ap("127.0.0.1:5349"), Proto: turn.ProtoDTLS},
+					Username:  "user",
+					Relays:    []netip.AddrPort{ap("127.0.0.1:49155")},
+					Expires:   8,
+					Channels:  []turn.ChannelState{{Number: 0x4001, Peer: ap("10.0.0.2:9000"), Expires: 9}},
+				}}}},
+			{Listener: 0, Client: ap("[::1]:50003"), Local: ap("[::1]:5349"), Suite: 0xc030, Epoch: 1,
+				LocalKey: bytes.Repeat([]byte{5}, 32), RemoteKey: bytes.Repeat([]byte{6}, 32), NextSeq: 7},
+		},
 	}
 }
 
@@ -75,13 +91,18 @@ func TestRoundTrip(t *testing.T) {
 					got.Allocations[i].Key = s.Allocations[i].Key
 				}
 			}
+			for i := range got.Associations {
+				if len(got.Associations[i].Allocations) == 0 {
+					got.Associations[i].Allocations = s.Associations[i].Allocations
+				}
+			}
 			if diff := cmp.Diff(s, got, cmpAddrs...); diff != "" {
 				t.Errorf("decoded snapshot differs (-encoded +decoded):\n%s", diff)
 			}
 		})
 	}
-	if n := sample().FDs(); n != 5 {
-		t.Errorf("FDs() = %d, want 2 listener sockets and 3 relay sockets", n)
+	if n := sample().FDs(); n != 7 {
+		t.Errorf("FDs() = %d, want 2 listener sockets, 3 relay sockets, a DTLS listener socket and its association's relay socket", n)
 	}
 }
 
@@ -141,6 +162,21 @@ func TestDecodeMalformedPayload(t *testing.T) {
 	binary.BigEndian.PutUint32(b[off:], 1<<30)
 	if got, err := Decode(reseal(b, Version)); !errors.Is(err, ErrMalformed) || got != nil {
 		t.Errorf("huge allocation count: %v, %v; want ErrMalformed", got, err)
+	}
+	// An association's allocation must be a TURN-DTLS one.
+	s = sample()
+	s.Associations[0].Allocations[0].FiveTuple.Proto = turn.ProtoUDP
+	b, err := Encode(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := Decode(b); !errors.Is(err, ErrMalformed) || got != nil {
+		t.Errorf("association with a UDP allocation: %v, %v; want ErrMalformed", got, err)
+	}
+	s = sample()
+	s.Associations[1].Listener = 1
+	if _, err := Encode(s); err == nil {
+		t.Error("Encode took an association of a TURN-DTLS listener that does not exist")
 	}
 }
 

@@ -38,10 +38,18 @@ func newPionClient(t *testing.T, s *server, user, pass string) *pionClient {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &pionClient{conn: conn, server: s.addr, user: user, pass: pass, log: &syncBuffer{}}
+	return newPionClientOn(t, conn, s.addr, user, pass)
+}
+
+// newPionClientOn is newPionClient over conn (a DTLS session: dtlsConn) to
+// the listener at server.
+func newPionClientOn(t *testing.T, conn net.PacketConn, server *net.UDPAddr, user, pass string) *pionClient {
+	t.Helper()
+	var err error
+	c := &pionClient{conn: conn, server: server, user: user, pass: pass, log: &syncBuffer{}}
 	c.Client, err = turn.NewClient(&turn.ClientConfig{
-		STUNServerAddr: s.addr.String(),
-		TURNServerAddr: s.addr.String(),
+		STUNServerAddr: server.String(),
+		TURNServerAddr: server.String(),
 		Username:       user,
 		Password:       pass,
 		Realm:          testRealm, // pion replaces it with the REALM of the server's 401

@@ -14,9 +14,11 @@
 // (core.Conn.Handle) right there, batching what goes to peers. What peers
 // send, relay workers seal into their own outbox of the listener
 // (outbox_linux.go, used by that worker alone, so it has no lock) and send
-// with one sendmmsg per wake-up (core.Conn.QueueToClient).
+// with one sendmmsg per wake-up (core.Conn.QueueToClient). A hand-over to
+// a successor process moves the socket and the associations whose record
+// layer had taken over, as their record state (handover.go).
 //
-// Lock order. The package has four locks (package record's Keys.mu, taken
+// Lock order. The package has five locks (package record's Keys.mu, taken
 // when pion writes through an association, is a leaf: nothing is taken
 // under it). assoc.amu is the only one held while others are taken:
 //   - assoc.amu serialises an association's admission by the reader
@@ -27,7 +29,9 @@
 //     never an amu; so amu comes first, and no other lock is held when it
 //     is taken.
 //
-// The other three are never held while another of them is taken:
+// The other four are never held while another of them is taken:
+//   - dtlsMux.pmu guards the hand-over's pause channel (handover.go);
+//     held only to read or change it.
 //   - dtlsMux.mu guards the address-to-association map and the list and
 //     count of unverified associations; held only to read or change them.
 //   - assoc.qmu guards an association's queue of datagrams for pion/dtls
@@ -63,7 +67,6 @@ import (
 	"github.com/tern-gw/tern/dataplane/listener/core"
 	"github.com/tern-gw/tern/dataplane/listener/dtls/record"
 	"github.com/tern-gw/tern/dataplane/stats"
-	"github.com/tern-gw/tern/dataplane/udpio"
 	"github.com/tern-gw/tern/turn"
 )
 
@@ -77,6 +80,10 @@ type Listener struct {
 	// outs batch the records relay workers seal for the listener's
 	// associations, one per worker (outbox_linux.go).
 	outs []*outbox
+	// started is set once the reader runs (Resume); adopted are the
+	// associations handed over to it until then (handover.go).
+	started bool
+	adopted []*assoc
 }
 
 // LocalAddr is the bound address, for logs.
@@ -93,40 +100,28 @@ func Start(env core.Env, lc config.Listener, al *allowlist.List) (*Listener, err
 	if err != nil {
 		return nil, fmt.Errorf("listener %q: address: %w", lc.Name, err)
 	}
-	h, err := certs.New(lc, env.Log)
-	if err != nil {
-		return nil, err
-	}
-	l := &Listener{certs: h}
-	l.Init(env, lc, turn.ProtoDTLS, al)
-	l.Cert, l.Key = h.PEM()
-	l.conf = &dtls.Config{
-		GetCertificate:       h.GetDTLSCertificate,
-		ExtendedMasterSecret: dtls.RequireExtendedMasterSecret,
-	}
 	// The handshake runs per connection in its own goroutine (dtls.Listen
 	// would run it inside Accept, where one slow client stalls the rest),
 	// and only datagrams that open a DTLS handshake create a connection.
 	uc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(ip, uint16(lc.Port))))
 	if err != nil {
-		h.Close()
 		return nil, fmt.Errorf("listener %q: %w", lc.Name, err)
 	}
-	if env.SocketBuffer > 0 {
-		// One socket carries every association: the default buffers
-		// (about 200 KiB) overflow in a burst of a few hundred records.
-		udpio.SetConnBuffers(uc, env.SocketBuffer)
+	l, err := open(env, lc, al, uc)
+	if err != nil {
+		return nil, err
 	}
-	if l.mux, err = newDTLSMux(uc, dtlsBacklog); err != nil {
-		uc.Close()
-		h.Close()
-		return nil, fmt.Errorf("listener %q: %w", lc.Name, err)
-	}
-	l.mux.admit = l.admitVerified
-	l.outs = newOutboxes(l.mux.rc, env.RelayWorkers)
-	go l.mux.run()
-	go l.accept()
+	l.Resume()
 	return l, nil
+}
+
+// newConfig is the listener's handshake config, with the certificate of
+// h; each association gets a copy (assocConfig).
+func newConfig(h *certs.Holder) *dtls.Config {
+	return &dtls.Config{
+		GetCertificate:       h.GetDTLSCertificate,
+		ExtendedMasterSecret: dtls.RequireExtendedMasterSecret,
+	}
 }
 
 func (l *Listener) accept() {
@@ -243,6 +238,9 @@ func (l *Listener) serveConn(c *core.Conn, a *assoc) {
 // reader took over).
 func (l *Listener) watchFast(c *core.Conn, dc net.Conn, f *fastAssoc, buf []byte, res *turn.Result) {
 	start := f.last.Load()
+	if f.adopted {
+		start = 0 // its first message came to the process that handed it over
+	}
 	for {
 		// The first message must come within core.HandshakeTimeout; until it
 		// has, wake at the idle limit too, to take that limit up as soon
@@ -278,11 +276,23 @@ func (l *Listener) watchFast(c *core.Conn, dc net.Conn, f *fastAssoc, buf []byte
 	}
 }
 
-// Close stops accepting, closes every association and deletes their
-// allocations.
+// Close closes every association (sending close_notify on those the
+// record layer serves), stops accepting and deletes their allocations.
 func (l *Listener) Close() {
 	l.Closed.Store(true)
+	// Before the socket closes, so that each association's close_notify
+	// leaves (RFC 5246 §7.2.1).
+	l.mux.closeAssocs()
 	l.mux.close()
+	if !l.started { // adopted, never resumed: no reader to close them
+		l.started = true
+		l.mux.closeAll()
+		for _, a := range l.adopted {
+			a.ended()
+			a.conn.Finish()
+		}
+		l.adopted = nil
+	}
 	l.certs.Close()
 	l.CloseAll()
 }

@@ -73,6 +73,15 @@ type dtlsMux struct {
 	// evicted counts unverified associations closed to make room for a
 	// new one; expired, those closed at unverifiedLifetime.
 	evicted, expired atomic.Uint64
+
+	// The hand-over (handover.go): pause is set while the reader is to
+	// stop; the reader says on parkedC that it has, and waits for pause
+	// to be closed. gone is set once a successor serves the associations:
+	// nothing more is sent on the socket (no close_notify).
+	pmu     sync.Mutex
+	pause   chan struct{}
+	parkedC chan struct{}
+	gone    atomic.Bool
 }
 
 // Unverified associations. pion/dtls answers a first ClientHello with a
@@ -109,7 +118,8 @@ func newDTLSMux(conn *net.UDPConn, backlog int) (*dtlsMux, error) {
 	local := conn.LocalAddr().(*net.UDPAddr)
 	wild := local.IP.IsUnspecified() && setPacketInfo(rc)
 	return &dtlsMux{conn: conn, rc: rc, out: out, local: local, wild: wild, m: map[netip.AddrPort]*assoc{},
-		accept: make(chan *assoc, backlog), snd: udpio.NewSends(udpio.BatchSize), admit: func(*assoc) bool { return true }}, nil
+		accept: make(chan *assoc, backlog), snd: udpio.NewSends(udpio.BatchSize), admit: func(*assoc) bool { return true },
+		parkedC: make(chan struct{}, 1)}, nil
 }
 
 // assoc is one association: the net.Conn pion/dtls runs the handshake
@@ -182,6 +192,9 @@ type fastAssoc struct {
 	// last is when the last record was handled, Unix nanoseconds, for the
 	// association's idle timeout.
 	last atomic.Int64
+	// adopted is set for an association handed over by another process:
+	// it has no pion/dtls session, so the reader handles its alerts.
+	adopted bool
 }
 
 var muxBufPool = sync.Pool{New: func() any { b := make([]byte, dtlsReadBuffer); return &b }}
@@ -358,6 +371,13 @@ func (m *dtlsMux) newAssoc(from netip.AddrPort, to netip.Addr) *assoc {
 
 // closeAll closes every association, once the socket is closed.
 func (m *dtlsMux) closeAll() {
+	m.closeAssocs()
+	close(m.accept)
+}
+
+// closeAssocs closes every association; while the socket is open, those
+// of the record layer send their close_notify.
+func (m *dtlsMux) closeAssocs() {
 	m.mu.Lock()
 	as := make([]*assoc, 0, len(m.m))
 	for _, a := range m.m {
@@ -367,13 +387,18 @@ func (m *dtlsMux) closeAll() {
 	for _, a := range as {
 		a.Close()
 	}
-	close(m.accept)
 }
 
 // close closes the socket; run then closes the associations.
 func (m *dtlsMux) close() {
 	m.closed.Store(true)
 	m.conn.Close()
+	m.pmu.Lock()
+	if m.pause != nil { // a paused reader waits: let it see the close
+		close(m.pause)
+		m.pause = nil
+	}
+	m.pmu.Unlock()
 }
 
 // handleFast splits a datagram into records: application data records of
@@ -387,8 +412,20 @@ func (a *assoc) handleFast(f *fastAssoc, b []byte, res *turn.Result) {
 		}
 		rec := b[:size]
 		b = b[size:]
+		if f.adopted && rec[0] == record.ContentAlert && binary.BigEndian.Uint16(rec[3:5]) == f.rec.Epoch() {
+			// No pion session to take it: a close_notify or any other
+			// alert the client seals ends the association.
+			if _, ok := f.rec.Open(rec); ok {
+				a.Close()
+				return
+			}
+			f.c.Stats.Drops[turn.DropMalformed].Add(1)
+			continue
+		}
 		if rec[0] != record.ContentAppData || binary.BigEndian.Uint16(rec[3:5]) != f.rec.Epoch() {
-			a.pushCopy(rec)
+			if !f.adopted { // else nobody would read it: a handshake flight again
+				a.pushCopy(rec)
+			}
 			continue
 		}
 		p, ok := f.rec.Open(rec)
@@ -495,6 +532,9 @@ func (a *assoc) Read(p []byte) (int, error) {
 // It works after Close too, so that pion/dtls can still send its alert
 // (the socket is the listener's, closed with it).
 func (a *assoc) Write(p []byte) (int, error) {
+	if a.mux.gone.Load() {
+		return len(p), nil // the successor's now: it must not see our sequence numbers
+	}
 	if a.fast.Load() == nil {
 		if !a.verified.Load() {
 			if c, ok := hello.ParseHelloVerifyRequest(p); ok {
@@ -517,7 +557,7 @@ func (a *assoc) Write(p []byte) (int, error) {
 // client's replay window.
 func (a *assoc) Close() error {
 	a.once.Do(func() {
-		if f := a.fast.Load(); f != nil {
+		if f := a.fast.Load(); f != nil && !a.mux.gone.Load() {
 			if rec, err := f.rec.SealType(nil, record.ContentAlert, record.CloseNotify); err == nil {
 				_, _ = a.Write(rec)
 			}

@@ -32,6 +32,9 @@ func (m *dtlsMux) run() {
 	}
 	for {
 		if err := rc.Read(read); err != nil {
+			if m.parked() {
+				continue // paused for a hand-over, and resumed
+			}
 			return // closed
 		}
 		if rerr != nil {

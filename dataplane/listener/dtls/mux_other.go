@@ -17,6 +17,9 @@ func (m *dtlsMux) run() {
 	for {
 		n, from, err := m.conn.ReadFromUDPAddrPort(buf)
 		if err != nil {
+			if m.parked() {
+				continue
+			}
 			if m.closed.Load() {
 				m.closeAll()
 				return

@@ -55,11 +55,13 @@ var ErrNoFastPath = errors.New("cipher suite without a fast path")
 // at one epoch. Seal may run on several goroutines at once; open runs on
 // the listener's reader only.
 type Records struct {
-	local, remote     cipher.AEAD
-	localIV, remoteIV [4]byte
-	epoch             uint16 // both directions: pion ends the handshake with equal epochs
-	seq               atomic.Uint64
-	replay            replayWindow
+	local, remote       cipher.AEAD
+	localKey, remoteKey []byte // for State
+	suite               uint16
+	localIV, remoteIV   [4]byte
+	epoch               uint16 // both directions: pion ends the handshake with equal epochs
+	seq                 atomic.Uint64
+	replay              replayWindow
 	// openScratch holds Open's nonce and additional data: arrays on the
 	// stack would escape to the heap through the cipher.AEAD interface, one
 	// allocation each per record. Open runs on one goroutine.
@@ -107,18 +109,18 @@ func newRecords(in Inputs, client bool) (*Records, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Records{epoch: in.epoch}
-	if r.local, err = newGCM(keys.ServerWriteKey); err != nil {
-		return nil, err
-	}
-	if r.remote, err = newGCM(keys.ClientWriteKey); err != nil {
-		return nil, err
-	}
+	r := &Records{epoch: in.epoch, suite: in.suite, localKey: keys.ServerWriteKey, remoteKey: keys.ClientWriteKey}
 	copy(r.localIV[:], keys.ServerWriteIV)
 	copy(r.remoteIV[:], keys.ClientWriteIV)
 	if client {
-		r.local, r.remote = r.remote, r.local
+		r.localKey, r.remoteKey = r.remoteKey, r.localKey
 		r.localIV, r.remoteIV = r.remoteIV, r.localIV
+	}
+	if r.local, err = newGCM(r.localKey); err != nil {
+		return nil, err
+	}
+	if r.remote, err = newGCM(r.remoteKey); err != nil {
+		return nil, err
 	}
 	// Far past what pion has sent at this epoch (its Finished). pion keeps
 	// its own counter for what it may still send itself: an alert, or its
