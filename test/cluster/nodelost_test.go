@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +24,11 @@ const (
 	nlPort     = 3482
 	nlReplicas = 3
 	nlClients  = 4
+	// Each replica's relay ports, nlCapacity of them: its capacity in allocations. A surviving
+	// replica holding nlClients takes nlCapacity-nlClients of the lost node's clients and
+	// sends the rest to the other with 300 Try Alternate (reason capacity).
+	nlMinPort  = 41000
+	nlCapacity = 6
 	// How long the API server and Mimir may take to show the loss: the node controller marks
 	// a node NotReady after its grace period (kube-controller-manager's
 	// --node-monitor-grace-period, 50 s by default), and the machine is loaded.
@@ -31,7 +37,7 @@ const (
 
 // nlManifests is the Gateway API side of TestNodeLost; %[1]s is the ternd image. Three
 // replicas on hostNetwork (one per node, their ports being host ports), the metrics endpoint
-// on, a UDPRoute to the echo.
+// on, nlCapacity relay ports each (%[2]d-%[3]d), a UDPRoute to the echo.
 const nlManifests = `apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
 metadata: {name: nodelost-class}
@@ -46,6 +52,8 @@ spec:
   realm: stunner.l7mp.io
   dataplane: nodelost
   authRef: {name: stunner-auth-secret, namespace: stunner}
+  minPort: %[2]d
+  maxPort: %[3]d
 ---
 apiVersion: stunner.l7mp.io/v1
 kind: Dataplane
@@ -88,9 +96,11 @@ spec:
 //     ready, and until Mimir's sum(stunner_allocations_active) is the survivors' allocations
 //     alone, are logged;
 //   - the surviving replicas' clients lose no datagram from before the kill until after both;
-//   - the lost node's clients allocate again with the project's client (bench/turnclient,
-//     which follows 300 Try Alternate) at a surviving replica's address and relay, each of
-//     its datagrams echoed.
+//   - once the operator has dropped the lost node from the alternates, the lost node's
+//     clients allocate again with the project's client (bench/turnclient, which follows 300
+//     Try Alternate) at a surviving replica's address: it takes what its relay ports allow
+//     (nlCapacity) and redirects the others to the other survivor, counted in its
+//     tern_redirects_total{reason="capacity"}; each relays, every datagram echoed.
 //
 // The node is started again (`hack/cluster.sh node-start`) when the test ends, and waited for
 // until Ready, so the tests after it find the cluster whole.
@@ -112,7 +122,7 @@ func TestNodeLost(t *testing.T) {
 	kubectl(t, "-n", "media-plane", "rollout", "status", "deployment/media-server", "--timeout=120s")
 	echo := runningPods(t, "media-plane", "app=media-server")[0]
 	startPeer(t, dir, echo)
-	manifests := []byte(fmt.Sprintf(nlManifests, importedImage(t, dir, "ternd")))
+	manifests := []byte(fmt.Sprintf(nlManifests, importedImage(t, dir, "ternd"), nlMinPort, nlMinPort+nlCapacity-1))
 	run(t, manifests, "kubectl", "apply", "-f", "-")
 	t.Cleanup(func() {
 		_, _ = tryRun(manifests, "kubectl", "delete", "--ignore-not-found", "--wait=false", "-f", "-")
@@ -232,7 +242,24 @@ func TestNodeLost(t *testing.T) {
 	})
 
 	step("Reallocate", func(t *testing.T) {
+		start := time.Now()
+		testenv.Eventually(t, 60*time.Second, func() error {
+			cfg, err := tryRun(nil, "kubectl", "-n", gatewayNamespace, "get", "configmap", nlGateway, "-o", `jsonpath={.data.tern\.yaml}`)
+			if err != nil {
+				return err
+			}
+			if strings.Contains(cfg, lost.ip+":0") {
+				return fmt.Errorf("the Gateway's config still names the lost %s:0 in its alternates:\n%s", lost.ip, cfg)
+			}
+			return nil
+		})
+		t.Logf("the lost node out of the Gateway's alternates %.1fs after it left the EndpointSlice", time.Since(start).Seconds())
 		to := netip.AddrPortFrom(netip.MustParseAddr(survivors[0].ip), nlPort)
+		metrics := "http://" + net.JoinHostPort(survivors[0].ip, "8080") + "/metrics"
+		before, err := scrapeSample(metrics, `tern_redirects_total{reason="capacity"}`)
+		if err != nil {
+			t.Fatal(err)
+		}
 		redirected := 0
 		for _, c := range load {
 			if c.on.name != lost.name {
@@ -257,7 +284,16 @@ func TestNodeLost(t *testing.T) {
 			}
 			t.Logf("lost client %d: %d of %d datagrams echoed before the loss; allocated again on %v and relayed", c.id, got, sent, r.c.Server())
 		}
-		t.Logf("%d of %d lost clients sent on by 300 Try Alternate", redirected, nlClients)
+		after, err := scrapeSample(metrics, `tern_redirects_total{reason="capacity"}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if redirected == 0 || after-before < uint64(redirected) {
+			t.Errorf("%d of %d lost clients redirected by %v (its tern_redirects_total{reason=\"capacity\"} went from %d to %d); want the %d past its %d relay ports",
+				redirected, nlClients, to, before, after, nlClients-(nlCapacity-nlClients), nlCapacity)
+		}
+		t.Logf("%d of %d lost clients sent on by %v's 300 Try Alternate (at capacity: %d relay ports); its tern_redirects_total{reason=\"capacity\"} +%d",
+			redirected, nlClients, to, nlCapacity, after-before)
 	})
 
 	step("Survivors", func(t *testing.T) {
