@@ -282,7 +282,7 @@ func TestNodeLost(t *testing.T) {
 			if err != nil || n != s {
 				t.Fatalf("lost client %d, again on %v: %d of %d datagrams echoed (%v)", c.id, r.c.Server(), n, s, err)
 			}
-			t.Logf("lost client %d: %d of %d datagrams echoed before the loss; allocated again on %v and relayed", c.id, got, sent, r.c.Server())
+			t.Logf("lost client %d: %d of the %d datagrams it sent echoed (none after the loss); allocated again on %v and relayed", c.id, got, sent, r.c.Server())
 		}
 		after, err := scrapeSample(metrics, `tern_redirects_total{reason="capacity"}`)
 		if err != nil {
