@@ -729,7 +729,9 @@ func startClusterMimir(t *testing.T, bin string) string {
 	if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := startDaemon(t, nil, "mimir", bin, "-config.file="+cfg)
+	// Its activity log in the temporary directory, not Mimir's default ./metrics-activity.log
+	// (the package's directory, where go test runs it).
+	d := startDaemon(t, nil, "mimir", bin, "-config.file="+cfg, "-activity-tracker.filepath="+filepath.Join(dir, "metrics-activity.log"))
 	base := "http://127.0.0.1:" + strconv.Itoa(httpPort)
 	testenv.Eventually(t, 120*time.Second, func() error {
 		if d.exited() {
