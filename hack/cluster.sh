@@ -8,6 +8,9 @@
 #                              control plane's network namespace, KUBECONFIG set, the
 #                              binaries' directory first on PATH)
 #   hack/cluster.sh node-exec NODE CMD   run CMD in node NODE's network namespace (tern-node-2)
+#   hack/cluster.sh node-kill NODE   lose node NODE: SIGKILL to its kubelet, kube-proxy,
+#                              containerd, shims and containers (by PID, only this script's)
+#   hack/cluster.sh node-start NODE  start a killed node's processes again, wait until Ready
 #   hack/cluster.sh down       stop everything and remove every trace
 #
 # The control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler) runs in a
@@ -466,9 +469,7 @@ up() {
 		--listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
 		--listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
 		--initial-cluster tern=http://127.0.0.1:2380 --unsafe-no-fsync --quota-backend-bytes 2147483648
-	for ((i = 1; i <= n; i++)); do
-		start "$(node_name "$i").containerd" "$i" containerd --config "$(node_dir "$i")/containerd/config.toml"
-	done
+	for ((i = 1; i <= n; i++)); do start_containerd "$i"; done
 	wait_for 30 etcd "etcd health" in_ns curl -sf http://127.0.0.1:2379/health
 
 	local p=$work/pki
@@ -495,13 +496,12 @@ up() {
 		--authentication-kubeconfig "$work/scheduler.kubeconfig" --authorization-kubeconfig "$work/scheduler.kubeconfig" \
 		--bind-address 127.0.0.1 --leader-elect=false
 
-	local name d host_rules
+	local name host_rules
 	for ((i = 1; i <= n; i++)); do
-		name=$(node_name "$i") d=$(node_dir "$i")
+		name=$(node_name "$i")
 		wait_for 30 "$name.containerd" "$name's containerd" ctr_ "$i" version
 		import_images "$i"
-		start "$name.kubelet" "$i" "$bins/kubelet" --config "$d/kubelet/config.yaml" --kubeconfig "$d/kubelet.kubeconfig" \
-			--root-dir "$d/kubelet" --node-ip "$(node_ip "$i")" --hostname-override "$name" --v 2
+		start_kubelet "$i"
 	done
 	# kube-proxy reads the node's addresses at start and exits when they change later (as a
 	# DaemonSet would restart it): it starts once the kubelet has registered the node.
@@ -509,7 +509,7 @@ up() {
 	for ((i = 1; i <= n; i++)); do
 		name=$(node_name "$i")
 		wait_for 60 "$name.kubelet" "node $name registered" kubectl_ get node "$name"
-		start "$name.kube-proxy" "$i" "$bins/kube-proxy" --config "$(node_dir "$i")/kube-proxy.yaml" --v 2
+		start_kube_proxy "$i"
 	done
 	for ((i = 1; i <= n; i++)); do
 		name=$(node_name "$i")
@@ -519,6 +519,58 @@ up() {
 	[[ "$(host_kube_rules)" == "$host_rules" ]] || fail "$(node_name 1).kube-proxy" "kube-proxy changed the HOST's iptables (KUBE- rules); take the cluster down"
 	for c in $(components); do alive "$c" || fail "$c" "$c is not running"; done
 	log "up with $n node(s) in $((SECONDS - t0))s; KUBECONFIG=$work/kubeconfig, reachable with: hack/cluster.sh exec kubectl get nodes"
+}
+
+# start_containerd I, start_kubelet I, start_kube_proxy I: node I's processes (up, and
+# node-start after node-kill).
+start_containerd() { start "$(node_name "$1").containerd" "$1" containerd --config "$(node_dir "$1")/containerd/config.toml"; }
+start_kubelet() {
+	local d name
+	d=$(node_dir "$1") name=$(node_name "$1")
+	start "$name.kubelet" "$1" "$bins/kubelet" --config "$d/kubelet/config.yaml" --kubeconfig "$d/kubelet.kubeconfig" \
+		--root-dir "$d/kubelet" --node-ip "$(node_ip "$1")" --hostname-override "$name" --v 2
+}
+start_kube_proxy() { start "$(node_name "$1").kube-proxy" "$1" "$bins/kube-proxy" --config "$(node_dir "$1")/kube-proxy.yaml" --v 2; }
+
+# node_index NODE: I of tern-node-I, which must be up.
+node_index() {
+	[[ "$1" =~ ^tern-node-([1-9])$ ]] || die "no node $1 (tern-node-1 ... tern-node-$(node_count))"
+	((BASH_REMATCH[1] <= $(node_count))) || die "no node $1 (tern-node-1 ... tern-node-$(node_count))"
+	echo "${BASH_REMATCH[1]}"
+}
+
+# node_kill NODE: a node lost. SIGKILL to the processes this script started for it (its
+# kubelet, kube-proxy and containerd, by their pid files), its containerd's shims (by its
+# socket) and every process in its cgroup (its pods' containers). Its network namespace stays,
+# with nothing in it answering; the API server learns of the loss as of a real node's: the
+# node controller marks it NotReady when its leases stop. node-start brings it back.
+node_kill() {
+	local i name c pid
+	i=$(node_index "$1") name=$1
+	for c in kubelet kube-proxy containerd; do
+		if alive "$name.$c"; then kill -9 "$(pidof_ "$name.$c")" 2>/dev/null || true; fi
+	done
+	for pid in $(shim_pids "$(node_sock "$i")"); do kill -9 "$pid" 2>/dev/null || true; done
+	local d
+	for d in /sys/fs/cgroup/*/"$cg_root/$name"; do
+		[[ -d "$d" ]] || continue
+		for pid in $(find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u); do kill -9 "$pid" 2>/dev/null || true; done
+	done
+	log "node $name killed"
+}
+
+# node_start NODE: node-kill undone: its containerd, kubelet and kube-proxy started again,
+# waiting until the node is Ready.
+node_start() {
+	local i name
+	i=$(node_index "$1") name=$1
+	bins=$("$repo/hack/cluster-bins.sh" --check)
+	start_containerd "$i"
+	wait_for 30 "$name.containerd" "$name's containerd" ctr_ "$i" version
+	start_kubelet "$i"
+	start_kube_proxy "$i"
+	wait_for 180 "$name.kubelet" "Ready node $name" node_ready "$name"
+	log "node $name started again"
 }
 
 # import_images I: the pause image and bin/images/*.tar into node I's containerd.
@@ -678,13 +730,21 @@ exec)
 	shift
 	exec_ "$@"
 	;;
+node-kill)
+	[[ $# -eq 2 ]] || die "usage: $0 node-kill NODE"
+	node_kill "$2"
+	;;
+node-start)
+	[[ $# -eq 2 ]] || die "usage: $0 node-start NODE"
+	node_start "$2"
+	;;
 node-exec)
 	shift
 	[[ $# -ge 2 ]] || die "usage: $0 node-exec NODE CMD..."
 	node_exec "$@"
 	;;
 *)
-	echo "usage: $0 up|down|status|exec CMD...|node-exec NODE CMD..." >&2
+	echo "usage: $0 up|down|status|exec CMD...|node-exec NODE CMD...|node-kill NODE|node-start NODE" >&2
 	exit 2
 	;;
 esac

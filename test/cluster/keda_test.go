@@ -17,6 +17,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
@@ -28,20 +29,33 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pion/stun/v2"
+
+	"github.com/tern-gw/tern/bench/turnclient"
 	"github.com/tern-gw/tern/internal/testenv"
 )
 
-// The Gateway TestKEDAScaling scales, and how: threshold allocations per replica, so
-// kedaAllocations allocations ask for ceil(6/2) = 3 replicas, the most the ScaledObject allows.
+// The Gateway TestKEDAScaling scales, and how: kedaThreshold allocations per replica, so
+// kedaFirst pion/turn allocations on the first replica ask for ceil(210/100) = 3 replicas, the
+// most the ScaledObject allows; kedaAllocations-kedaFirst more clients of the project's own
+// (bench/turnclient, which follows 300 Try Alternate like libwebrtc) then allocate at the first
+// replica's address and land on the two new ones by the balancing redirect.
 const (
 	kedaGateway     = "udp-keda"
 	kedaSelector    = "stunner.l7mp.io/related-gateway-name=" + kedaGateway
 	kedaPort        = 3480
-	kedaThreshold   = 2
-	kedaAllocations = 6
+	kedaThreshold   = 100
+	kedaFirst       = 210
+	kedaAllocations = 300
 	kedaMax         = 3
-	kedaNamespace   = "keda" // KEDA's own namespace (its POD_NAMESPACE)
-	mimirTenant     = "tern" // the tenant vmagent writes as and KEDA queries as
+	// The datagrams each allocation relays to the echo and back, none of them lost, and how
+	// many clients relay at once.
+	kedaPackets     = 10
+	kedaConcurrency = 20
+	// The Gateway's tern-gw.io/allocation-imbalance-percent.
+	kedaImbalance = 50
+	kedaNamespace = "keda" // KEDA's own namespace (its POD_NAMESPACE)
+	mimirTenant   = "tern" // the tenant vmagent writes as and KEDA queries as
 	// The address of the control plane's network namespace on the nodes' bridge
 	// (hack/cluster.sh's cp_ip): where the API server reaches KEDA's metrics API server.
 	controlPlaneIP = "10.244.0.1"
@@ -50,9 +64,11 @@ const (
 	kedaScaleBound = 5 * time.Minute
 )
 
-// kedaManifests is the Gateway API side of TestKEDAScaling: a Gateway of its own (TURN-UDP on
-// kedaPort, a ClusterIP Service) on the chart's default Dataplane. No route: allocations are
-// all the test makes.
+// kedaManifests is the Gateway API side of TestKEDAScaling; %[1]s is the ternd image. A
+// Gateway of its own (TURN-UDP on kedaPort, a ClusterIP Service, balancing its replicas by
+// tern-gw.io/allocation-imbalance-percent) on a Dataplane of its own: hostNetwork (each
+// replica on a node of its own, clients at the node's address, alternates the nodes'
+// addresses), the metrics endpoint on; a UDPRoute to the echo.
 const kedaManifests = `apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
 metadata: {name: keda-class}
@@ -65,17 +81,38 @@ kind: GatewayConfig
 metadata: {name: keda-config, namespace: stunner}
 spec:
   realm: stunner.l7mp.io
+  dataplane: keda
   authRef: {name: stunner-auth-secret, namespace: stunner}
+---
+apiVersion: stunner.l7mp.io/v1
+kind: Dataplane
+metadata: {name: keda}
+spec:
+  replicas: 1
+  image: %[1]s
+  imagePullPolicy: Never
+  command: [ternd]
+  args: [-w, --udp-thread-num=16]
+  hostNetwork: true
+  enableMetricsEndpoint: true
+  terminationGracePeriodSeconds: 30
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata:
   name: udp-keda
   namespace: stunner
-  annotations: {stunner.l7mp.io/service-type: ClusterIP}
+  annotations: {stunner.l7mp.io/service-type: ClusterIP, tern-gw.io/allocation-imbalance-percent: "%[2]d"}
 spec:
   gatewayClassName: keda-class
   listeners: [{name: udp-listener, port: 3480, protocol: TURN-UDP}]
+---
+apiVersion: stunner.l7mp.io/v1
+kind: UDPRoute
+metadata: {name: keda-route, namespace: stunner}
+spec:
+  parentRefs: [{name: udp-keda}]
+  rules: [{backendRefs: [{name: media-server-pool, namespace: media-plane}]}]
 `
 
 // mimirClusterConfig runs Mimir as one process (target all) on 127.0.0.1 of the control
@@ -215,25 +252,34 @@ func TestKEDAScaling(t *testing.T) {
 		t.Fatalf("the API server of %s has no front-proxy (requestheader) settings: the cluster was started by an older hack/cluster.sh; take it down and up again", dir)
 	}
 
-	kubectl(t, "apply", "-f", filepath.Join(root, "test", "cluster", "testdata", "gateway-prereqs.yaml"))
-	run(t, []byte(kedaManifests), "kubectl", "apply", "-f", "-")
+	testdata := func(name string) string { return filepath.Join(root, "test", "cluster", "testdata", name) }
+	kubectl(t, "apply", "-f", testdata("gateway-prereqs.yaml"))
+	kubectl(t, "apply", "-f", testdata("media-server.yaml"))
+	kubectl(t, "-n", "media-plane", "rollout", "status", "deployment/media-server", "--timeout=120s")
+	echo := runningPods(t, "media-plane", "app=media-server")[0]
+	startPeer(t, dir, echo)
+	manifests := []byte(fmt.Sprintf(kedaManifests, importedImage(t, dir, "ternd"), kedaImbalance))
+	run(t, manifests, "kubectl", "apply", "-f", "-")
 	t.Cleanup(func() {
-		_, _ = tryRun([]byte(kedaManifests), "kubectl", "delete", "--ignore-not-found", "--wait=false", "-f", "-")
+		_, _ = tryRun(manifests, "kubectl", "delete", "--ignore-not-found", "--wait=false", "-f", "-")
 	})
 	// The setup runs on t itself, not in subtests: the processes and objects it starts stay
 	// until the test ends (a subtest's cleanups run when the subtest does).
 	var first pod
-	testenv.Eventually(t, 120*time.Second, func() error {
+	testenv.Eventually(t, 180*time.Second, func() error {
 		pods, err := readyPods(gatewayNamespace, kedaSelector)
-		if err != nil || len(pods) != 1 {
-			return fmt.Errorf("want one Ready ternd pod for Gateway %s, have %v (%v)", kedaGateway, pods, err)
+		if err != nil || len(pods) != 1 || pods[0].ip != pods[0].hostIP {
+			return fmt.Errorf("want one Ready ternd pod for Gateway %s on its node's address, have %v (%v)", kedaGateway, pods, err)
+		}
+		if err := echoOnce(kedaServer(pods[0]), echo.ip, 500*time.Millisecond); err != nil {
+			return err
 		}
 		first = pods[0]
 		return nil
 	})
 
 	mimir := startClusterMimir(t, mimirBin)
-	startClusterVmagent(t, kubeconfig, mimir)
+	startClusterVmagent(t, kubeconfig, mimir, kedaGateway)
 	// The ternd pod's series reaches Mimir: sum(stunner_allocations_active) is 0.
 	start := time.Now()
 	testenv.Eventually(t, 120*time.Second, func() error {
@@ -300,33 +346,177 @@ func TestKEDAScaling(t *testing.T) {
 		return nil
 	})
 
-	server := net.JoinHostPort(first.ip, strconv.Itoa(kedaPort))
-	var allocs []*turnAlloc
+	server := kedaServer(first)
+	var (
+		allocs     []*turnAlloc    // the pion/turn clients, on the first replica
+		redirected []*kedaRedirect // the clients that came later, on the others
+	)
 	defer func() {
 		for _, a := range allocs {
 			a.Close()
 		}
+		for _, r := range redirected {
+			r.close()
+		}
 	}()
 	step("ScaleOut", func(t *testing.T) {
+		// Half the clients from the test's own address, half from another node's: ternd's
+		// per-client-address quota (DefaultAllocationsPerIP, 486 past it) is below kedaFirst.
+		var other string
+		for _, n := range requireNodes(t, kedaMax) {
+			if n.name != first.node {
+				other = n.name
+			}
+		}
+		fromOther := func() (net.PacketConn, error) { return listenUDPIn(nodeNetns(dir, other)) }
 		start := time.Now()
-		for range kedaAllocations {
-			a, err := allocate(server)
+		var mu sync.Mutex
+		err := parallel(kedaFirst, kedaConcurrency, func(i int) error {
+			listen := listenFunc(nil)
+			if i%2 == 1 {
+				listen = fromOther
+			}
+			a, err := allocateFrom(server, listen)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			allocs = append(allocs, a)
+			mu.Unlock()
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		allocated := time.Since(start)
+		testenv.Eventually(t, kedaScaleBound, func() error {
+			v, err := mimirSum(mimir)
+			if err != nil || v != kedaFirst {
+				return fmt.Errorf("sum(stunner_allocations_active) = %v (%v), want %d", v, err, kedaFirst)
+			}
+			return nil
+		})
+		inMimir := time.Since(start)
+		waitReplicas(t, kedaMax)
+		t.Logf("KEDA scale-out: %d pion/turn allocations on %s in %.1fs; in Mimir after %.1fs; %d Ready replicas after %.1fs",
+			kedaFirst, server, allocated.Seconds(), inMimir.Seconds(), kedaMax, time.Since(start).Seconds())
+	})
+
+	var replicas []pod // the three, first among them
+	step("Redirect", func(t *testing.T) {
+		start := time.Now()
+		pods, err := readyPods(gatewayNamespace, kedaSelector)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes := map[string]bool{}
+		for _, p := range pods {
+			if p.ip != p.hostIP {
+				t.Fatalf("replica %v is not on its node's address", p)
+			}
+			nodes[p.node] = true
+		}
+		if len(nodes) != kedaMax {
+			t.Fatalf("replicas %v on %d nodes, want %d", pods, len(nodes), kedaMax)
+		}
+		replicas = pods
+		// The first replica holds all kedaFirst allocations, the new ones none: once its
+		// config names them in its alternates and its balancer has read their /status, a
+		// new client's first Allocate there gets 300 Try Alternate naming one of them.
+		firstAddr := netip.AddrPortFrom(netip.MustParseAddr(first.ip), kedaPort)
+		testenv.Eventually(t, 120*time.Second, func() error {
+			code, alt, err := unsignedAllocate(firstAddr)
+			if err != nil {
+				return err
+			}
+			if code != stun.CodeTryAlternate {
+				return fmt.Errorf("Allocate at %v: %d, want 300 once it balances", firstAddr, code)
+			}
+			if alt.Addr() == firstAddr.Addr() || alt.Port() != kedaPort {
+				return fmt.Errorf("300 from %v names ALTERNATE-SERVER %v, want another replica's", firstAddr, alt)
+			}
+			return nil
+		})
+		balancing := time.Since(start)
+		var mu sync.Mutex
+		err = parallel(kedaAllocations-kedaFirst, kedaConcurrency, func(int) error {
+			r, err := kedaAllocate(firstAddr)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			redirected = append(redirected, r)
+			mu.Unlock()
+			if r.c.Server() == firstAddr {
+				return fmt.Errorf("a new client allocated on the first replica %v after the scale-out, want another", firstAddr)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Per replica: its own stunner_allocations_active; the first counts every 300 in
+		// tern_redirects_total{reason="imbalance"}.
+		var per []string
+		total := 0
+		for _, p := range replicas {
+			n, err := scrapeSample(kedaMetrics(p), "stunner_allocations_active")
 			if err != nil {
 				t.Fatal(err)
 			}
-			allocs = append(allocs, a)
+			if p.name == first.name && n != kedaFirst {
+				t.Errorf("first replica %v: stunner_allocations_active = %d, want %d", p, n, kedaFirst)
+			}
+			total += int(n)
+			per = append(per, fmt.Sprintf("%s=%d", p.node, n))
 		}
-		testenv.Eventually(t, kedaScaleBound, func() error {
+		if total != kedaAllocations {
+			t.Errorf("the replicas' stunner_allocations_active sum to %d (%v), want %d", total, per, kedaAllocations)
+		}
+		redirects, err := scrapeSample(kedaMetrics(first), `tern_redirects_total{reason="imbalance"}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if redirects < kedaAllocations-kedaFirst {
+			t.Errorf(`first replica %v: tern_redirects_total{reason="imbalance"} = %d, want at least the %d clients redirected`, first, redirects, kedaAllocations-kedaFirst)
+		}
+		testenv.Eventually(t, 120*time.Second, func() error {
 			v, err := mimirSum(mimir)
 			if err != nil || v != kedaAllocations {
 				return fmt.Errorf("sum(stunner_allocations_active) = %v (%v), want %d", v, err, kedaAllocations)
 			}
 			return nil
 		})
-		inMimir := time.Since(start)
-		waitReplicas(t, kedaMax)
-		t.Logf("KEDA scale-out: %d allocations on %s; in Mimir after %.1fs; %d Ready replicas after %.1fs",
-			kedaAllocations, server, inMimir.Seconds(), kedaMax, time.Since(start).Seconds())
+		t.Logf("after the scale-out: first replica balancing (300 to a new one) %.1fs after 3 were Ready; %d new clients at %v all redirected and allocated on the others in %.1fs; allocations per node %v; first's tern_redirects_total{reason=\"imbalance\"} = %d; Mimir sums %d",
+			balancing.Seconds(), kedaAllocations-kedaFirst, firstAddr, time.Since(start).Seconds()-balancing.Seconds(), per, redirects, kedaAllocations)
+	})
+
+	step("Relay", func(t *testing.T) {
+		start := time.Now()
+		var mu sync.Mutex
+		sent, got := 0, 0
+		err := parallel(kedaAllocations, kedaConcurrency, func(i int) error {
+			var s, r int
+			var err error
+			if i < len(allocs) {
+				s, r, err = relayOn(allocs[i], echo.ip, uint32(i), kedaPackets)
+			} else {
+				s, r, err = redirected[i-len(allocs)].relay(echo.ip, kedaPackets)
+			}
+			mu.Lock()
+			sent += s
+			got += r
+			mu.Unlock()
+			if err == nil && r != kedaPackets {
+				err = fmt.Errorf("allocation %d: %d of %d datagrams echoed", i, r, kedaPackets)
+			}
+			return err
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		t.Logf("%d allocations on %d replicas relayed %d datagrams to the echo, %d came back (%d lost), in %.1fs",
+			kedaAllocations, len(replicas), sent, got, sent-got, time.Since(start).Seconds())
 	})
 
 	step("ScaleIn", func(t *testing.T) {
@@ -335,9 +525,102 @@ func TestKEDAScaling(t *testing.T) {
 			a.Close()
 		}
 		allocs = nil
+		for _, r := range redirected {
+			r.close()
+		}
+		redirected = nil
 		waitReplicas(t, 1)
 		t.Logf("KEDA scale-in: allocations released; 1 replica left after %.1fs", time.Since(start).Seconds())
 	})
+}
+
+// kedaServer is the TURN address of a TestKEDAScaling replica: its node's address.
+func kedaServer(p pod) string { return net.JoinHostPort(p.ip, strconv.Itoa(kedaPort)) }
+
+// kedaMetrics is the /metrics URL of a TestKEDAScaling replica (hostNetwork: its node's
+// address, the Dataplane's metrics port).
+func kedaMetrics(p pod) string { return "http://" + net.JoinHostPort(p.ip, "8080") + "/metrics" }
+
+// parallel runs f(0) ... f(n-1), at most limit at once, and returns the first error.
+func parallel(n, limit int, f func(i int) error) error {
+	sem := make(chan struct{}, limit)
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := f(i); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// kedaRedirect is one of TestKEDAScaling's later clients: bench/turnclient's allocation,
+// made wherever the 300s sent it.
+type kedaRedirect struct {
+	c    *turnclient.Client
+	conn *net.UDPConn
+}
+
+// kedaAllocate allocates at server with bench/turnclient, following 300 Try Alternate.
+func kedaAllocate(server netip.AddrPort) (*kedaRedirect, error) {
+	conn, err := net.ListenUDP("udp4", nil)
+	if err != nil {
+		return nil, err
+	}
+	c := turnclient.New(conn, server, turnclient.Credentials{Username: turnUser, Password: turnPass})
+	if _, err := c.Allocate(0); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("Allocate at %v: %w", server, err)
+	}
+	return &kedaRedirect{c: c, conn: conn}, nil
+}
+
+// relay sends packets Send indications to the echo on echoIP:9001 through r's allocation, one
+// at a time, and counts the echoes (each waited for up to 2 s).
+func (r *kedaRedirect) relay(echoIP string, packets int) (sent, received int, err error) {
+	peer := netip.AddrPortFrom(netip.MustParseAddr(echoIP), echoPort)
+	if err := r.c.CreatePermission(peer); err != nil {
+		return 0, 0, err
+	}
+	buf := make([]byte, 1500)
+	defer r.conn.SetReadDeadline(time.Time{})
+	for i := range packets {
+		payload := fmt.Sprintf("keda-%v-%d", r.conn.LocalAddr(), i)
+		frame, _, err := turnclient.SendIndication(peer, []byte(payload))
+		if err != nil {
+			return sent, received, err
+		}
+		if _, err := r.conn.WriteToUDPAddrPort(frame, r.c.Server()); err != nil {
+			return sent, received, err
+		}
+		sent++
+		_ = r.conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+		for {
+			n, err := r.conn.Read(buf)
+			if err != nil {
+				break // counted as lost
+			}
+			if p, ok := turnclient.Payload(buf[:n]); ok && string(p) == payload {
+				received++
+				break
+			}
+		}
+	}
+	return sent, received, nil
+}
+
+// close ends r's allocation (a Refresh of lifetime 0) and closes its socket.
+func (r *kedaRedirect) close() {
+	_ = r.c.Refresh(0)
+	_ = r.conn.Close()
 }
 
 // waitReplicas waits up to kedaScaleBound for the Gateway's Deployment to ask for n replicas
@@ -446,7 +729,9 @@ func startClusterMimir(t *testing.T, bin string) string {
 	if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := startDaemon(t, nil, "mimir", bin, "-config.file="+cfg)
+	// Its activity log in the temporary directory, not Mimir's default ./metrics-activity.log
+	// (the package's directory, where go test runs it).
+	d := startDaemon(t, nil, "mimir", bin, "-config.file="+cfg, "-activity-tracker.filepath="+filepath.Join(dir, "metrics-activity.log"))
 	base := "http://127.0.0.1:" + strconv.Itoa(httpPort)
 	testenv.Eventually(t, 120*time.Second, func() error {
 		if d.exited() {
@@ -466,15 +751,15 @@ func startClusterMimir(t *testing.T, bin string) string {
 	return base
 }
 
-// startClusterVmagent runs Debian's vmagent with vmagentScrape, remote-writing to Mimir as
-// mimirTenant, with deploy/monitoring/vmagent.yaml's flags.
-func startClusterVmagent(t *testing.T, kubeconfig, mimir string) {
+// startClusterVmagent runs Debian's vmagent with vmagentScrape kept to the ternd pods of
+// gateway, remote-writing to Mimir as mimirTenant, with deploy/monitoring/vmagent.yaml's flags.
+func startClusterVmagent(t *testing.T, kubeconfig, mimir, gateway string) {
 	t.Helper()
 	bin, err := exec.LookPath("vmagent")
 	testenv.Require(t, "vmagent (Debian package victoria-metrics; hack/mimir.sh installs it)", err)
 	dir := t.TempDir()
 	scrape := filepath.Join(dir, "scrape.yaml")
-	if err := os.WriteFile(scrape, fmt.Appendf(nil, vmagentScrape, kubeconfig, kedaGateway), 0o600); err != nil {
+	if err := os.WriteFile(scrape, fmt.Appendf(nil, vmagentScrape, kubeconfig, gateway), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	startDaemon(t, nil, "vmagent", bin,
