@@ -21,10 +21,11 @@ import (
 // reader goroutine per connection, a small fixed set of loops, one per
 // processor up to maxLoops, each waits in its own epoll set on the raw
 // sockets of the connections assigned to it (round robin at accept). On
-// a wake-up a loop reads each ready connection until EAGAIN (at most
-// loopReads reads, so that one busy client cannot starve the others;
-// the epoll set is level-triggered, so the rest comes at the next
-// wake-up), splits the bytes into frames in the connection's read buffer
+// a wake-up a loop reads each ready connection until it is drained: until
+// EAGAIN, or a read that did not fill the buffer, which took all the
+// socket held (at most loopReads reads, so that one busy client cannot
+// starve the others; the epoll set is level-triggered, so the rest comes
+// at the next wake-up), splits the bytes into frames in the connection's read buffer
 // (frameSize: RFC 8656 §3.1 framing, ChannelData padded per §12.5), runs
 // the engine on each, and writes every reply the wake-up produced for the
 // client with one write (outConn.Write).
@@ -305,8 +306,16 @@ func (lp *loop) serve(lc *loopConn) {
 			fail = io.EOF
 			break
 		}
+		room := len(*f.buf) - f.w
 		f.w += n
 		fail = lp.frames(lc)
+		if n < room {
+			// A short read took all the socket held: a read more would
+			// only return EAGAIN, a system call per wake-up for nothing.
+			// Bytes that arrive meanwhile keep the socket ready in the
+			// level-triggered epoll set, so the next wake-up reads them.
+			break
+		}
 	}
 	if fail == nil && f.buf != nil && f.r == f.w {
 		f.release() // nothing begun: a silent connection holds no buffer
