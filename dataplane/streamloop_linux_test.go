@@ -8,14 +8,18 @@ import (
 
 	"github.com/tern-gw/tern/dataplane/config"
 	"github.com/tern-gw/tern/dataplane/config/protocol"
+	"github.com/tern-gw/tern/dataplane/listener/stream"
 )
 
-// TestTCPConnectionsShareEventLoops: on Linux, TURN-TCP connections are
-// read by the listener package's event loops, not by a goroutine each:
+// TestTCPConnectionsShareEventLoops: on Linux, with the event loops on
+// (stream.SetEventLoops), TURN-TCP connections are read by them, not by a
+// goroutine each, and relay with no heap allocation either way:
 // 64 clients that each hold an allocation with a channel, and have
 // relayed through it, add far fewer than 64 goroutines to the process;
 // and closing them ends their allocations (the loops finish them).
 func TestTCPConnectionsShareEventLoops(t *testing.T) {
+	stream.SetEventLoops(true)
+	t.Cleanup(func() { stream.SetEventLoops(false) })
 	cfg := testConfig(t, 29830, 29929)
 	lc := config.Listener{Name: "tcp", Protocol: protocol.TURNTCP, Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}}
 	cfg.Listeners = append(cfg.Listeners, lc)
@@ -32,7 +36,36 @@ func TestTCPConnectionsShareEventLoops(t *testing.T) {
 	pbuf := make([]byte, 2048)
 
 	warm := dialRaw(t, lc, "user", "pass") // starts the loops
-	warm.allocate(0x4001, peerAddr)
+	wrelayed := warm.allocate(0x4001, peerAddr)
+	up := channelData(0x4001, []byte("client to peer, 32 bytes of it.."), true)
+	down := []byte("peer to client, 32 bytes of it..")
+	toPeer := func() {
+		warm.write(up)
+		_ = peer.SetReadDeadline(time.Now().Add(3 * time.Second))
+		if n, from, err := peer.ReadFromUDPAddrPort(pbuf); err != nil || n != 32 || from != wrelayed {
+			t.Fatalf("peer got %d bytes from %v (relay %v): %v", n, from, wrelayed, err)
+		}
+	}
+	toClient := func() {
+		if _, err := peer.WriteToUDPAddrPort(down, wrelayed); err != nil {
+			t.Fatal(err)
+		}
+		if m := warm.read(); len(m) != 36 {
+			t.Fatalf("client got %d bytes, want 36", len(m))
+		}
+	}
+	for range 50 {
+		toPeer()
+		toClient()
+	}
+	for _, dir := range []struct {
+		name string
+		f    func()
+	}{{"client to peer", toPeer}, {"peer to client", toClient}} {
+		if allocs := testing.AllocsPerRun(300, dir.f); allocs != 0 {
+			t.Errorf("%s: %v heap allocations per relayed message on an event loop, want 0", dir.name, allocs)
+		}
+	}
 	before := runtime.NumGoroutine()
 	const n = 64
 	clients := make([]*rawClient, n)
