@@ -261,8 +261,9 @@ func channelData(ch uint16, payload []byte, stream bool) []byte {
 // client through a running dataplane over UDP, TCP, TLS and DTLS, and
 // counts the heap allocations of the whole process per relayed message in
 // each direction apart: the listener worker, the engine, the relay worker,
-// for TCP and TLS the connection's reader and the relay worker's queue and
-// write, for DTLS the listener's reader and record layer and the relay
+// for TCP the event loop that reads the connection (on Linux; elsewhere its
+// reader goroutine), for TLS the connection's reader, for both the relay
+// worker's queue and write, for DTLS the listener's reader and record layer and the relay
 // worker's outbox. The test's own side allocates nothing (its DTLS client
 // seals and opens records itself, record.NewClient), except in crypto/tls:
 // a tls.Conn allocates one 16-byte reader each time it reads a record from

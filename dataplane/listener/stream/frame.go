@@ -161,6 +161,43 @@ func (f *frameReader) next(deadline time.Time) ([]byte, error) {
 	}
 }
 
+// take returns the next whole frame among the bytes already read into the
+// buffer, as next does, for an event loop that reads into (*f.buf)[f.w:]
+// itself. With no whole frame it returns nil and makes room for the rest
+// (makeRoom's errors), noting when the frame begun started (now, for
+// partial); a handled large frame's buffer goes back to its pool, and an
+// empty buffer stays for the caller to release. errBadFrame for bytes
+// that are neither STUN nor ChannelData.
+func (f *frameReader) take(now func() time.Time) ([]byte, error) {
+	if f.r == f.w {
+		f.r, f.w = 0, 0
+		if f.class > 0 { // a large frame was handled
+			f.release()
+		}
+		f.partial = time.Time{}
+		return nil, nil
+	}
+	need := 4 // a header cut short
+	if f.w-f.r >= 4 {
+		total, keep, err := frameSize((*f.buf)[f.r : f.r+4])
+		if err != nil {
+			return nil, err
+		}
+		if f.w-f.r >= total {
+			// Capped at the frame, as in next.
+			b := (*f.buf)[f.r : f.r+keep : f.r+keep]
+			f.r += total
+			f.partial = time.Time{}
+			return b, nil
+		}
+		need = total
+	}
+	if f.partial.IsZero() {
+		f.partial = now()
+	}
+	return nil, f.makeRoom(need)
+}
+
 // makeRoom makes room to read more of a frame of total bytes from f.r on:
 // it moves the unread bytes to the front when the frame would not fit
 // behind them, and when the buffer is full of the frame's bytes it moves

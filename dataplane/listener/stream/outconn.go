@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -59,6 +60,19 @@ type outConn struct {
 	wn    int
 	werr  error
 	rawFn func(fd uintptr) bool
+
+	// onClose, when set, is called after Close: it tells the event loop
+	// serving the connection (loop_linux.go) that its socket is gone.
+	onClose atomic.Pointer[func()]
+}
+
+// Close closes the connection and tells its event loop, if any.
+func (o *outConn) Close() error {
+	err := o.TCPConn.Close()
+	if f := o.onClose.Load(); f != nil {
+		(*f)()
+	}
+	return err
 }
 
 func newOutConn(tc *net.TCPConn, quit <-chan struct{}) (*outConn, error) {

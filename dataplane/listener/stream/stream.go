@@ -1,6 +1,9 @@
 // Package stream is the TURN-TCP and TURN-TLS listener transport (RFC 8656
 // §3.1 over a byte stream: STUN messages and ChannelData framed by their
-// length fields). Each connection has a reader goroutine, which splits the
+// length fields). Each connection has a reader goroutine, unless
+// SetEventLoops turned on the event loops (Linux, plain TURN-TCP only,
+// loop_linux.go), which do for many connections per wake-up what a reader
+// goroutine does for one. A reader goroutine splits the
 // stream into frames (frameReader), runs the engine and sends the result
 // through the listener's one delivery step (core.Conn.Handle); relay
 // workers queue what peers send on the connection (core.Conn.QueueToClient)
@@ -12,9 +15,11 @@
 // TURN goes on to the TLS handshake with the bytes read replayed
 // (helloConn), anything else is spliced to the upstream (upstream.go).
 //
-// It has one lock, outConn.mu, which serialises a connection's writers
-// (its reader's replies and relay workers' messages) and the flusher; no
-// call out of the package is made under it but the socket's write. The
+// Its locks: outConn.mu serialises a connection's writers (its reader's
+// replies and relay workers' messages) and the flusher; no call out of
+// the package is made under it but the socket's write. loop.mu guards an
+// event loop's connection table and is taken under no other lock and
+// with no call out of the package under it. The
 // connection base (core.Base) and admission have their own; see the core
 // package doc for the order across packages.
 package stream
@@ -36,6 +41,19 @@ import (
 	"github.com/tern-gw/tern/dataplane/listener/core"
 	"github.com/tern-gw/tern/turn"
 )
+
+// eventLoops is whether plain TURN-TCP connections accepted from now on
+// are read by the event loops (SetEventLoops).
+var eventLoops atomic.Bool
+
+// SetEventLoops turns on or off, for the TURN-TCP connections accepted
+// from then on, reading them from a few event loops (Linux; elsewhere it
+// changes nothing) instead of a reader goroutine each. Off by default:
+// measured against reader goroutines on a 2-core machine (bench/PROFILE.md,
+// "TURN-TCP on event loops"), the loops cost more CPU per relayed packet
+// client -> peer, because the sockets stay registered with the Go
+// netpoller as well, so that every arrival wakes two pollers.
+func SetEventLoops(on bool) { eventLoops.Store(on) }
 
 // Listener is a TURN-TCP or TURN-TLS listener.
 type Listener struct {
@@ -143,6 +161,9 @@ func (l *Listener) accept() {
 			return
 		}
 		_ = o.SetNoDelay(true)
+		if l.tls == nil && eventLoops.Load() && startLoop(cc, o, l.Env.Log) {
+			continue // served by an event loop (loop_linux.go)
+		}
 		go l.serveConn(cc, up, hc)
 	}
 }
