@@ -156,6 +156,7 @@ func TestDaemonSetUpgrade(t *testing.T) {
 		}
 	}
 
+	offload := os.Getenv("TERN_UPGRADE_OFFLOAD") != ""
 	manifests := []byte(upManifests)
 	t.Cleanup(func() {
 		// The chart's defaults again, for the tests after this one.
@@ -198,7 +199,12 @@ func TestDaemonSetUpgrade(t *testing.T) {
 		}
 		for _, p := range before {
 			initLog := kubectl(t, "-n", gatewayNamespace, "logs", p.name, "-c", "handover")
-			if !strings.Contains(initLog, "hand-over directory /run/tern ready (owner 65532:65532, mode 0700)") {
+			// ternd's user owns it: 65532, or root where the offload's pod runs as root.
+			wantInit := "hand-over directory /run/tern ready (owner 65532:65532, mode 0700)"
+			if offload {
+				wantInit = "hand-over directory /run/tern ready (owner 0:65532, mode 0700)"
+			}
+			if !strings.Contains(initLog, wantInit) {
 				t.Errorf("%s: the init container's log: %q", p, initLog)
 			}
 			log := kubectl(t, "-n", gatewayNamespace, "logs", p.name, "-c", "ternd")
@@ -217,7 +223,6 @@ func TestDaemonSetUpgrade(t *testing.T) {
 	}
 
 	nClients, rate := upLoad(t)
-	offload := os.Getenv("TERN_UPGRADE_OFFLOAD") != ""
 	kernelBefore := map[string]uint64{}
 	var clients []*loadClient
 	t.Cleanup(func() {
