@@ -360,11 +360,12 @@ func podGone(p pod) bool {
 // siRate datagrams a second (runSize bytes, its id and a sequence number) to the echo until
 // finish, and counts the distinct ones that come back.
 type loadClient struct {
-	id   uint32
-	on   pod
-	a    *turnAlloc
-	stop chan struct{}
-	sent chan int // the count of datagrams sent, once stop is closed
+	id     uint32
+	on     pod
+	server string // the TURN server (host:port) the allocation is on
+	a      *turnAlloc
+	stop   chan struct{}
+	sent   chan int // the count of datagrams sent, once stop is closed
 
 	mu       sync.Mutex
 	seen     map[uint32]bool
@@ -388,7 +389,13 @@ func startLoadAt(server string, p pod, echoIP string, id uint32, rate int) (*loa
 	if err != nil {
 		return nil, err
 	}
-	c := &loadClient{id: id, on: p, a: a, stop: make(chan struct{}), sent: make(chan int, 1),
+	return startLoadOn(a, server, p, echoIP, id, rate), nil
+}
+
+// startLoadOn is startLoadAt with an allocation a already made on server (over TURN-DTLS,
+// say).
+func startLoadOn(a *turnAlloc, server string, p pod, echoIP string, id uint32, rate int) *loadClient {
+	c := &loadClient{id: id, on: p, server: server, a: a, stop: make(chan struct{}), sent: make(chan int, 1),
 		seen: map[uint32]bool{}, readDone: make(chan struct{})}
 	peer := &net.UDPAddr{IP: net.ParseIP(echoIP), Port: echoPort}
 	go func() {
@@ -435,7 +442,7 @@ func startLoadAt(server string, p pod, echoIP string, id uint32, rate int) (*loa
 			c.mu.Unlock()
 		}
 	}()
-	return c, nil
+	return c
 }
 
 // counts returns how many datagrams c has sent and how many came back so far.

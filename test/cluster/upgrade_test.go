@@ -3,18 +3,22 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pion/dtls/v2"
 	stun3 "github.com/pion/stun/v3"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/tern-gw/tern/internal/selfsigned"
 	"github.com/tern-gw/tern/internal/testenv"
 )
 
@@ -24,8 +28,12 @@ const (
 	upGateway  = "udp-upgrade"
 	upSelector = "stunner.l7mp.io/related-gateway-name=" + upGateway
 	upPort     = 3482
-	upClients  = 20
-	upRate     = 50
+	upDTLSPort = 3483
+	// upDTLSClients of the clients allocate over TURN-DTLS (issue 27: the associations move
+	// too), the others over TURN-UDP.
+	upDTLSClients = 6
+	upClients     = 20
+	upRate        = 50
 	// The most of the datagrams sent across the upgrade that may be lost (issue 27).
 	upMaxLoss = 0.001
 	// The tag the test gives the images it upgrades to: the same images as the installed
@@ -60,7 +68,12 @@ metadata:
   annotations: {stunner.l7mp.io/service-type: ClusterIP}
 spec:
   gatewayClassName: upgrade-class
-  listeners: [{name: udp-listener, port: 3482, protocol: TURN-UDP}]
+  listeners:
+  - {name: udp-listener, port: 3482, protocol: TURN-UDP}
+  - name: dtls-listener
+    port: 3483
+    protocol: TURN-DTLS
+    tls: {mode: Terminate, certificateRefs: [{kind: Secret, name: upgrade-dtls-tls}]}
 ---
 apiVersion: stunner.l7mp.io/v1
 kind: UDPRoute
@@ -165,6 +178,18 @@ func TestDaemonSetUpgrade(t *testing.T) {
 	t.Cleanup(func() {
 		_, _ = tryRun(manifests, "kubectl", "delete", "--ignore-not-found", "--wait=false", "-f", "-")
 	})
+	// The TURN-DTLS listener's certificate.
+	certDir := t.TempDir()
+	cert, key, err := selfsigned.Write(filepath.Join(certDir, "dtls"), "turn.example.com", 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := kubectl(t, "-n", gatewayNamespace, "create", "secret", "tls", "upgrade-dtls-tls", "--cert", cert, "--key", key,
+		"--dry-run=client", "-o", "yaml")
+	run(t, []byte(secret), "kubectl", "apply", "-f", "-")
+	t.Cleanup(func() {
+		_, _ = tryRun(nil, "kubectl", "-n", gatewayNamespace, "delete", "secret", "upgrade-dtls-tls", "--ignore-not-found", "--wait=false")
+	})
 	helmUpgrade(t, upgradeValues(tag))
 	run(t, manifests, "kubectl", "apply", "-f", "-")
 
@@ -232,15 +257,27 @@ func TestDaemonSetUpgrade(t *testing.T) {
 	})
 	perNode := map[string]int{}
 	step("load", func(t *testing.T) {
+		nDTLS := min(nClients, max(upDTLSClients, nClients/10))
 		for i := range nClients {
 			p := before[i%len(before)]
-			c, err := startLoadAt(net.JoinHostPort(p.ip, strconv.Itoa(upPort)), p, echo.ip, uint32(i), rate)
+			var c *loadClient
+			var err error
+			if i < nDTLS {
+				server := net.JoinHostPort(p.ip, strconv.Itoa(upDTLSPort))
+				var a *turnAlloc
+				if a, err = allocateDTLS(server); err == nil {
+					c = startLoadOn(a, server, p, echo.ip, uint32(i), rate)
+				}
+			} else {
+				c, err = startLoadAt(net.JoinHostPort(p.ip, strconv.Itoa(upPort)), p, echo.ip, uint32(i), rate)
+			}
 			if err != nil {
 				t.Fatalf("client %d on %s: %v", i, p, err)
 			}
 			clients = append(clients, c)
 			perNode[p.node]++
 		}
+		t.Logf("%d clients over TURN-DTLS, %d over TURN-UDP", nDTLS, nClients-nDTLS)
 		testenv.Eventually(t, 30*time.Second, func() error {
 			for _, c := range clients {
 				if _, got := c.counts(); got < rate {
@@ -343,7 +380,7 @@ func TestDaemonSetUpgrade(t *testing.T) {
 			t.Errorf("loss across the upgrade %.3f%%, want at most %.1f%%", 100*loss, 100*upMaxLoss)
 		}
 		for _, c := range clients {
-			server := net.JoinHostPort(c.on.ip, strconv.Itoa(upPort))
+			server := c.server
 			if err := refreshAlloc(c.a, server); err != nil {
 				t.Errorf("client %d on node %s: Refresh after the upgrade: %v", c.id, c.on.node, err)
 			}
@@ -428,3 +465,30 @@ func refreshAlloc(a *turnAlloc, server string) error {
 	}
 	return errors.New("Refresh: still asked for a nonce after 4 tries")
 }
+
+// allocateDTLS makes a pion/turn client over TURN-DTLS to server (the test's own self-signed
+// certificate: not verified) and allocates.
+func allocateDTLS(server string) (*turnAlloc, error) {
+	raddr, err := net.ResolveUDPAddr("udp4", server)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	dc, err := dtls.DialWithContext(ctx, "udp4", raddr, &dtls.Config{InsecureSkipVerify: true, ExtendedMasterSecret: dtls.RequireExtendedMasterSecret}) //nolint:gosec // the test's self-signed certificate
+	if err != nil {
+		return nil, fmt.Errorf("DTLS to %s: %w", server, err)
+	}
+	return allocateOn(dtlsPacketConn{dc}, server)
+}
+
+// dtlsPacketConn is a DTLS association as the net.PacketConn a pion/turn client reads and
+// writes: every datagram is from and to the server.
+type dtlsPacketConn struct{ *dtls.Conn }
+
+func (c dtlsPacketConn) ReadFrom(b []byte) (int, net.Addr, error) {
+	n, err := c.Read(b)
+	return n, c.RemoteAddr(), err
+}
+
+func (c dtlsPacketConn) WriteTo(b []byte, _ net.Addr) (int, error) { return c.Write(b) }

@@ -160,8 +160,7 @@ func Adopt(env core.Env, lc config.Listener, al *allowlist.List, fd int, as []As
 		pc.Close()
 		return nil, nil, fmt.Errorf("listener %q: handed-over socket is not a UDP socket", lc.Name)
 	}
-	ip, err := netip.ParseAddr(lc.Address)
-	if err != nil || core.AddrPortOf(uc.LocalAddr()) != netip.AddrPortFrom(ip.Unmap(), uint16(lc.Port)) {
+	if !boundFor(core.AddrPortOf(uc.LocalAddr()), lc) {
 		uc.Close()
 		return nil, nil, fmt.Errorf("listener %q: handed-over socket bound to %s, not %s:%d", lc.Name, uc.LocalAddr(), lc.Address, lc.Port)
 	}
@@ -253,4 +252,20 @@ func open(env core.Env, lc config.Listener, al *allowlist.List, uc *net.UDPConn)
 	l.mux.admit = l.admitVerified
 	l.outs = newOutboxes(l.mux.rc, env.RelayWorkers)
 	return l, nil
+}
+
+// boundFor reports whether a socket bound to got is the one this package binds for lc: at
+// lc's address and port, where a listener on 0.0.0.0 is a dual-stack socket on [::] (open
+// binds with network "udp", and Go makes an unspecified IPv4 address an IPv6 socket), so
+// any unspecified address stands for any other.
+func boundFor(got netip.AddrPort, lc config.Listener) bool {
+	ip, err := netip.ParseAddr(lc.Address)
+	if err != nil || got.Port() != uint16(lc.Port) {
+		return false
+	}
+	ip = ip.Unmap()
+	if ip.IsUnspecified() {
+		return got.Addr().IsUnspecified()
+	}
+	return got.Addr().Unmap() == ip
 }
