@@ -95,11 +95,5 @@ func runHTTPS443(args []string) error {
 			x.ConnP50, x.ConnP99, x.ConnsPerSec, x.ServerCPUPerConn, x.DownloadMBps, x.ServerCPUPerMB)
 	}
 	_ = tw.Flush()
-	if c.out == "" {
-		return nil
-	}
-	if err := os.MkdirAll(filepath.Dir(c.out), 0o755); err != nil {
-		return err
-	}
-	return rep.WriteJSON(c.out)
+	return c.finish(rep)
 }
