@@ -187,7 +187,7 @@ func RunChromium(t testing.TB, cfg PageConfig) *ChromiumCall {
 	// processes, and the cleanup kills them all by the group's id.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	out := &lockedBuffer{}
+	out := &LockedBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -215,23 +215,4 @@ func RunChromium(t testing.TB, cfg PageConfig) *ChromiumCall {
 		t.Fatalf("the page posted no result within %v", ChromiumBound)
 	}
 	return nil
-}
-
-// lockedBuffer is a bytes.Buffer safe for concurrent writes (a process's
-// stdout and stderr) and reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
