@@ -54,6 +54,10 @@ const (
 	kedaConcurrency = 20
 	// The Gateway's tern-gw.io/allocation-imbalance-percent.
 	kedaImbalance = 50
+	// The relay port range of the GatewayConfig, which the StaticService's backendRef
+	// narrows the nodes' addresses to (ternd's default range).
+	kedaRelayMin  = 20000
+	kedaRelayMax  = 29999
 	kedaNamespace = "keda" // KEDA's own namespace (its POD_NAMESPACE)
 	mimirTenant   = "tern" // the tenant vmagent writes as and KEDA queries as
 	// The address of the control plane's network namespace on the nodes' bridge
@@ -64,11 +68,14 @@ const (
 	kedaScaleBound = 5 * time.Minute
 )
 
-// kedaManifests is the Gateway API side of TestKEDAScaling; %[1]s is the ternd image. A
-// Gateway of its own (TURN-UDP on kedaPort, a ClusterIP Service, balancing its replicas by
-// tern-gw.io/allocation-imbalance-percent) on a Dataplane of its own: hostNetwork (each
-// replica on a node of its own, clients at the node's address, alternates the nodes'
-// addresses), the metrics endpoint on; a UDPRoute to the echo.
+// kedaManifests is the Gateway API side of TestKEDAScaling; %[1]s is the ternd image, %[2]d
+// the imbalance, %[3]s the nodes' addresses. A Gateway of its own (TURN-UDP on kedaPort, a
+// ClusterIP Service, balancing its replicas by tern-gw.io/allocation-imbalance-percent) on a
+// Dataplane of its own: hostNetwork (each replica on a node of its own, clients at the node's
+// address, alternates the nodes' addresses), the metrics endpoint on; a UDPRoute to the echo
+// and, for Chromium's relay-to-relay call, to the nodes' addresses on the relay port range (a
+// StaticService: the peer of each of the page's allocations is the other's relayed transport
+// address, a node's address, which ternd opens only when a cluster names it exactly).
 const kedaManifests = `apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
 metadata: {name: keda-class}
@@ -83,6 +90,8 @@ spec:
   realm: stunner.l7mp.io
   dataplane: keda
   authRef: {name: stunner-auth-secret, namespace: stunner}
+  minPort: %[4]d
+  maxPort: %[5]d
 ---
 apiVersion: stunner.l7mp.io/v1
 kind: Dataplane
@@ -112,7 +121,16 @@ kind: UDPRoute
 metadata: {name: keda-route, namespace: stunner}
 spec:
   parentRefs: [{name: udp-keda}]
-  rules: [{backendRefs: [{name: media-server-pool, namespace: media-plane}]}]
+  rules:
+    - backendRefs:
+        - {name: media-server-pool, namespace: media-plane}
+        - {group: stunner.l7mp.io, kind: StaticService, name: keda-nodes, port: %[4]d, endPort: %[5]d}
+---
+apiVersion: stunner.l7mp.io/v1
+kind: StaticService
+metadata: {name: keda-nodes, namespace: stunner}
+spec:
+  prefixes: [%[3]s]
 `
 
 // mimirClusterConfig runs Mimir as one process (target all) on 127.0.0.1 of the control
@@ -231,10 +249,13 @@ spec:
 // external.metrics.k8s.io APIService; the chart's ScaledObject (keda.enabled, by helm
 // upgrade) points KEDA at Mimir with sum(stunner_allocations_active) and a threshold of
 // kedaThreshold allocations per replica. kedaFirst pion/turn allocations on the Gateway's one
-// ternd pod scale its Deployment from 1 to kedaMax replicas; the clients that come after, up to
-// kedaAllocations, are sent to the new replicas by the first one's imbalance redirect; all of
-// them relay; releasing them scales the Deployment back to 1 (the HPA's scale-down
-// stabilization set to 0 through the chart's keda.advanced). The times are logged.
+// ternd pod scale its Deployment from 1 to 3 replicas, each on a node of its own (ScaleOut);
+// the first replica then redirects every new client (bench/turnclient) to the others by
+// 300 Try Alternate (Redirect); all kedaAllocations relay to the echo with none lost (Relay);
+// Chromium, given only the first replica's address, follows the 300s and calls itself relay
+// to relay through the new replicas, a data channel echoing every message (Chromium); releasing
+// every allocation scales the Deployment back to 1 (ScaleIn, the HPA's scale-down
+// stabilization set to 0 through the chart's keda.advanced). The figures are logged.
 func TestKEDAScaling(t *testing.T) {
 	dir := cluster(t)
 	tag := installOperator(t)
@@ -260,7 +281,12 @@ func TestKEDAScaling(t *testing.T) {
 	kubectl(t, "-n", "media-plane", "rollout", "status", "deployment/media-server", "--timeout=120s")
 	echo := runningPods(t, "media-plane", "app=media-server")[0]
 	startPeer(t, dir, echo)
-	manifests := []byte(fmt.Sprintf(kedaManifests, importedImage(t, dir, "ternd"), kedaImbalance))
+	var nodeIPs []string
+	for _, n := range clusterNodes(t) {
+		nodeIPs = append(nodeIPs, n.ip)
+	}
+	manifests := []byte(fmt.Sprintf(kedaManifests, importedImage(t, dir, "ternd"), kedaImbalance,
+		strings.Join(nodeIPs, ", "), kedaRelayMin, kedaRelayMax))
 	run(t, manifests, "kubectl", "apply", "-f", "-")
 	t.Cleanup(func() {
 		_, _ = tryRun(manifests, "kubectl", "delete", "--ignore-not-found", "--wait=false", "-f", "-")
@@ -520,6 +546,8 @@ func TestKEDAScaling(t *testing.T) {
 		t.Logf("%d allocations on %d replicas relayed %d datagrams to the echo, %d came back (%d lost), in %.1fs",
 			kedaAllocations, len(replicas), sent, got, sent-got, time.Since(start).Seconds())
 	})
+
+	step("Chromium", func(t *testing.T) { kedaChromium(t, first, replicas) })
 
 	step("ScaleIn", func(t *testing.T) {
 		start := time.Now()

@@ -94,13 +94,13 @@ frontend:
 type proc struct {
 	name string
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *testenv.LockedBuffer
 	done chan struct{}
 }
 
 func startProc(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, cmd: exec.Command(args[0], args[1:]...), out: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{name: name, cmd: exec.Command(args[0], args[1:]...), out: &testenv.LockedBuffer{}, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
