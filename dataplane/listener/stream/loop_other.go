@@ -2,12 +2,9 @@
 
 package stream
 
-import (
-	"log/slog"
+// acceptLoop returns acceptNoLoop: event loops are implemented on Linux
+// only, so every connection has a reader goroutine (serveConn).
+func (l *Listener) acceptLoop() acceptResult { return acceptNoLoop }
 
-	"github.com/tern-gw/tern/dataplane/listener/core"
-)
-
-// startLoop returns false: event loops are implemented on Linux only, so
-// every connection has a reader goroutine (serveConn).
-func startLoop(*core.Conn, *outConn, *slog.Logger) bool { return false }
+// stopAccept does nothing: no descriptor was duplicated.
+func (l *Listener) stopAccept() {}

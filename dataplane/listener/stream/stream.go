@@ -30,7 +30,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/tern-gw/tern/dataplane/allowlist"
@@ -61,6 +64,13 @@ type Listener struct {
 	ln    net.Listener
 	certs *certs.Holder // TURN-TLS only
 	tls   *tls.Config   // TURN-TLS only
+	// lmu guards lfile, lrc and lstop: the duplicate of the listening
+	// descriptor that the event loops' accept4 waits on (acceptLoop,
+	// Linux), and whether the listener stopped accepting.
+	lmu   sync.Mutex
+	lfile *os.File
+	lrc   syscall.RawConn
+	lstop bool
 
 	// routed counts connections by where their ClientHello sent them
 	// (TURN-TLS with an upstream).
@@ -119,8 +129,25 @@ func (t *tlsRelay) WriteRelayed(msg []byte) (bool, error) {
 	return false, err
 }
 
+// acceptResult is what acceptLoop did.
+type acceptResult int
+
+const (
+	acceptNext   acceptResult = iota // a connection was handled (or a passing error)
+	acceptStop                       // the listener is closed
+	acceptNoLoop                     // no event loop can run: use reader goroutines
+)
+
 func (l *Listener) accept() {
 	for {
+		if l.tls == nil && eventLoops.Load() {
+			switch l.acceptLoop() {
+			case acceptNext:
+				continue
+			case acceptStop:
+				return
+			}
+		}
 		c, err := l.ln.Accept()
 		if err != nil {
 			if l.Closed.Load() || errors.Is(err, net.ErrClosed) {
@@ -161,9 +188,6 @@ func (l *Listener) accept() {
 			return
 		}
 		_ = o.SetNoDelay(true)
-		if l.tls == nil && eventLoops.Load() && startLoop(cc, o, l.Env.Log) {
-			continue // served by an event loop (loop_linux.go)
-		}
 		go l.serveConn(cc, up, hc)
 	}
 }
@@ -230,12 +254,16 @@ func (l *Listener) ConnStats() (core.ConnStats, bool) {
 // over to its successor (ternd --takeover) keeps relaying its TCP and TLS
 // clients until they close, while the successor, which opens the
 // listener anew, takes the new ones. Close still closes the rest.
-func (l *Listener) StopAccepting() { l.ln.Close() }
+func (l *Listener) StopAccepting() {
+	l.stopAccept()
+	l.ln.Close()
+}
 
 // Close stops accepting, closes every connection and deletes their
 // allocations.
 func (l *Listener) Close() {
 	l.Closed.Store(true)
+	l.stopAccept()
 	l.ln.Close()
 	if l.certs != nil {
 		l.certs.Close()
