@@ -183,6 +183,12 @@ func TestCoturnUclient(t *testing.T) {
 	}{
 		// -t is TURN over TCP; -S adds TLS to it, or makes UDP DTLS.
 		{name: "TCP", mutate: stream("TURN-TCP"), flags: []string{"-c", "-t"}, stream: true, reliable: true},
+		// The plain TURN-TCP connections served by ternd's epoll loops
+		// (--tcp-event-loops) rather than a reader goroutine each.
+		{name: "TCP on event loops", mutate: func(c *config) {
+			stream("TURN-TCP")(c)
+			c.args = append(c.args, "--tcp-event-loops")
+		}, flags: []string{"-c", "-t"}, stream: true, reliable: true},
 		{name: "TLS", mutate: stream("TURN-TLS"), flags: []string{"-c", "-t", "-S"}, stream: true, reliable: true},
 		{name: "DTLS", mutate: stream("TURN-DTLS"), flags: []string{"-c", "-S"}, stream: true},
 		{name: "channel", flags: []string{"-c"}},
