@@ -146,8 +146,51 @@ func (l *Listener) acceptLoop() acceptResult {
 		time.Sleep(10 * time.Millisecond) // EMFILE and the like: back off
 		return acceptNext
 	}
+	if readerGoroutines.Load() {
+		// The loops were turned off while this goroutine waited.
+		f := os.NewFile(uintptr(fd), "turn-tcp")
+		c, err := net.FileConn(f) // a duplicate, in the netpoller
+		f.Close()
+		if err != nil {
+			return acceptNext
+		}
+		if !l.serveAccepted(c.(*net.TCPConn)) {
+			return acceptStop
+		}
+		return acceptNext
+	}
+	return l.loopAccepted(fd, tcpAddrOf(sa))
+}
+
+// adopt moves tc, accepted through the netpoller, to an event loop: its
+// descriptor is duplicated and tc closed, which takes it out of the
+// netpoller.
+func (l *Listener) adopt(tc *net.TCPConn) acceptResult {
+	loopsOnce.Do(startLoops)
+	if loopsErr != nil {
+		return acceptNoLoop
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return acceptNoLoop
+	}
+	fd := -1
+	if cerr := rc.Control(func(s uintptr) { fd, err = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) }); cerr != nil || err != nil {
+		return acceptNoLoop
+	}
+	remote, _ := tc.RemoteAddr().(*net.TCPAddr)
+	tc.Close()
+	if remote == nil {
+		remote = &net.TCPAddr{}
+	}
+	return l.loopAccepted(fd, remote)
+}
+
+// loopAccepted admits fd, a non-blocking TCP socket from remote, and hands
+// it to an event loop.
+func (l *Listener) loopAccepted(fd int, remote *net.TCPAddr) acceptResult {
 	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-	fc := newFDConn(fd, tcpAddrOf(sa))
+	fc := newFDConn(fd, remote)
 	cc := l.NewConn(fc)
 	cc.Relay = fc
 	switch l.Admit(cc, true) {
