@@ -116,7 +116,10 @@ func (l *Listener) acceptLoop() acceptResult {
 	}
 	lrc, ok := l.acceptConn()
 	if !ok {
-		return acceptStop
+		if l.stopped() {
+			return acceptStop
+		}
+		return acceptNoLoop // no descriptor to wait on: Accept through the netpoller
 	}
 	var (
 		fd  = -1
@@ -211,7 +214,8 @@ func (l *Listener) loopAccepted(fd int, remote *net.TCPAddr) acceptResult {
 // socket's own RawConn cannot wait (its Read fails), so it is that of a
 // duplicate of the listening descriptor, registered with the netpoller
 // through an os.File (closed by StopAccepting and Close, stopAccept). It
-// returns false once the listener stopped accepting.
+// returns false once the listener stopped accepting, or when the
+// duplicate cannot be made.
 func (l *Listener) acceptConn() (syscall.RawConn, bool) {
 	l.lmu.Lock()
 	defer l.lmu.Unlock()
