@@ -305,7 +305,10 @@ func TestRelayAllocatesNothing(t *testing.T) {
 	for _, lc := range cfg.Listeners {
 		runs = append(runs, run{name: string(lc.Protocol), lc: lc})
 		if lc.Protocol == protocol.TURNTCP {
-			runs = append(runs, run{name: "TURN-TCP reader goroutine", lc: lc, goroutines: true})
+			// Then one accepted while the listener waited in Accept, with
+			// the loops off, and moved to a loop (stream's adopt).
+			runs = append(runs, run{name: "TURN-TCP reader goroutine", lc: lc, goroutines: true},
+				run{name: "TURN-TCP moved to an event loop", lc: lc})
 		}
 	}
 	for _, r := range runs {
