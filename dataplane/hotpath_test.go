@@ -16,6 +16,7 @@ import (
 	"github.com/tern-gw/tern/dataplane/config"
 	"github.com/tern-gw/tern/dataplane/config/protocol"
 	"github.com/tern-gw/tern/dataplane/listener/dtls/record"
+	"github.com/tern-gw/tern/dataplane/listener/stream"
 )
 
 // rawClient speaks TURN over one client connection with no library on the
@@ -262,7 +263,8 @@ func channelData(ch uint16, payload []byte, stream bool) []byte {
 // counts the heap allocations of the whole process per relayed message in
 // each direction apart: the listener worker, the engine, the relay worker,
 // for TCP the event loop that reads the connection (on Linux; elsewhere its
-// reader goroutine), for TLS the connection's reader, for both the relay
+// reader goroutine) and, apart, a TCP connection's reader goroutine
+// (stream.SetEventLoops(false)), for TLS the connection's reader, for both the relay
 // worker's queue and write, for DTLS the listener's reader and record layer and the relay
 // worker's outbox. The test's own side allocates nothing (its DTLS client
 // seals and opens records itself, record.NewClient), except in crypto/tls:
@@ -292,11 +294,34 @@ func TestRelayAllocatesNothing(t *testing.T) {
 	}
 	defer peer.Close()
 	peerAddr := peer.LocalAddr().(*net.UDPAddr).AddrPort()
+	type run struct {
+		name string
+		lc   config.Listener
+		// goroutines gives the TCP connection a reader goroutine instead
+		// of an event loop (stream.SetEventLoops(false)).
+		goroutines bool
+	}
+	var runs []run
 	for _, lc := range cfg.Listeners {
-		t.Run(string(lc.Protocol), func(t *testing.T) {
+		runs = append(runs, run{name: string(lc.Protocol), lc: lc})
+		if lc.Protocol == protocol.TURNTCP {
+			// Then one accepted while the listener waited in Accept, with
+			// the loops off, and moved to a loop (stream's adopt).
+			runs = append(runs, run{name: "TURN-TCP reader goroutine", lc: lc, goroutines: true},
+				run{name: "TURN-TCP moved to an event loop", lc: lc})
+		}
+	}
+	for _, r := range runs {
+		lc := r.lc
+		t.Run(r.name, func(t *testing.T) {
+			if r.goroutines {
+				stream.SetEventLoops(false)
+				t.Cleanup(func() { stream.SetEventLoops(true) })
+			}
 			c := dialRaw(t, lc, "user", "pass")
 			const ch = 0x4001
 			relayed := c.allocate(ch, peerAddr)
+			stream.SetEventLoops(true) // answered: the server accepted c
 			up := channelData(ch, []byte("client to peer, 32 bytes of it.."), c.stream)
 			down := []byte("peer to client, 32 bytes of it..")
 			pbuf := make([]byte, 2048)

@@ -12,14 +12,13 @@ import (
 )
 
 // TestTCPConnectionsShareEventLoops: on Linux, with the event loops on
-// (stream.SetEventLoops), TURN-TCP connections are read by them, not by a
+// (stream.SetEventLoops, the default), TURN-TCP connections are read by them, not by a
 // goroutine each, and relay with no heap allocation either way:
 // 64 clients that each hold an allocation with a channel, and have
 // relayed through it, add far fewer than 64 goroutines to the process;
 // and closing them ends their allocations (the loops finish them).
 func TestTCPConnectionsShareEventLoops(t *testing.T) {
 	stream.SetEventLoops(true)
-	t.Cleanup(func() { stream.SetEventLoops(false) })
 	cfg := testConfig(t, 29830, 29929)
 	lc := config.Listener{Name: "tcp", Protocol: protocol.TURNTCP, Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}}
 	cfg.Listeners = append(cfg.Listeners, lc)

@@ -35,6 +35,7 @@ type flags struct {
 	watch, verbose, showVer, gso, legacyChannels   bool
 	cfgFromEnv                                     bool // cfgPath is $STUNNER_CONFIG_ORIGIN
 	packetCounters, strictChannels                 bool
+	tcpEventLoops                                  bool
 	threads, relays, bufs                          int
 	stateBudgetMiB, memoryLimitMiB                 int
 	grace, linger                                  time.Duration
@@ -102,6 +103,7 @@ func newFlags() *flags {
 	fs.StringVar(&f.offloadEngine, "offload-engine", "", "eBPF ChannelData fast path for TURN-UDP listeners: None, Auto (falls back to sockets where BPF is refused), XDP or TC; overrides the config's offload.engine (docs/offload-control.md)")
 	fs.StringVar(&f.offloadAttach, "offload-attach", "", "how the offload's tc program attaches: Auto (tcx where the kernel has it, Linux 6.6 on, else a clsact qdisc with a direct-action bpf filter), TCX or Clsact; overrides the config's offload.attach (docs/offload.md)")
 	fs.DurationVar(&f.linger, "linger", 0, "with --io threads: while datagrams reach a UDP listener or relay worker closer together than this, the worker sleeps this long between polls instead of waking for each (fewer wake-ups under many interleaved flows, at most this much added delay); 0 wakes for each datagram")
+	fs.BoolVar(&f.tcpEventLoops, "tcp-event-loops", true, "Linux: serve plain TURN-TCP client connections from a few epoll loops (raw sockets outside the Go netpoller) instead of a reader goroutine each; false gives each its reader goroutine, as TURN-TLS connections have (bench/PROFILE.md, \"TURN-TCP on event loops, outside the netpoller\")")
 	fs.StringVar(&f.ioMode, "io", dataplane.IOThreads, "how workers wait for packets: threads (blocking system calls, one thread per worker) or poller (Go netpoller)")
 	fs.BoolVar(&f.takeover, "takeover", false, "take the TURN-UDP sockets and allocations over from the ternd running with the same config, through its hand-over socket (admin.handoverSocket), instead of opening them; that ternd exits once this one serves and its last TCP or TLS connection has closed (docs/operations.md, Upgrades)")
 	fs.BoolVar(&f.takeoverOrStart, "takeover-or-start", false, "take over as --takeover does when a ternd answers on the hand-over socket; start afresh when the socket file is missing or nothing listens on it; exit 1 on any other failure (a timeout, an abort), as --takeover does (rendered DaemonSet pods: docs/operations.md, Upgrades)")

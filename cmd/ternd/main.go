@@ -26,6 +26,7 @@ import (
 	"github.com/tern-gw/tern/dataplane/config"
 	"github.com/tern-gw/tern/dataplane/config/loglevel"
 	"github.com/tern-gw/tern/dataplane/k8sconfig"
+	"github.com/tern-gw/tern/dataplane/listener/stream"
 	"github.com/tern-gw/tern/dataplane/memlimit"
 	"github.com/tern-gw/tern/dataplane/stunnerdconf"
 	"github.com/tern-gw/tern/dataplane/takeover"
@@ -286,6 +287,7 @@ func setupLogging(f *flags, cfg *config.Config) (log *slog.Logger, lvl *slog.Lev
 // It fails (exit 1, logged) when nothing could start; when only some
 // listeners failed it logs that and serves the others.
 func startServer(f *flags, cfg *config.Config, lvl *slog.LevelVar, fromFlags bool, source string, log *slog.Logger) (*dataplane.Server, error) {
+	stream.SetEventLoops(f.tcpEventLoops)
 	opts := dataplane.Options{UDPThreads: f.threads, RelayThreads: f.relays, SocketBuffer: f.bufs, IOMode: f.ioMode, GSO: f.gso, NoCounters: !f.packetCounters, Linger: f.linger,
 		StrictChannelNumbers: f.strictChannels, OffloadEngine: f.offloadEngine, Logger: log,
 		StateBudgetMiB: f.stateBudgetMiB, MemoryLimit: memoryLimit(f.memoryLimitMiB, log)}

@@ -183,6 +183,12 @@ func TestCoturnUclient(t *testing.T) {
 	}{
 		// -t is TURN over TCP; -S adds TLS to it, or makes UDP DTLS.
 		{name: "TCP", mutate: stream("TURN-TCP"), flags: []string{"-c", "-t"}, stream: true, reliable: true},
+		// "TCP" runs on ternd's default, plain TURN-TCP connections served
+		// by epoll loops; this one with a reader goroutine each instead.
+		{name: "TCP on reader goroutines", mutate: func(c *config) {
+			stream("TURN-TCP")(c)
+			c.args = append(c.args, "--tcp-event-loops=false")
+		}, flags: []string{"-c", "-t"}, stream: true, reliable: true},
 		{name: "TLS", mutate: stream("TURN-TLS"), flags: []string{"-c", "-t", "-S"}, stream: true, reliable: true},
 		{name: "DTLS", mutate: stream("TURN-DTLS"), flags: []string{"-c", "-S"}, stream: true},
 		{name: "channel", flags: []string{"-c"}},

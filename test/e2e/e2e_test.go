@@ -114,6 +114,10 @@ type config struct {
 	Alternates []string `json:"alternates,omitempty"`
 	// Offload is offload.engine and offload.interfaces.
 	Offload map[string]any `json:"offload,omitempty"`
+
+	// args are ternd flags added to its command line (not part of the
+	// file); $TERN_E2E_TERND_ARGS (space-separated) adds to every test's.
+	args []string
 }
 
 type admin struct {
@@ -338,7 +342,9 @@ func launchServer(t *testing.T, mutate func(*config)) *server {
 		if err := os.WriteFile(path, raw, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		cmd = exec.Command(terndBinary(t), "-c", path, "-l", cfg.Admin.LogLevel)
+		args := append([]string{"-c", path, "-l", cfg.Admin.LogLevel}, cfg.args...)
+		args = append(args, strings.Fields(os.Getenv("TERN_E2E_TERND_ARGS"))...)
+		cmd = exec.Command(terndBinary(t), args...)
 		s.cfgPath = path
 		if cfg.Admin.HealthAddress != "" {
 			s.healthURL = "http://" + cfg.Admin.HealthAddress

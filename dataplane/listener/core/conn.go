@@ -337,6 +337,9 @@ func (c *Conn) closeRaw() {
 	c.C.Close()
 }
 
+// aborter is a connection that closes itself with a reset.
+type aborter interface{ Abort() }
+
 // Abort closes the connection at once: a TCP or TLS one with a reset and
 // without close_notify, so that refusing or shedding it leaves no
 // TIME_WAIT state behind in the kernel.
@@ -344,6 +347,10 @@ func (c *Conn) Abort() {
 	if c.Raw != nil {
 		_ = c.Raw.SetLinger(0)
 		c.Raw.Close()
+		return
+	}
+	if a, ok := c.C.(aborter); ok {
+		a.Abort() // a raw socket of the stream event loops
 		return
 	}
 	c.C.Close()

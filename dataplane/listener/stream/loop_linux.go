@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"runtime"
 	"sync"
 	"syscall"
@@ -13,41 +14,47 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tern-gw/tern/dataplane/listener/admission"
 	"github.com/tern-gw/tern/dataplane/listener/core"
+	"github.com/tern-gw/tern/internal/sysblock"
 	"github.com/tern-gw/tern/turn"
 )
 
 // Event loops for plain TURN-TCP connections (Linux). Rather than one
-// reader goroutine per connection, a small fixed set of loops, one per
-// processor up to maxLoops, each waits in its own epoll set on the raw
-// sockets of the connections assigned to it (round robin at accept). On
-// a wake-up a loop reads each ready connection until it is drained: until
-// EAGAIN, or a read that did not fill the buffer, which took all the
+// reader goroutine per connection, a small fixed set of loops, one per CPU
+// up to maxLoops, each waits in its own epoll set on the raw sockets of
+// the connections assigned to it (round robin at accept). The sockets are
+// accepted with accept4(2) on the listening socket's descriptor and never
+// enter the Go netpoller (fdConn), so an arrival wakes one thread: the
+// loop's, blocked in epoll_wait like a relay worker (package sysblock).
+//
+// On a wake-up a loop reads each ready connection until it is drained:
+// until EAGAIN, or a read that did not fill the buffer, which took all the
 // socket held (at most loopReads reads, so that one busy client cannot
 // starve the others; the epoll set is level-triggered, so the rest comes
-// at the next wake-up), splits the bytes into frames in the connection's read buffer
-// (frameSize: RFC 8656 §3.1 framing, ChannelData padded per §12.5), runs
-// the engine on each, and writes every reply the wake-up produced for the
-// client with one write (outConn.Write).
+// at the next wake-up), splits the bytes into frames in the connection's
+// read buffer (frameSize: RFC 8656 §3.1 framing, ChannelData padded per
+// §12.5), runs the engine on each, and writes every reply the wake-up
+// produced for the client with one write (fdConn.Write). A socket with a
+// write backlog has EPOLLOUT armed, and the loop writes the backlog when
+// the client makes room.
 //
-// The sockets stay net.TCPConns: a loop reads through
-// syscall.RawConn.Read with a callback that never waits, which holds the
-// socket open while it reads, so that a Close from another goroutine
-// (CloseAll, a relay worker whose write failed, an admission victim's
-// Abort) never lets the loop read a reused descriptor. A closed socket
-// leaves the epoll set by itself and raises no event: outConn.Close tells
-// the loop at once, and the loop's tick (every loopTick) finds the rest
-// (rc.Control fails), then ends them as a reader goroutine would (Finish).
+// A Close from another goroutine (CloseAll, a relay worker whose write
+// failed, an admission victim's Abort) tells the loop through an eventfd;
+// the loop alone closes the descriptors it serves (fdConn), then ends the
+// connections as a reader goroutine would (Finish).
 //
-// The tick also enforces the time limits the reader goroutine enforced
-// with read deadlines: the handshake and idle limits (core.Conn.IdleLimit,
-// Expired) and the partial-frame limit. Limits are thus checked to within
-// loopTick (core.DeadlineSlack), as deadlines were.
+// A tick (every loopTick) enforces the time limits the reader goroutine
+// enforced with read deadlines: the handshake and idle limits
+// (core.Conn.IdleLimit, Expired), the partial-frame limit, and the write
+// limit (a client that takes none of its backlog for writeTimeout). Limits
+// are thus checked to within loopTick (core.DeadlineSlack), as deadlines
+// were.
 //
 // Locks: loop.mu guards the connection table and the closed list; it is
-// taken alone, never while a connection's outConn.mu or core locks are
-// held by the loop (the loop releases it before it serves a connection).
-// outConn.Close takes loop.mu under no other lock of this package.
+// taken alone, never while fdConn.mu or core locks are held by the loop
+// (the loop releases it before it serves a connection). fdConn.Close
+// takes loop.mu after releasing fdConn.mu.
 
 const (
 	// maxLoops caps the event loops of the process.
@@ -77,7 +84,7 @@ type loop struct {
 	mu     sync.Mutex
 	conns  map[uint64]*loopConn
 	next   uint64      // id of the next connection; never reused
-	closed []*loopConn // closed through outConn.Close, to end at once
+	closed []*loopConn // closed through fdConn.Close, to end at once
 	wakeFd int         // eventfd that wakes the loop for closed
 }
 
@@ -86,8 +93,7 @@ type loop struct {
 type loopConn struct {
 	id  uint64
 	c   *core.Conn
-	o   *outConn
-	rc  syscall.RawConn
+	fc  *fdConn
 	log *slog.Logger
 	f   frameReader // buf, class, r, w and partial only
 	res turn.Result
@@ -96,56 +102,206 @@ type loopConn struct {
 	last  time.Time
 	limit time.Duration
 	// out collects the replies of one wake-up (Reply), written at once.
-	out []byte
-	// read's results (readFn is a method value made once).
-	rn    int
-	rerr  error
-	rdFn  func(fd uintptr) bool
-	nopFn func(fd uintptr)
+	out   []byte
 	ended bool
 }
 
-// startLoop serves c, a plain TURN-TCP connection, from an event loop; it
-// returns false when no loop can (the caller then starts a reader
-// goroutine).
-func startLoop(c *core.Conn, o *outConn, log *slog.Logger) bool {
+// acceptLoop accepts one connection with accept4(2) on the listening
+// socket, waiting through the netpoller for the listening socket only,
+// admits it and hands it to an event loop.
+func (l *Listener) acceptLoop() acceptResult {
 	loopsOnce.Do(startLoops)
 	if loopsErr != nil {
-		return false
+		return acceptNoLoop
 	}
+	lrc, ok := l.acceptConn()
+	if !ok {
+		if l.stopped() {
+			return acceptStop
+		}
+		return acceptNoLoop // no descriptor to wait on: Accept through the netpoller
+	}
+	var (
+		fd  = -1
+		sa  unix.Sockaddr
+		aer error
+	)
+	err := lrc.Read(func(lfd uintptr) bool {
+		for {
+			fd, sa, aer = unix.Accept4(int(lfd), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+			switch aer {
+			case unix.EINTR, unix.ECONNABORTED:
+				continue
+			case unix.EAGAIN:
+				return false // wait for the next connection
+			}
+			return true
+		}
+	})
+	if err != nil {
+		if l.Closed.Load() || l.stopped() {
+			return acceptStop
+		}
+		time.Sleep(10 * time.Millisecond)
+		return acceptNext
+	}
+	if aer != nil {
+		time.Sleep(10 * time.Millisecond) // EMFILE and the like: back off
+		return acceptNext
+	}
+	if readerGoroutines.Load() {
+		// The loops were turned off while this goroutine waited.
+		f := os.NewFile(uintptr(fd), "turn-tcp")
+		c, err := net.FileConn(f) // a duplicate, in the netpoller
+		f.Close()
+		if err != nil {
+			return acceptNext
+		}
+		if !l.serveAccepted(c.(*net.TCPConn)) {
+			return acceptStop
+		}
+		return acceptNext
+	}
+	return l.loopAccepted(fd, tcpAddrOf(sa))
+}
+
+// adopt moves tc, accepted through the netpoller, to an event loop: its
+// descriptor is duplicated and tc closed, which takes it out of the
+// netpoller.
+func (l *Listener) adopt(tc *net.TCPConn) acceptResult {
+	loopsOnce.Do(startLoops)
+	if loopsErr != nil {
+		return acceptNoLoop
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return acceptNoLoop
+	}
+	fd := -1
+	if cerr := rc.Control(func(s uintptr) { fd, err = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) }); cerr != nil || err != nil {
+		return acceptNoLoop
+	}
+	remote, _ := tc.RemoteAddr().(*net.TCPAddr)
+	tc.Close()
+	if remote == nil {
+		remote = &net.TCPAddr{}
+	}
+	return l.loopAccepted(fd, remote)
+}
+
+// loopAccepted admits fd, a non-blocking TCP socket from remote, and hands
+// it to an event loop.
+func (l *Listener) loopAccepted(fd int, remote *net.TCPAddr) acceptResult {
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	fc := newFDConn(fd, remote)
+	cc := l.NewConn(fc)
+	cc.Relay = fc
+	switch l.Admit(cc, true) {
+	case admission.Refused:
+		cc.Abort()
+		return acceptNext
+	case admission.Closing:
+		fc.Close()
+		return acceptStop
+	}
+	if !startLoop(cc, fc, l.Env.Log) {
+		cc.Finish()
+	}
+	return acceptNext
+}
+
+// acceptConn returns the RawConn that acceptLoop waits on: a listening
+// socket's own RawConn cannot wait (its Read fails), so it is that of a
+// duplicate of the listening descriptor, registered with the netpoller
+// through an os.File (closed by StopAccepting and Close, stopAccept). It
+// returns false once the listener stopped accepting, or when the
+// duplicate cannot be made.
+func (l *Listener) acceptConn() (syscall.RawConn, bool) {
+	l.lmu.Lock()
+	defer l.lmu.Unlock()
+	if l.lstop {
+		return nil, false
+	}
+	if l.lrc != nil {
+		return l.lrc, true
+	}
+	tl, ok := l.ln.(*net.TCPListener)
+	if !ok {
+		return nil, false
+	}
+	rc, err := tl.SyscallConn()
+	if err != nil {
+		return nil, false
+	}
+	dup := -1
+	if cerr := rc.Control(func(fd uintptr) { dup, err = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) }); cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, false
+	}
+	// The duplicate shares the listening socket's O_NONBLOCK, so the
+	// os.File is a pollable one.
+	f := os.NewFile(uintptr(dup), "turn-tcp-listener")
+	if l.lrc, err = f.SyscallConn(); err != nil {
+		f.Close()
+		return nil, false
+	}
+	l.lfile = f
+	return l.lrc, true
+}
+
+// stopAccept closes the listening descriptor's duplicate (acceptConn), so
+// that the listening socket closes with the listener and acceptLoop ends.
+func (l *Listener) stopAccept() {
+	l.lmu.Lock()
+	defer l.lmu.Unlock()
+	l.lstop = true
+	if l.lfile != nil {
+		l.lfile.Close()
+	}
+}
+
+func (l *Listener) stopped() bool {
+	l.lmu.Lock()
+	defer l.lmu.Unlock()
+	return l.lstop
+}
+
+// startLoop serves c from an event loop; it returns false when the
+// connection could not join one (it was closed meanwhile, or epoll
+// refused it): the caller then finishes it.
+func startLoop(c *core.Conn, fc *fdConn, log *slog.Logger) bool {
 	loopsMu.Lock()
 	lp := loops[loopNext%uint32(len(loops))]
 	loopNext++
 	loopsMu.Unlock()
-	lc := &loopConn{c: c, o: o, rc: o.rc, log: log, last: time.Now(), limit: core.HandshakeTimeout}
-	lc.rdFn = lc.readFn
-	lc.nopFn = func(uintptr) {}
+	lc := &loopConn{c: c, fc: fc, log: log, last: time.Now(), limit: core.HandshakeTimeout}
 	lp.mu.Lock()
 	lc.id = lp.next
 	lp.next++
 	lp.conns[lc.id] = lc
 	lp.mu.Unlock()
-	onClose := func() { lp.closedNow(lc) }
-	o.onClose.Store(&onClose)
-	var err error
-	if cerr := o.rc.Control(func(fd uintptr) {
-		err = unix.EpollCtl(lp.ep, unix.EPOLL_CTL_ADD, int(fd), &unix.EpollEvent{
-			Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(lc.id), Pad: int32(lc.id >> 32)})
-	}); cerr != nil {
-		err = cerr
+	fc.mu.Lock()
+	ok := !fc.closed && fc.fdOpen
+	if ok {
+		ev := loopEvent(lc.id, len(fc.pend) > 0)
+		ok = unix.EpollCtl(lp.ep, unix.EPOLL_CTL_ADD, fc.fd, &ev) == nil
+		if ok {
+			fc.lp, fc.lc, fc.outArmed = lp, lc, len(fc.pend) > 0
+		}
 	}
-	if err != nil {
+	fc.mu.Unlock()
+	if !ok {
 		lp.mu.Lock()
 		delete(lp.conns, lc.id)
 		lp.mu.Unlock()
-		o.onClose.Store(nil)
-		return false
 	}
-	return true
+	return ok
 }
 
 func startLoops() {
-	n := min(runtime.GOMAXPROCS(0), maxLoops)
+	n := min(runtime.NumCPU(), maxLoops)
 	for range n {
 		ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 		if err != nil {
@@ -174,7 +330,7 @@ func startLoops() {
 // wakeID is the epoll data of a loop's eventfd.
 const wakeID = ^uint64(0)
 
-// closedNow queues lc, whose socket is being closed, for the loop to end.
+// closedNow queues lc, whose connection was closed, for the loop to end.
 func (lp *loop) closedNow(lc *loopConn) {
 	lp.mu.Lock()
 	lp.closed = append(lp.closed, lc)
@@ -183,10 +339,16 @@ func (lp *loop) closedNow(lc *loopConn) {
 	_, _ = unix.Write(lp.wakeFd, one[:])
 }
 
+// run waits in epoll_wait in a thread of its own, as relay workers do in
+// their default mode (sysblock: a P of headroom, and a reschedule now and
+// then so that the runtime's monitor leaves the thread alone).
 func (lp *loop) run() {
+	defer sysblock.Enter()()
+	var y sysblock.Yielder
 	lastTick := time.Now()
 	var drain [8]byte
 	for {
+		y.Maybe()
 		n, err := unix.EpollWait(lp.ep, lp.ev[:], int(loopTick/time.Millisecond))
 		if err != nil && !errors.Is(err, unix.EINTR) {
 			time.Sleep(10 * time.Millisecond)
@@ -202,7 +364,17 @@ func (lp *loop) run() {
 			lp.mu.Lock()
 			lc := lp.conns[id]
 			lp.mu.Unlock()
-			if lc != nil && !lc.ended {
+			if lc == nil || lc.ended {
+				continue
+			}
+			if e.Events&unix.EPOLLOUT != 0 {
+				if err := lc.fc.flushPend(time.Now()); err != nil {
+					lc.log.Debug("closing connection", "client", lc.c.FT.String(), "error", err)
+					lp.end(lc)
+					continue
+				}
+			}
+			if e.Events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
 				lp.serve(lc)
 			}
 		}
@@ -220,8 +392,8 @@ func (lp *loop) run() {
 	}
 }
 
-// end ends lc once: its socket leaves the loop and the connection is
-// finished as its reader goroutine would finish it.
+// end ends lc once: its socket leaves the loop and is closed, and the
+// connection is finished as its reader goroutine would finish it.
 func (lp *loop) end(lc *loopConn) {
 	if lc.ended {
 		return
@@ -230,13 +402,16 @@ func (lp *loop) end(lc *loopConn) {
 	lp.mu.Lock()
 	delete(lp.conns, lc.id)
 	lp.mu.Unlock()
-	_ = lc.rc.Control(func(fd uintptr) { _ = unix.EpollCtl(lp.ep, unix.EPOLL_CTL_DEL, int(fd), nil) })
+	fc := lc.fc
+	fc.mu.Lock()
+	fc.closed = true
+	fc.closeFD()
+	fc.mu.Unlock()
 	lc.f.release()
 	lc.c.Finish()
 }
 
-// tick enforces the connections' time limits and ends those whose socket
-// was closed behind the loop's back.
+// tick enforces the connections' time limits.
 func (lp *loop) tick(now time.Time) {
 	lp.mu.Lock()
 	all := make([]*loopConn, 0, len(lp.conns))
@@ -248,7 +423,8 @@ func (lp *loop) tick(now time.Time) {
 		if lc.ended {
 			continue
 		}
-		if lc.rc.Control(lc.nopFn) != nil {
+		if lc.fc.stalled(now) {
+			lc.log.Debug("closing connection", "client", lc.c.FT.String(), "error", "client does not read")
 			lp.end(lc)
 			continue
 		}
@@ -269,15 +445,14 @@ func (lp *loop) tick(now time.Time) {
 	}
 }
 
-// readFn makes one non-blocking read into the connection's buffer.
-func (lc *loopConn) readFn(fd uintptr) bool {
+// readNB makes one non-blocking read.
+func readNB(fd int, b []byte) (int, error) {
 	for {
-		n, err := unix.Read(int(fd), (*lc.f.buf)[lc.f.w:])
-		if errors.Is(err, unix.EINTR) {
+		n, err := unix.Read(fd, b)
+		if err == unix.EINTR {
 			continue
 		}
-		lc.rn, lc.rerr = n, err
-		return true
+		return n, err
 	}
 }
 
@@ -291,13 +466,10 @@ func (lp *loop) serve(lc *loopConn) {
 			f.buf = bufPools[0].Get().(*[]byte)
 			f.class, f.r, f.w = 0, 0, 0
 		}
-		if err := lc.rc.Read(lc.rdFn); err != nil {
-			fail = err
-			break
-		}
-		n, err := lc.rn, lc.rerr
+		room := len(*f.buf) - f.w
+		n, err := readNB(lc.fc.fd, (*f.buf)[f.w:])
 		if err != nil {
-			if !errors.Is(err, unix.EAGAIN) {
+			if err != unix.EAGAIN {
 				fail = err
 			}
 			break
@@ -306,7 +478,6 @@ func (lp *loop) serve(lc *loopConn) {
 			fail = io.EOF
 			break
 		}
-		room := len(*f.buf) - f.w
 		f.w += n
 		fail = lp.frames(lc)
 		if n < room {
@@ -321,7 +492,7 @@ func (lp *loop) serve(lc *loopConn) {
 		f.release() // nothing begun: a silent connection holds no buffer
 	}
 	if len(lc.out) > 0 {
-		if _, err := lc.o.Write(lc.out); err != nil && fail == nil {
+		if _, err := lc.fc.Write(lc.out); err != nil && fail == nil {
 			fail = err
 		}
 		lc.out = lc.out[:0]
@@ -332,7 +503,7 @@ func (lp *loop) serve(lc *loopConn) {
 	if fail == nil {
 		return
 	}
-	if !errors.Is(fail, io.EOF) && !errors.Is(fail, net.ErrClosed) {
+	if !errors.Is(fail, io.EOF) && !errors.Is(fail, net.ErrClosed) && !errors.Is(fail, syscall.ECONNRESET) {
 		lc.log.Debug("closing connection", "client", lc.c.FT.String(), "error", fail)
 	}
 	switch {
@@ -344,7 +515,7 @@ func (lp *loop) serve(lc *loopConn) {
 	lp.end(lc)
 }
 
-// queueKeepOut is the largest reply buffer a connection keeps.
+// queueKeepOut is the largest reply or backlog buffer a connection keeps.
 const queueKeepOut = 64 << 10
 
 // frames handles the whole frames in lc's buffer (frameReader.take); an

@@ -2,12 +2,14 @@
 
 package stream
 
-import (
-	"log/slog"
+import "net"
 
-	"github.com/tern-gw/tern/dataplane/listener/core"
-)
+// acceptLoop returns acceptNoLoop: event loops are implemented on Linux
+// only, so every connection has a reader goroutine (serveConn).
+func (l *Listener) acceptLoop() acceptResult { return acceptNoLoop }
 
-// startLoop returns false: event loops are implemented on Linux only, so
-// every connection has a reader goroutine (serveConn).
-func startLoop(*core.Conn, *outConn, *slog.Logger) bool { return false }
+// stopAccept does nothing: no descriptor was duplicated.
+func (l *Listener) stopAccept() {}
+
+// adopt returns acceptNoLoop: the connection keeps its reader goroutine.
+func (l *Listener) adopt(*net.TCPConn) acceptResult { return acceptNoLoop }

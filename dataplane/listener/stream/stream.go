@@ -3,23 +3,26 @@
 // length fields). Each connection has a reader goroutine, unless
 // SetEventLoops turned on the event loops (Linux, plain TURN-TCP only,
 // loop_linux.go), which do for many connections per wake-up what a reader
-// goroutine does for one. A reader goroutine splits the
+// goroutine does for one, on raw sockets that never enter the Go
+// netpoller (fdConn). A reader goroutine splits the
 // stream into frames (frameReader), runs the engine and sends the result
 // through the listener's one delivery step (core.Conn.Handle); relay
 // workers queue what peers send on the connection (core.Conn.QueueToClient)
-// and write all a wake-up yields for it at once through its outConn, which
-// never blocks: one write(2) on TCP, one record on TLS.
+// and write all a wake-up yields for it at once through its outConn (or
+// fdConn), which never blocks: one write(2) on TCP, one record on TLS.
 //
 // A TURN-TLS listener with an upstream (config.TLSUpstream) reads each
 // connection's ClientHello first, without terminating TLS (package tlshello):
 // TURN goes on to the TLS handshake with the bytes read replayed
 // (helloConn), anything else is spliced to the upstream (upstream.go).
 //
-// Its locks: outConn.mu serialises a connection's writers (its reader's
-// replies and relay workers' messages) and the flusher; no call out of
-// the package is made under it but the socket's write. loop.mu guards an
+// Its locks: outConn.mu (fdConn.mu on an event loop) serialises a
+// connection's writers (its reader's replies and relay workers' messages)
+// and the flusher (the loop's backlog writes); no call out of the package
+// is made under it but the socket's system calls. loop.mu guards an
 // event loop's connection table and is taken under no other lock and
-// with no call out of the package under it. The
+// with no call out of the package under it. lmu guards the listener's
+// accept4 descriptor. The
 // connection base (core.Base) and admission have their own; see the core
 // package doc for the order across packages.
 package stream
@@ -30,7 +33,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/tern-gw/tern/dataplane/allowlist"
@@ -42,18 +48,21 @@ import (
 	"github.com/tern-gw/tern/turn"
 )
 
-// eventLoops is whether plain TURN-TCP connections accepted from now on
-// are read by the event loops (SetEventLoops).
-var eventLoops atomic.Bool
+// readerGoroutines is whether plain TURN-TCP connections accepted from
+// now on get a reader goroutine each rather than an event loop
+// (SetEventLoops); false, the zero value, is the default.
+var readerGoroutines atomic.Bool
 
 // SetEventLoops turns on or off, for the TURN-TCP connections accepted
-// from then on, reading them from a few event loops (Linux; elsewhere it
-// changes nothing) instead of a reader goroutine each. Off by default:
-// measured against reader goroutines on a 2-core machine (bench/PROFILE.md,
-// "TURN-TCP on event loops"), the loops cost more CPU per relayed packet
-// client -> peer, because the sockets stay registered with the Go
-// netpoller as well, so that every arrival wakes two pollers.
-func SetEventLoops(on bool) { eventLoops.Store(on) }
+// from then on, serving them from a few event loops (Linux; elsewhere it
+// changes nothing) instead of a reader goroutine each. On by default
+// (ternd --tcp-event-loops=false turns it off): measured against reader
+// goroutines on a 2-core machine (bench/PROFILE.md, "TURN-TCP on event
+// loops, outside the netpoller"), the loops cost 0.7x the server CPU per
+// relayed packet client -> peer and 0.8x both ways, and the same peer ->
+// client (a tie over 18 alternated runs), whose path, a relay worker's
+// write, they do not change.
+func SetEventLoops(on bool) { readerGoroutines.Store(!on) }
 
 // Listener is a TURN-TCP or TURN-TLS listener.
 type Listener struct {
@@ -61,6 +70,13 @@ type Listener struct {
 	ln    net.Listener
 	certs *certs.Holder // TURN-TLS only
 	tls   *tls.Config   // TURN-TLS only
+	// lmu guards lfile, lrc and lstop: the duplicate of the listening
+	// descriptor that the event loops' accept4 waits on (acceptLoop,
+	// Linux), and whether the listener stopped accepting.
+	lmu   sync.Mutex
+	lfile *os.File
+	lrc   syscall.RawConn
+	lstop bool
 
 	// routed counts connections by where their ClientHello sent them
 	// (TURN-TLS with an upstream).
@@ -119,8 +135,25 @@ func (t *tlsRelay) WriteRelayed(msg []byte) (bool, error) {
 	return false, err
 }
 
+// acceptResult is what acceptLoop did.
+type acceptResult int
+
+const (
+	acceptNext   acceptResult = iota // a connection was handled (or a passing error)
+	acceptStop                       // the listener is closed
+	acceptNoLoop                     // no event loop can run: use reader goroutines
+)
+
 func (l *Listener) accept() {
 	for {
+		if l.tls == nil && !readerGoroutines.Load() {
+			switch l.acceptLoop() {
+			case acceptNext:
+				continue
+			case acceptStop:
+				return
+			}
+		}
 		c, err := l.ln.Accept()
 		if err != nil {
 			if l.Closed.Load() || errors.Is(err, net.ErrClosed) {
@@ -130,42 +163,58 @@ func (l *Listener) accept() {
 			continue
 		}
 		tc := c.(*net.TCPConn)
-		cc := l.NewConn(c)
-		o, err := newOutConn(tc, cc.Quit)
-		if err != nil {
-			_ = tc.SetLinger(0)
-			tc.Close()
-			continue
-		}
-		cc.Raw, cc.C, cc.W, cc.Relay = tc, o, o, o
-		var up *config.TLSUpstream
-		var hc *helloConn
-		if l.tls != nil {
-			var under net.Conn = o
-			if up = l.Spec().Upstream; up != nil {
-				// The ClientHello is read before the TLS server sees it
-				// and replayed to it by hc.
-				hc = &helloConn{outConn: o}
-				under = hc
+		if l.tls == nil && !readerGoroutines.Load() {
+			// The event loops were turned on while this goroutine waited
+			// in Accept.
+			switch l.adopt(tc) {
+			case acceptNext:
+				continue
+			case acceptStop:
+				return
 			}
-			cc.C = tls.Server(under, l.tls)
-			cc.W = cc.C
-			cc.Relay = &tlsRelay{o: o, w: cc.C}
 		}
-		switch l.Admit(cc, true) {
-		case admission.Refused:
-			cc.Abort()
-			continue
-		case admission.Closing:
-			cc.C.Close()
+		if !l.serveAccepted(tc) {
 			return
 		}
-		_ = o.SetNoDelay(true)
-		if l.tls == nil && eventLoops.Load() && startLoop(cc, o, l.Env.Log) {
-			continue // served by an event loop (loop_linux.go)
-		}
-		go l.serveConn(cc, up, hc)
 	}
+}
+
+// serveAccepted admits tc and starts its reader goroutine; it returns
+// false when the listener is closing.
+func (l *Listener) serveAccepted(tc *net.TCPConn) bool {
+	cc := l.NewConn(tc)
+	o, err := newOutConn(tc, cc.Quit)
+	if err != nil {
+		_ = tc.SetLinger(0)
+		tc.Close()
+		return true
+	}
+	cc.Raw, cc.C, cc.W, cc.Relay = tc, o, o, o
+	var up *config.TLSUpstream
+	var hc *helloConn
+	if l.tls != nil {
+		var under net.Conn = o
+		if up = l.Spec().Upstream; up != nil {
+			// The ClientHello is read before the TLS server sees it
+			// and replayed to it by hc.
+			hc = &helloConn{outConn: o}
+			under = hc
+		}
+		cc.C = tls.Server(under, l.tls)
+		cc.W = cc.C
+		cc.Relay = &tlsRelay{o: o, w: cc.C}
+	}
+	switch l.Admit(cc, true) {
+	case admission.Refused:
+		cc.Abort()
+		return true
+	case admission.Closing:
+		cc.C.Close()
+		return false
+	}
+	_ = o.SetNoDelay(true)
+	go l.serveConn(cc, up, hc)
+	return true
 }
 
 // serveConn reads framed messages until the client goes away, stays idle
@@ -230,12 +279,16 @@ func (l *Listener) ConnStats() (core.ConnStats, bool) {
 // over to its successor (ternd --takeover) keeps relaying its TCP and TLS
 // clients until they close, while the successor, which opens the
 // listener anew, takes the new ones. Close still closes the rest.
-func (l *Listener) StopAccepting() { l.ln.Close() }
+func (l *Listener) StopAccepting() {
+	l.stopAccept()
+	l.ln.Close()
+}
 
 // Close stops accepting, closes every connection and deletes their
 // allocations.
 func (l *Listener) Close() {
 	l.Closed.Store(true)
+	l.stopAccept()
 	l.ln.Close()
 	if l.certs != nil {
 		l.certs.Close()
