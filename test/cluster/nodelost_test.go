@@ -122,6 +122,7 @@ func TestNodeLost(t *testing.T) {
 	kubectl(t, "-n", "media-plane", "rollout", "status", "deployment/media-server", "--timeout=120s")
 	echo := runningPods(t, "media-plane", "app=media-server")[0]
 	startPeer(t, dir, echo)
+	spareOperatorNode(t, echo.node)
 	manifests := []byte(fmt.Sprintf(nlManifests, importedImage(t, dir, "ternd"), nlMinPort, nlMinPort+nlCapacity-1))
 	run(t, manifests, "kubectl", "apply", "-f", "-")
 	t.Cleanup(func() {
@@ -316,3 +317,46 @@ func TestNodeLost(t *testing.T) {
 
 // nlServer is the TURN address of a TestNodeLost replica: its node's address.
 func nlServer(p pod) string { return net.JoinHostPort(p.ip, strconv.Itoa(nlPort)) }
+
+// spareOperatorNode makes sure a node other than tern-node-1 and echoNode runs no operator
+// pod, so that TestNodeLost has a node to lose: the scheduler may have put the operator on
+// the one node left. Then that node is cordoned, the operator's pod deleted, and, once its
+// replacement runs elsewhere, the node uncordoned.
+func spareOperatorNode(t *testing.T, echoNode string) {
+	t.Helper()
+	target := "tern-node-3"
+	if echoNode == target {
+		target = "tern-node-2"
+	}
+	onTarget := func() []pod {
+		var on []pod
+		for _, o := range runningPodsNow(releaseNamespace, "app.kubernetes.io/name=tern-operator") {
+			if o.node == target {
+				on = append(on, o)
+			}
+		}
+		return on
+	}
+	moved := onTarget()
+	if len(moved) == 0 {
+		return
+	}
+	kubectl(t, "cordon", target)
+	// Uncordoned as soon as the operator runs elsewhere: the Gateway's replicas, one per
+	// node, come after. The cleanup is for a test that fails before that.
+	t.Cleanup(func() { _, _ = tryRun(nil, "kubectl", "uncordon", target) })
+	for _, o := range moved {
+		kubectl(t, "-n", releaseNamespace, "delete", "pod", o.name, "--wait=false")
+	}
+	testenv.Eventually(t, 120*time.Second, func() error {
+		if on := onTarget(); len(on) > 0 {
+			return fmt.Errorf("operator pods still on %s: %v", target, on)
+		}
+		if pods, err := readyPods(releaseNamespace, "app.kubernetes.io/name=tern-operator"); err != nil || len(pods) == 0 {
+			return fmt.Errorf("no Ready operator pod (%v)", err)
+		}
+		return nil
+	})
+	kubectl(t, "uncordon", target)
+	t.Logf("operator moved off %s, so that it can be the node lost", target)
+}
