@@ -20,6 +20,7 @@ type Report struct {
 	Allocs     []AllocsResult     `json:"allocs,omitempty"`
 	Memory     []MemoryResult     `json:"memory,omitempty"`
 	Idle       []IdleResult       `json:"idle,omitempty"`
+	HTTPS443   []HTTPS443Result   `json:"https443,omitempty"`
 }
 
 // Meta describes the run.
@@ -107,6 +108,7 @@ func ReadReports(paths ...string) (*Report, error) {
 		out.Allocs = append(out.Allocs, r.Allocs...)
 		out.Memory = append(out.Memory, r.Memory...)
 		out.Idle = append(out.Idle, r.Idle...)
+		out.HTTPS443 = append(out.HTTPS443, r.HTTPS443...)
 	}
 	return &out, nil
 }

@@ -17,6 +17,13 @@
 #   TERNBENCH_OUT        results directory (default bench/results)
 #   TERNBENCH_RELAY_IP   relay address of the first server (default 127.0.0.2; the others +1...)
 #   TERNBENCH_REPORT     the markdown written (default BENCHMARKS.md)
+#   TERNBENCH_BIN        (--report) the ternbench binary built and run (default bin/ternbench)
+#   TERNBENCH_PLOTS      where the plots are written (default TERNBENCH_OUT; the markdown links
+#                        them in TERNBENCH_OUT all the same)
+# The hand-written parts of BENCHMARKS.md live in bench/report/template.md,
+# bench/CLUSTER.md (the real cluster's figures) and bench/PROFILE*.md: edit those
+# and run --report, never BENCHMARKS.md itself (test/docs checks that it is what
+# --report writes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,6 +45,7 @@ out="${TERNBENCH_OUT:-bench/results}"
 base="${TERNBENCH_BASE_PORT:-23478}"
 relay="${TERNBENCH_RELAY_IP:-127.0.0.2}"
 report="${TERNBENCH_REPORT:-BENCHMARKS.md}"
+ternbench=bin/ternbench
 
 # The report: every result present, and the offload section (issue 15)
 # where hack/bench-offload.sh left its results.
@@ -53,17 +61,24 @@ report() {
 		offload=(-offload "$(cat "$out/offload/files.txt")" -offload-commands "$out/offload/reproduce.txt")
 		[[ -f bench/PROFILE-offload.md ]] && offload+=(-offload-profile bench/PROFILE-offload.md)
 	fi
+	tls443=()
+	if [[ -f "$out/tls443-flows.json" && -f "$out/https443.json" ]]; then
+		tls443=(-tls443 "$out/tls443-flows.json,$out/https443.json")
+	fi
+	cluster=()
+	[[ -f bench/CLUSTER.md ]] && cluster=(-cluster bench/CLUSTER.md)
 	profile=()
 	if [[ -f bench/PROFILE.md ]]; then
 		profile=(-profile bench/PROFILE.md)
 	fi
 	commands=()
 	[[ -f "$out/reproduce.txt" ]] && commands=(-commands "$out/reproduce.txt")
-	bin/ternbench report -o "$report" -plots "$out" "${commands[@]}" "${profile[@]}" "${metrics[@]}" "${offload[@]}" "${results[@]}" >/dev/null
+	"$ternbench" report -o "$report" -plots "${TERNBENCH_PLOTS:-$out}" -plots-rel "$out" "${commands[@]}" "${profile[@]}" "${cluster[@]}" "${metrics[@]}" "${offload[@]}" "${tls443[@]}" "${results[@]}" >/dev/null
 	echo "wrote $report and $out/"
 }
 if [[ -n "$report_only" ]]; then
-	[[ -x bin/ternbench ]] || go build -o bin/ternbench ./cmd/ternbench
+	ternbench="${TERNBENCH_BIN:-bin/ternbench}"
+	go build -o "$ternbench" ./cmd/ternbench # never a stale one: the report is this tree's
 	report
 	exit 0
 fi
@@ -82,6 +97,9 @@ go build -o bin/ternbench ./cmd/ternbench
 
 work="$(mktemp -d -t ternbench-XXXXXX)"
 common=(-launch all -ternd bin/ternd -work-dir "$work" -base-port "$base" -relay-ip "$relay" $quick)
+# ternd beside ternd-443, whose TURN-TLS port is shared with HTTPS (issue 23).
+shared=(-launch ternd,ternd-443 -ternd bin/ternd -work-dir "$work" -base-port "$base" -relay-ip "$relay" $quick)
+https=(-launch ternd-443 -ternd bin/ternd -work-dir "$work" -base-port "$base" -relay-ip "$relay" $quick)
 # ternd beside itself with metrics off (issue 12), in a throughput run of their own.
 onoff=(-launch ternd,ternd-nometrics -ternd bin/ternd -work-dir "$work" -base-port "$base" -relay-ip "$relay" $quick)
 if [[ -z "$quick" ]]; then
@@ -115,10 +133,16 @@ if [[ -z "$quick" ]]; then
 		-flows 64 -rates 20k -sizes 100 -duration 3s -o "$out/flows-burst.json"
 	echo "== webrtc"
 	run webrtc "${common[@]}" -allocations 1000,5000 -transport udp -duration 20s -o "$out/webrtc.json"
+	echo "== TURN-TLS and HTTPS on one port"
+	run flows "${shared[@]}" -repeats 2 -direction c2p,p2c,both -transport tls -pacing interleaved \
+		-flows 64 -rates 20k -sizes 100 -duration 3s -o "$out/tls443-flows.json"
+	run https443 "${https[@]}" -repeats 3 -o "$out/https443.json"
 else
 	run flows "${common[@]}" -direction c2p,p2c,both -transport udp,tcp,tls,dtls -o "$out/flows.json"
 	run flows "${common[@]}" -direction c2p,p2c -transport udp,tls -pacing burst -o "$out/flows-burst.json"
 	run webrtc "${common[@]}" -o "$out/webrtc.json"
+	run flows "${shared[@]}" -direction c2p,p2c,both -transport tls -o "$out/tls443-flows.json"
+	run https443 "${https[@]}" -o "$out/https443.json"
 fi
 
 target_cmds="$cmds"
@@ -162,7 +186,9 @@ metrics=()
 	echo "CGO_ENABLED=0 go build -o bin/ternd ./cmd/ternd && go build -o bin/ternbench ./cmd/ternbench"
 	cat "$wcmds"
 	[[ -f "$cmds" ]] && cat "$cmds"
-	echo "bin/ternbench report -o $report -plots $out ${metrics[*]} ${results[*]}"
+	tls443=""
+	[[ -f "$out/tls443-flows.json" && -f "$out/https443.json" ]] && tls443="-tls443 $out/tls443-flows.json,$out/https443.json"
+	echo "bin/ternbench report -o $report -plots $out -cluster bench/CLUSTER.md ${metrics[*]} $tls443 ${results[*]}"
 } >"$out/reproduce.txt"
 report
 rm -rf "$work"

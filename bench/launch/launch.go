@@ -20,6 +20,7 @@ import (
 	"github.com/tern-gw/tern/bench/netns"
 	"github.com/tern-gw/tern/bench/turnclient"
 	"github.com/tern-gw/tern/dataplane/config"
+	"github.com/tern-gw/tern/dataplane/config/protocol"
 	"github.com/tern-gw/tern/internal/selfsigned"
 )
 
@@ -34,7 +35,16 @@ var Names = []string{"ternd", "coturn", "pion", "forwarder"}
 // (--offload-engine OffloadEngine, default TC; issue 15), for runs inside
 // network namespaces where forwarding is on (bench/netns): on the host it
 // would pass every packet to its sockets.
-var Extra = []string{"ternd-nometrics", "ternd-offload"}
+//
+// ternd-443 is ternd whose TURN-TLS listener shares its port with HTTPS
+// (issue 23): it reads each ClientHello first, serves TURN-TLS (ALPN
+// "stun.turn", the SNI TURN443Name, or neither ALPN nor SNI, as the
+// harness's clients send) and splices every other connection to
+// TLSUpstream. It needs Streams.
+var Extra = []string{"ternd-nometrics", "ternd-offload", "ternd-443"}
+
+// TURN443Name is the SNI ternd-443 serves as TURN-TLS whatever the ALPN.
+const TURN443Name = "turn.ternbench.test"
 
 // Launcher starts bench servers. Every server listens on 127.0.0.1 at
 // BasePort + 100·i (i its index in Names, then Extra) and relays from an
@@ -82,6 +92,11 @@ type Launcher struct {
 	CPUs string
 	// OffloadEngine is ternd-offload's --offload-engine; default TC.
 	OffloadEngine string
+	// TLSUpstream is ternd-443's upstream, host:port: where its TURN-TLS
+	// listener splices the connections that are not TURN. Default
+	// 127.0.0.1:1, where nothing listens: such connections then fail, which
+	// a run of TURN clients alone never makes.
+	TLSUpstream string
 
 	cert, key string
 	procs     []*proc
@@ -125,6 +140,9 @@ func (l *Launcher) defaults() {
 	if l.OffloadEngine == "" {
 		l.OffloadEngine = "TC"
 	}
+	if l.TLSUpstream == "" {
+		l.TLSUpstream = "127.0.0.1:1"
+	}
 }
 
 func (l *Launcher) addr(i int) netip.AddrPort {
@@ -167,6 +185,9 @@ func (l *Launcher) Start(name string) (bench.Target, error) {
 	if l.probe(t) == nil || l.probe(bench.Target{Kind: bench.KindRaw, Addr: t.Addr}) == nil {
 		return t, fmt.Errorf("launch %s: something already answers on %v; stop it or pick another -base-port", name, t.Addr)
 	}
+	if name == "ternd-443" && !l.Streams {
+		return t, fmt.Errorf("launch %s: it shares its TURN-TLS port with HTTPS, so it needs the stream listeners (a TLS transport)", name)
+	}
 	if l.Streams && name != "forwarder" {
 		if l.cert == "" {
 			var err error
@@ -178,10 +199,18 @@ func (l *Launcher) Start(name string) (bench.Target, error) {
 	}
 	var args []string
 	switch name {
-	case "ternd", "ternd-nometrics", "ternd-offload":
+	case "ternd", "ternd-nometrics", "ternd-offload", "ternd-443":
 		metrics := name != "ternd-nometrics"
 		cfg := filepath.Join(l.Dir, name+".yaml")
-		if err := WriteConfig(cfg, l.terndConfig(t.Addr, l.relayIP(i), metrics)); err != nil {
+		c := l.terndConfig(t.Addr, l.relayIP(i), metrics)
+		if name == "ternd-443" {
+			for k := range c.Listeners {
+				if c.Listeners[k].Protocol == protocol.TURNTLS {
+					c.Listeners[k].Upstream = &config.TLSUpstream{Address: l.TLSUpstream, TURNServerNames: []string{TURN443Name}}
+				}
+			}
+		}
+		if err := WriteConfig(cfg, c); err != nil {
 			return t, err
 		}
 		args = []string{l.Ternd, "-c", cfg, "--udp-thread-num", fmt.Sprint(l.Threads),
@@ -190,6 +219,9 @@ func (l *Launcher) Start(name string) (bench.Target, error) {
 		if !metrics {
 			args = append(args, "--packet-counters=false")
 			t.Description += ", metrics off (no metricsAddress, `--packet-counters=false`)"
+		}
+		if name == "ternd-443" {
+			t.Description += fmt.Sprintf(", TURN-TLS port shared with HTTPS (upstream %s, TURN server name %s)", l.TLSUpstream, TURN443Name)
 		}
 		if name == "ternd-offload" {
 			args = append(args, "--offload-engine", l.OffloadEngine)

@@ -41,6 +41,13 @@ type Options struct {
 	// OffloadProfile is the hand-written profile behind the offload goals
 	// (bench/PROFILE-offload.md).
 	OffloadProfile string
+	// Cluster is the hand-written section of figures from the real-node
+	// cluster's tests (bench/CLUSTER.md), shown as it is.
+	Cluster string
+	// TLS443, when set, is a flows run of ternd beside ternd-443 over TLS
+	// and an https443 run (issue 23: TURN-TLS and HTTPS on one port),
+	// reported in a section of their own.
+	TLS443 *bench.Report
 }
 
 const defaultCommands = "make bench            # or: hack/bench.sh\nhack/bench.sh --quick  # a one-minute smoke\n"
@@ -113,6 +120,11 @@ func Markdown(r *bench.Report, o Options) ([]byte, error) {
 		offloadData(d, o.Offload)
 		d["OffloadCommands"] = strings.TrimRight(o.OffloadCommands, "\n") + "\n"
 		d["OffloadProfile"] = strings.TrimSpace(o.OffloadProfile)
+	}
+
+	d["Cluster"] = strings.TrimSpace(o.Cluster)
+	if o.TLS443 != nil {
+		tls443Data(d, o.TLS443)
 	}
 
 	// Metrics on and off (issue 12): ternd beside itself without metrics,

@@ -39,6 +39,8 @@ type common struct {
 	clientIP, peerIP string
 	// streams makes launched servers listen on TURN-TCP, TLS and DTLS too.
 	streams bool
+	// tlsUpstream is ternd-443's HTTPS upstream (launch.Launcher.TLSUpstream).
+	tlsUpstream string
 }
 
 type listFlag []string
@@ -98,7 +100,7 @@ func (c *common) setup() ([]bench.Target, func(), error) {
 			return nil, nil, fmt.Errorf("-relay-ip %q: want an IPv4 address", c.relayIP)
 		}
 		l := &launch.Launcher{Dir: dir, Ternd: c.ternd, Self: self, Threads: c.threads, BasePort: c.basePort,
-			RelayIP: relay, Streams: c.streams, CPUs: c.pin}
+			RelayIP: relay, Streams: c.streams, CPUs: c.pin, TLSUpstream: c.tlsUpstream}
 		bench.Net.ServerCPUs = c.pin
 		removeNS := func() {}
 		if c.netns != "" {

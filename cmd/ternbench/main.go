@@ -7,6 +7,7 @@
 //	ternbench flows|webrtc [flags]                       WebRTC-shaped load (issue 14)
 //	ternbench throughput|latency|allocs|memory [flags]   measure
 //	ternbench soak [flags]                               ternd under attack (docs/security.md)
+//	ternbench https443 [flags]                           HTTPS through a shared TURN-TLS port (issue 23)
 //	ternbench report [flags] results.json...             BENCHMARKS.md + plots
 //	ternbench serve-pion|serve-forwarder [flags]         peer servers
 package main
@@ -27,6 +28,7 @@ var commands = map[string]func(args []string) error{
 	"allocs":          runAllocs,
 	"memory":          runMemory,
 	"soak":            runSoak,
+	"https443":        runHTTPS443,
 	"report":          runReport,
 	"serve-pion":      servePion,
 	"serve-forwarder": serveForwarder,
@@ -47,6 +49,9 @@ measure (targets from -t and/or -launch; -h on each for its flags):
   memory       server RSS bytes per held allocation
   soak         legitimate clients relaying while ternd is attacked (quota, password flood,
                idle TCP connections) with its default limits; docs/security.md
+  https443     HTTPS through a TURN-TLS port shared with it (ternd-443) against straight to
+               the upstream: handshake + GET latency, connections/s, HTTP/2 download MB/s,
+               the server's CPU per connection and per MB
 
 other:
   report           merge results JSON into BENCHMARKS.md and plots

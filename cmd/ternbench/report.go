@@ -21,6 +21,8 @@ func runReport(args []string) error {
 	offload := fs.String("offload", "", "comma list of results of -netns runs with ternd-offload, for the offload section (issue 15)")
 	offloadCmds := fs.String("offload-commands", "", "file whose text is shown as the commands reproducing -offload")
 	offloadProf := fs.String("offload-profile", "", "markdown file with the profile behind the offload goals (e.g. bench/PROFILE-offload.md)")
+	cluster := fs.String("cluster", "", "markdown file with the real cluster's figures, shown as it is (e.g. bench/CLUSTER.md)")
+	tls443 := fs.String("tls443", "", "comma list of results of ternd beside ternd-443 over TLS (flows) and of https443, for the section on TURN-TLS and HTTPS on one port (issue 23)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -75,6 +77,20 @@ func runReport(args []string) error {
 		}
 		oprof = string(b)
 	}
+	var clus string
+	if *cluster != "" {
+		b, err := os.ReadFile(*cluster)
+		if err != nil {
+			return err
+		}
+		clus = string(b)
+	}
+	var tr *bench.Report
+	if *tls443 != "" {
+		if tr, err = bench.ReadReports(strings.Split(*tls443, ",")...); err != nil {
+			return err
+		}
+	}
 	link := *rel
 	if link == "" {
 		link = *plots
@@ -83,7 +99,7 @@ func runReport(args []string) error {
 	if err != nil {
 		return err
 	}
-	md, err := report.Markdown(r, report.Options{PlotDir: link, Plots: files, Commands: cmds, Profile: prof, Metrics: mr, Offload: or, OffloadCommands: ocmds, OffloadProfile: oprof})
+	md, err := report.Markdown(r, report.Options{PlotDir: link, Plots: files, Commands: cmds, Profile: prof, Metrics: mr, Offload: or, OffloadCommands: ocmds, OffloadProfile: oprof, Cluster: clus, TLS443: tr})
 	if err != nil {
 		return err
 	}

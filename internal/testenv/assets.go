@@ -1,7 +1,9 @@
 // Package testenv runs tests against a real kube-apiserver and etcd (controller-runtime's
 // envtest), built from the Go module proxy by hack/envtest.sh. It exists so that every package
 // with API-server tests finds the binaries, configures the API server and decides to skip the
-// same way.
+// same way. It also holds what several test packages share beyond the API server: the skip
+// policy (skip.go), Mimir and KEDA builds, network namespaces, and Chromium's relay-call page
+// (chromium.go, used by test/e2e and test/cluster).
 package testenv
 
 import (

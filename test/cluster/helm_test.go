@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,10 +91,25 @@ func helmInstall(t *testing.T, vals map[string]any) *release.Release {
 // again in full.
 func helmUpgrade(t *testing.T, vals map[string]any) *release.Release {
 	t.Helper()
-	upgrade := action.NewUpgrade(helmConfig(t))
-	upgrade.Namespace = releaseNamespace
-	upgrade.Wait, upgrade.Timeout = true, 120*time.Second
-	rel, err := upgrade.Run(releaseName, loadChart(t), vals)
+	var (
+		rel *release.Release
+		err error
+	)
+	// Helm reads the API server's discovery before it renders. Right after an aggregated API
+	// (KEDA's external.metrics.k8s.io) comes up, or while its server stops, that discovery can
+	// fail for a moment ("unable to retrieve the complete list of server APIs", helm/helm#6361);
+	// such an upgrade changed nothing and is tried again.
+	for attempt := 1; ; attempt++ {
+		upgrade := action.NewUpgrade(helmConfig(t))
+		upgrade.Namespace = releaseNamespace
+		upgrade.Wait, upgrade.Timeout = true, 120*time.Second
+		rel, err = upgrade.Run(releaseName, loadChart(t), vals)
+		if err == nil || attempt == 5 || !discoveryFailed(err) {
+			break
+		}
+		t.Logf("helm upgrade (attempt %d): API discovery failed, trying again in 2s: %v", attempt, err)
+		time.Sleep(2 * time.Second)
+	}
 	if err != nil {
 		t.Fatalf("helm upgrade %s deploy/helm/tern: %v", releaseName, err)
 	}
@@ -101,4 +117,12 @@ func helmUpgrade(t *testing.T, vals map[string]any) *release.Release {
 		t.Fatalf("helm upgrade: release %s is %v, want deployed", releaseName, fmt.Sprint(rel.Info))
 	}
 	return rel
+}
+
+// discoveryFailed says whether err is Helm's failure to read the API server's discovery, which
+// comes before Helm changes anything.
+func discoveryFailed(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "unable to retrieve the complete list of server APIs") ||
+		strings.Contains(msg, "could not get apiVersions from Kubernetes")
 }

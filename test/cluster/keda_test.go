@@ -54,6 +54,10 @@ const (
 	kedaConcurrency = 20
 	// The Gateway's tern-gw.io/allocation-imbalance-percent.
 	kedaImbalance = 50
+	// The relay port range of the GatewayConfig, which the StaticService's backendRef
+	// narrows the nodes' addresses to (ternd's default range).
+	kedaRelayMin  = 20000
+	kedaRelayMax  = 29999
 	kedaNamespace = "keda" // KEDA's own namespace (its POD_NAMESPACE)
 	mimirTenant   = "tern" // the tenant vmagent writes as and KEDA queries as
 	// The address of the control plane's network namespace on the nodes' bridge
@@ -64,11 +68,14 @@ const (
 	kedaScaleBound = 5 * time.Minute
 )
 
-// kedaManifests is the Gateway API side of TestKEDAScaling; %[1]s is the ternd image. A
-// Gateway of its own (TURN-UDP on kedaPort, a ClusterIP Service, balancing its replicas by
-// tern-gw.io/allocation-imbalance-percent) on a Dataplane of its own: hostNetwork (each
-// replica on a node of its own, clients at the node's address, alternates the nodes'
-// addresses), the metrics endpoint on; a UDPRoute to the echo.
+// kedaManifests is the Gateway API side of TestKEDAScaling; %[1]s is the ternd image, %[2]d
+// the imbalance, %[3]s the nodes' addresses. A Gateway of its own (TURN-UDP on kedaPort, a
+// ClusterIP Service, balancing its replicas by tern-gw.io/allocation-imbalance-percent) on a
+// Dataplane of its own: hostNetwork (each replica on a node of its own, clients at the node's
+// address, alternates the nodes' addresses), the metrics endpoint on; a UDPRoute to the echo
+// and, for Chromium's relay-to-relay call, to the nodes' addresses on the relay port range (a
+// StaticService: the peer of each of the page's allocations is the other's relayed transport
+// address, a node's address, which ternd opens only when a cluster names it exactly).
 const kedaManifests = `apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
 metadata: {name: keda-class}
@@ -83,6 +90,8 @@ spec:
   realm: stunner.l7mp.io
   dataplane: keda
   authRef: {name: stunner-auth-secret, namespace: stunner}
+  minPort: %[4]d
+  maxPort: %[5]d
 ---
 apiVersion: stunner.l7mp.io/v1
 kind: Dataplane
@@ -112,7 +121,16 @@ kind: UDPRoute
 metadata: {name: keda-route, namespace: stunner}
 spec:
   parentRefs: [{name: udp-keda}]
-  rules: [{backendRefs: [{name: media-server-pool, namespace: media-plane}]}]
+  rules:
+    - backendRefs:
+        - {name: media-server-pool, namespace: media-plane}
+        - {group: stunner.l7mp.io, kind: StaticService, name: keda-nodes, port: %[4]d, endPort: %[5]d}
+---
+apiVersion: stunner.l7mp.io/v1
+kind: StaticService
+metadata: {name: keda-nodes, namespace: stunner}
+spec:
+  prefixes: [%[3]s]
 `
 
 // mimirClusterConfig runs Mimir as one process (target all) on 127.0.0.1 of the control
@@ -229,10 +247,15 @@ spec:
 // remote-writes their metrics to Mimir; KEDA's operator and metrics API server (hack/keda.sh)
 // run as processes with the cluster's kubeconfig, the latter registered as the
 // external.metrics.k8s.io APIService; the chart's ScaledObject (keda.enabled, by helm
-// upgrade) points KEDA at Mimir with sum(stunner_allocations_active) and a threshold of 2
-// allocations per replica. Six pion/turn allocations on the Gateway's one ternd pod scale its
-// Deployment from 1 to 3 replicas; releasing them scales it back to 1 (the HPA's scale-down
-// stabilization set to 0 through the chart's keda.advanced). The times are logged.
+// upgrade) points KEDA at Mimir with sum(stunner_allocations_active) and a threshold of
+// kedaThreshold allocations per replica. kedaFirst pion/turn allocations on the Gateway's one
+// ternd pod scale its Deployment from 1 to 3 replicas, each on a node of its own (ScaleOut);
+// the first replica then redirects every new client (bench/turnclient) to the others by
+// 300 Try Alternate (Redirect); all kedaAllocations relay to the echo with none lost (Relay);
+// Chromium, given only the first replica's address, follows the 300s and calls itself relay
+// to relay through the new replicas, a data channel echoing every message (Chromium); releasing
+// every allocation scales the Deployment back to 1 (ScaleIn, the HPA's scale-down
+// stabilization set to 0 through the chart's keda.advanced). The figures are logged.
 func TestKEDAScaling(t *testing.T) {
 	dir := cluster(t)
 	tag := installOperator(t)
@@ -258,7 +281,12 @@ func TestKEDAScaling(t *testing.T) {
 	kubectl(t, "-n", "media-plane", "rollout", "status", "deployment/media-server", "--timeout=120s")
 	echo := runningPods(t, "media-plane", "app=media-server")[0]
 	startPeer(t, dir, echo)
-	manifests := []byte(fmt.Sprintf(kedaManifests, importedImage(t, dir, "ternd"), kedaImbalance))
+	var nodeIPs []string
+	for _, n := range clusterNodes(t) {
+		nodeIPs = append(nodeIPs, n.ip)
+	}
+	manifests := []byte(fmt.Sprintf(kedaManifests, importedImage(t, dir, "ternd"), kedaImbalance,
+		strings.Join(nodeIPs, ", "), kedaRelayMin, kedaRelayMax))
 	run(t, manifests, "kubectl", "apply", "-f", "-")
 	t.Cleanup(func() {
 		_, _ = tryRun(manifests, "kubectl", "delete", "--ignore-not-found", "--wait=false", "-f", "-")
@@ -519,6 +547,8 @@ func TestKEDAScaling(t *testing.T) {
 			kedaAllocations, len(replicas), sent, got, sent-got, time.Since(start).Seconds())
 	})
 
+	step("Chromium", func(t *testing.T) { kedaChromium(t, first, replicas) })
+
 	step("ScaleIn", func(t *testing.T) {
 		start := time.Now()
 		for _, a := range allocs {
@@ -665,14 +695,29 @@ func (l *lockedBuffer) Write(p []byte) (int, error) {
 	return l.b.Write(p)
 }
 
-func (l *lockedBuffer) String() string {
+// String returns the last 8,000 bytes written.
+func (l *lockedBuffer) String() string { return l.tail(8000) }
+
+// tail returns the last n bytes written, from a line start where one is near.
+func (l *lockedBuffer) tail(n int) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.b.String()
-	if len(s) > 8000 {
-		s = "...\n" + s[len(s)-8000:]
+	if len(s) > n {
+		s = s[len(s)-n:]
+		if i := strings.IndexByte(s, '\n'); i >= 0 && i < 200 {
+			s = s[i+1:]
+		}
+		s = "...\n" + s
 	}
 	return s
+}
+
+// all returns everything written.
+func (l *lockedBuffer) all() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return bytes.Clone(l.b.Bytes())
 }
 
 func startDaemon(t *testing.T, env []string, name string, args ...string) *daemon {
@@ -693,7 +738,15 @@ func startDaemon(t *testing.T, env []string, name string, args ...string) *daemo
 			<-d.done
 		}
 		if t.Failed() {
-			t.Logf("%s output:\n%s", name, d.out.String())
+			// A short tail only: several daemons' full logs would push the test's own
+			// failure message out of what CI shows. The whole log goes to a file.
+			where := "not kept"
+			if f, err := os.CreateTemp("", "tern-"+strings.ReplaceAll(name, " ", "-")+"-*.log"); err == nil {
+				_, _ = f.Write(d.out.all())
+				_ = f.Close()
+				where = f.Name()
+			}
+			t.Logf("%s output (last lines; all of it in %s):\n%s", name, where, d.out.tail(1500))
 		}
 	})
 	return d
@@ -708,19 +761,54 @@ func (d *daemon) exited() bool {
 	}
 }
 
-// freeTCPPort returns a TCP port free on ip at the time of the call.
+// handedOut holds the ports freeTCPPort has returned in this test process.
+var handedOut sync.Map
+
+// freeTCPPort returns a port free on ip for TCP and for UDP (Mimir's memberlist binds both) at
+// the time of the call, never one it returned before in this process: the daemons that get
+// these ports bind them later, so two of them must not be handed the same one.
 func freeTCPPort(t *testing.T, ip string) int {
 	t.Helper()
-	l, err := net.Listen("tcp4", net.JoinHostPort(ip, "0"))
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		l, err := net.Listen("tcp4", net.JoinHostPort(ip, "0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp4", net.JoinHostPort(ip, strconv.Itoa(port)))
+		_ = l.Close()
+		if err != nil {
+			continue
+		}
+		_ = u.Close()
+		if _, dup := handedOut.LoadOrStore(port, true); !dup {
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatalf("no port free for TCP and UDP on %s in 100 tries", ip)
+	return 0
 }
 
-// startClusterMimir runs Mimir and returns its base URL once /ready answers.
+// startClusterMimir runs Mimir and returns its base URL once /ready answers. A Mimir that exits
+// before it is ready is started once more on fresh ports, with the lines it logged at level
+// error in the test's log: the ports it is given are free when chosen but bound only later.
 func startClusterMimir(t *testing.T, bin string) string {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		base, d := startClusterMimirOnce(t, bin)
+		if base != "" {
+			return base
+		}
+		if attempt == 2 {
+			t.Fatalf("mimir exited before it was ready, twice; its last lines:\n%s", d.out.tail(3000))
+		}
+		t.Logf("mimir exited before it was ready; starting it again on other ports. Its errors:\n%s", errorLines(d.out.all()))
+	}
+}
+
+// startClusterMimirOnce starts Mimir and waits for its /ready. It returns Mimir's base URL, or ""
+// when the process exited first.
+func startClusterMimirOnce(t *testing.T, bin string) (string, *daemon) {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "mimir.yaml")
@@ -733,9 +821,11 @@ func startClusterMimir(t *testing.T, bin string) string {
 	// (the package's directory, where go test runs it).
 	d := startDaemon(t, nil, "mimir", bin, "-config.file="+cfg, "-activity-tracker.filepath="+filepath.Join(dir, "metrics-activity.log"))
 	base := "http://127.0.0.1:" + strconv.Itoa(httpPort)
+	exited := false
 	testenv.Eventually(t, 120*time.Second, func() error {
 		if d.exited() {
-			t.Fatalf("mimir exited:\n%s", d.out.String())
+			exited = true
+			return nil
 		}
 		resp, err := http.Get(base + "/ready")
 		if err != nil {
@@ -748,7 +838,25 @@ func startClusterMimir(t *testing.T, bin string) string {
 		}
 		return nil
 	})
-	return base
+	if exited {
+		return "", d
+	}
+	return base, d
+}
+
+// errorLines returns the lines of a logfmt log at level=error (at most 20), or a note that
+// there are none.
+func errorLines(log []byte) string {
+	var out []string
+	for line := range strings.SplitSeq(string(log), "\n") {
+		if strings.Contains(line, "level=error") && len(out) < 20 {
+			out = append(out, line)
+		}
+	}
+	if len(out) == 0 {
+		return "(none at level=error)"
+	}
+	return strings.Join(out, "\n")
 }
 
 // startClusterVmagent runs Debian's vmagent with vmagentScrape kept to the ternd pods of

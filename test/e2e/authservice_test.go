@@ -88,9 +88,9 @@ spec:
 // wired as `tern-operator run` wires them (the auth service reads the manager's cache), until
 // the test ends; the rendered credentials are files in credentialsDir (see startOperator). It
 // returns the auth service's base URL and its debug log.
-func startOperatorWithAuth(t *testing.T, credentialsDir string) (string, *syncBuffer) {
+func startOperatorWithAuth(t *testing.T, credentialsDir string) (string, *testenv.LockedBuffer) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testenv.LockedBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	var srv *authservice.Server
 	startOperator(t, credentialsDir, func(mgr manager.Manager) error {

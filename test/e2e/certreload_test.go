@@ -77,7 +77,7 @@ func TestTLSCertificateReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := &syncBuffer{}
+	log := &testenv.LockedBuffer{}
 	client, err := turn.NewClient(&turn.ClientConfig{
 		STUNServerAddr: addr, TURNServerAddr: addr, Username: testUser, Password: testPassword, Realm: testRealm,
 		Conn: turn.NewSTUNConn(tc), LoggerFactory: &logging.DefaultLoggerFactory{Writer: log, DefaultLogLevel: logging.LogLevelWarn},
@@ -143,7 +143,7 @@ func TestTLSCertificateReloadUclient(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, uclient, args...)
 	cmd.WaitDelay = 5 * time.Second
-	out := &syncBuffer{}
+	out := &testenv.LockedBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -50,7 +50,7 @@ func startTurnutilsPeerOn(t *testing.T, ip string) int {
 		}
 		next.Close()
 
-		out := &syncBuffer{}
+		out := &testenv.LockedBuffer{}
 		cmd := exec.Command(bin, "-L", ip, "-p", strconv.Itoa(port))
 		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {

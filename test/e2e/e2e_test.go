@@ -173,7 +173,7 @@ type server struct {
 	// target has no such endpoint (coturn).
 	healthURL  string
 	metricsURL string
-	out        *syncBuffer // the process's stdout and stderr
+	out        *testenv.LockedBuffer // the process's stdout and stderr
 
 	cmd       *exec.Cmd
 	cfgPath   string        // ternd's config file
@@ -324,7 +324,7 @@ func launchServer(t *testing.T, mutate func(*config)) *server {
 	s := &server{
 		cfg:  cfg,
 		addr: &net.UDPAddr{IP: net.ParseIP(l.Address), Port: l.Port},
-		out:  &syncBuffer{},
+		out:  &testenv.LockedBuffer{},
 	}
 	dir := t.TempDir()
 	var cmd *exec.Cmd
@@ -360,7 +360,7 @@ func launchServer(t *testing.T, mutate func(*config)) *server {
 func (s *server) start(t *testing.T, cmd *exec.Cmd) {
 	t.Helper()
 	if s.out == nil {
-		s.out = &syncBuffer{}
+		s.out = &testenv.LockedBuffer{}
 	}
 	cmd.Stdout, cmd.Stderr = s.out, s.out
 	if err := cmd.Start(); err != nil {
@@ -732,24 +732,6 @@ func (p *peer) received() (int, map[string]int) {
 		src[k] = v
 	}
 	return p.packets, src
-}
-
-// syncBuffer is a bytes.Buffer safe for a process's writes and the test's reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // TestHealthAndMetrics checks ternd's health and metrics endpoints: /live

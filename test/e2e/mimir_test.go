@@ -94,13 +94,13 @@ frontend:
 type proc struct {
 	name string
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *testenv.LockedBuffer
 	done chan struct{}
 }
 
 func startProc(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, cmd: exec.Command(args[0], args[1:]...), out: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{name: name, cmd: exec.Command(args[0], args[1:]...), out: &testenv.LockedBuffer{}, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
@@ -146,7 +146,9 @@ func startMimir(t *testing.T) string {
 	if err := os.WriteFile(cfg, fmt.Appendf(nil, mimirConfig, filepath.Join(dir, "data"), httpPort, grpcPort, gossipPort), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := startProc(t, "mimir", bin, "-config.file="+cfg)
+	// Its activity log in the temporary directory, not Mimir's default ./metrics-activity.log
+	// (this package's directory, where go test runs it).
+	p := startProc(t, "mimir", bin, "-config.file="+cfg, "-activity-tracker.filepath="+filepath.Join(dir, "metrics-activity.log"))
 	base := "http://127.0.0.1:" + strconv.Itoa(httpPort)
 	testenv.Eventually(t, 30*time.Second, func() error {
 		if p.exited() {

@@ -29,7 +29,7 @@ type pionClient struct {
 	conn       net.PacketConn
 	server     *net.UDPAddr
 	user, pass string
-	log        *syncBuffer
+	log        *testenv.LockedBuffer
 }
 
 func newPionClient(t *testing.T, s *server, user, pass string) *pionClient {
@@ -46,7 +46,7 @@ func newPionClient(t *testing.T, s *server, user, pass string) *pionClient {
 func newPionClientOn(t *testing.T, conn net.PacketConn, server *net.UDPAddr, user, pass string) *pionClient {
 	t.Helper()
 	var err error
-	c := &pionClient{conn: conn, server: server, user: user, pass: pass, log: &syncBuffer{}}
+	c := &pionClient{conn: conn, server: server, user: user, pass: pass, log: &testenv.LockedBuffer{}}
 	c.Client, err = turn.NewClient(&turn.ClientConfig{
 		STUNServerAddr: server.String(),
 		TURNServerAddr: server.String(),

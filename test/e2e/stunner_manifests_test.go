@@ -256,7 +256,7 @@ func dialTURN(t *testing.T, proto protocol.Protocol, addr, user, pass string) *t
 		}
 		conn = uc
 	}
-	log := &syncBuffer{}
+	log := &testenv.LockedBuffer{}
 	c, err := turn.NewClient(&turn.ClientConfig{
 		STUNServerAddr: addr, TURNServerAddr: addr, Username: user, Password: pass, Realm: testRealm,
 		Conn: conn, LoggerFactory: &logging.DefaultLoggerFactory{Writer: log, DefaultLogLevel: logging.LogLevelWarn},
