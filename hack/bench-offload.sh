@@ -53,7 +53,7 @@ if [[ -z "$quick" ]]; then
 	wr=(-allocations 1000 -duration 5s)
 	# Up to past the GSO generator's ceiling (direct, the same load with
 	# no server, in the same run).
-	pps=(-rates 200k,300k,400k,500k,600k,800k,1000k -duration 2s)
+	pps=(-rates 200k,300k,400k,500k,600k,700k,800k,1000k -duration 2s)
 else
 	reps=()
 	fl=(-flows 8 -rates 5k -sizes 100 -duration 1s)
