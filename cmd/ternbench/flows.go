@@ -3,12 +3,18 @@ package main
 import (
 	"flag"
 	"fmt"
+	"os"
+	"runtime"
 	"strings"
 	"time"
 
 	"github.com/tern-gw/tern/bench"
 	"github.com/tern-gw/tern/bench/turnclient"
 )
+
+// gsoProcs is the least GOMAXPROCS of a -gso run (unless GOMAXPROCS is
+// set in the environment).
+const gsoProcs = 4
 
 // transports parses a -transport comma list.
 func transports(s string) ([]turnclient.Proto, error) {
@@ -41,6 +47,13 @@ func runFlows(args []string) error {
 		return err
 	}
 	set := visited(fs)
+	if c.gso && os.Getenv("GOMAXPROCS") == "" && runtime.GOMAXPROCS(0) < gsoProcs {
+		// Pinned to one CPU (taskset -c 0), Go would run the sender and
+		// the sink on one P: the sink's reads hold it while the sender's
+		// next burst falls due, and the schedule slips. With a P each the
+		// kernel interleaves them at every wake-up instead.
+		runtime.GOMAXPROCS(gsoProcs)
+	}
 	if c.quick {
 		quickDefault(set, "flows", flows, "8")
 		quickDefault(set, "rates", rates, "5k")
