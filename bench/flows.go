@@ -81,10 +81,39 @@ type FlowsStep struct {
 	Duration  time.Duration    `json:"duration_ns"`
 	// MaxPackets bounds the packets offered (0: Rate × Duration).
 	MaxPackets int `json:"max_packets"`
+	// GSO makes the clients' UDP bursts (Burst pacing) one UDP_SEGMENT
+	// send each (udpbatch.WriteGSO): burstLen equal datagrams per system
+	// call, cut apart by the kernel. It lowers the generator's cost per
+	// packet; the servers receive the same datagrams.
+	GSO bool `json:"gso,omitempty"`
 }
 
 func (s FlowsStep) String() string {
-	return fmt.Sprintf("%s %s %s N=%d %dB %dpps", s.Direction, s.Transport, s.Pacing, s.Flows, s.Size, s.Rate)
+	g := ""
+	if s.GSO {
+		g = " gso"
+	}
+	return fmt.Sprintf("%s %s %s%s N=%d %dB %dpps", s.Direction, s.Transport, s.Pacing, g, s.Flows, s.Size, s.Rate)
+}
+
+// CheckGSO tells whether s can send with GSO: Burst pacing, a client
+// direction (c2p or both), and a burst of ChannelData messages of s.Size
+// bytes that fits one UDP GSO send; nil when s.GSO is off.
+func (s FlowsStep) CheckGSO() error {
+	if !s.GSO {
+		return nil
+	}
+	switch {
+	case s.Pacing != Burst:
+		return fmt.Errorf("gso: %s pacing sends one datagram per call; GSO needs burst pacing", s.Pacing)
+	case s.Direction == P2C:
+		return fmt.Errorf("gso: the clients send with GSO, and in p2c the peer sends")
+	case (s.Size+4)*burstLen > udpbatch.GSOMaxBytes:
+		return fmt.Errorf("gso: %d datagrams of %d bytes exceed one GSO send (%d bytes)", burstLen, s.Size+4, udpbatch.GSOMaxBytes)
+	case !udpbatch.GSOSupported():
+		return fmt.Errorf("gso: the kernel has no UDP_SEGMENT (Linux 4.18+)")
+	}
+	return nil
 }
 
 // FlowsResult is one target measured at one flows step.
@@ -141,7 +170,11 @@ type FlowsResult struct {
 	// socket (KernelCounters of the target, read before and after; issue 15).
 	KernelRelayed uint64 `json:"kernel_relayed,omitempty"`
 	HasKernel     bool   `json:"has_kernel,omitempty"`
-	Err           string `json:"error,omitempty"`
+	// ListenerRx is the datagrams the target's listeners received from
+	// clients over the window (ListenerCounters of the target).
+	ListenerRx  uint64 `json:"listener_rx,omitempty"`
+	HasListener bool   `json:"has_listener,omitempty"`
+	Err         string `json:"error,omitempty"`
 }
 
 // flowPlan is what one measurement sends: the slots the clients' (or the
@@ -159,6 +192,7 @@ type flowPlan struct {
 	peerSend bool // the peer sends on the schedule (to relayed addresses)
 	copies   int  // peer: 0 sink, 1 echo, 3 webrtc (echo + 2)
 	rtt      bool
+	gso      bool // clients send bursts with UDP GSO (FlowsStep.GSO)
 }
 
 // slot is one scheduled datagram: flow f sends frame kind k.
@@ -176,7 +210,7 @@ func measureFlows(ctx context.Context, t Target, pl flowPlan, sizes []int) Flows
 	res.Target = t.Name
 	var peer *flowPeer
 	err := inPeerNS(func() (err error) {
-		peer, err = startFlowPeer(peerListenAddr(), pl.copies)
+		peer, err = startFlowPeer(peerListenAddr(), pl.copies, pl.gso)
 		return err
 	})
 	if err != nil {
@@ -204,11 +238,14 @@ func measureFlows(ctx context.Context, t Target, pl flowPlan, sizes []int) Flows
 		rx.start(fs, pl.rtt, base, maxRTTSamples/max(len(fs), 1))
 	}
 	res.Topology, res.ServerCPUs = Net.Topology, Net.ServerCPUs
-	kernel := KernelCounters[t.Name]
-	var k0 uint64
-	var kerr error
+	kernel, listener := KernelCounters[t.Name], ListenerCounters[t.Name]
+	var k0, l0 uint64
+	var kerr, lerr error
 	if kernel != nil {
 		k0, kerr = kernel()
+	}
+	if listener != nil {
+		l0, lerr = listener()
 	}
 	cpu := startCPU(t.PID)
 	gen := startCPU(os.Getpid())
@@ -228,6 +265,11 @@ func measureFlows(ctx context.Context, t Target, pl flowPlan, sizes []int) Flows
 	if kernel != nil && kerr == nil {
 		if k1, err := kernel(); err == nil && k1 >= k0 {
 			res.KernelRelayed, res.HasKernel = k1-k0, true
+		}
+	}
+	if listener != nil && lerr == nil {
+		if l1, err := listener(); err == nil && l1 >= l0 {
+			res.ListenerRx, res.HasListener = l1-l0, true
 		}
 	}
 
@@ -282,7 +324,7 @@ func sendFromClients(ctx context.Context, fs []*flowConn, pl flowPlan, sizes []i
 	type out struct {
 		frame []byte
 		at    int
-		burst []byte             // burstLen frames back to back (streams)
+		burst []byte             // burstLen frames back to back (streams, UDP with GSO)
 		msgs  []udpbatch.Message // burstLen times the frame (UDP)
 	}
 	frames := make([][]out, len(fs))
@@ -292,12 +334,15 @@ func sendFromClients(ctx context.Context, fs []*flowConn, pl flowPlan, sizes []i
 			fr, at := f.frame(make([]byte, max(sz, stampLen)))
 			o := out{frame: fr, at: at}
 			if pl.pacing == Burst {
-				if f.batch != nil {
+				switch {
+				case f.batch != nil && pl.gso:
+					o.burst = slices.Repeat(fr, burstLen)
+				case f.batch != nil:
 					o.msgs = make([]udpbatch.Message, burstLen)
 					for j := range o.msgs {
 						o.msgs[j] = udpbatch.Message{Buf: fr, Addr: f.dst}
 					}
-				} else if f.tr.Stream() {
+				case f.tr.Stream():
 					o.burst = slices.Repeat(fr, burstLen)
 				}
 			}
@@ -310,14 +355,14 @@ func sendFromClients(ctx context.Context, fs []*flowConn, pl flowPlan, sizes []i
 	}
 	next := 0
 	var seq uint64
-	return pace(ctx, pl.rate, pl.dur, pl.limit, burst, func(n int) int {
+	return pace(ctx, pl.rate, pl.dur, pl.limit, burst, pl.gso, func(n int) int {
 		s := pl.slots[next]
 		next = (next + 1) % len(pl.slots)
 		f, o := fs[s.f], &frames[s.f][s.k]
 		if pl.rtt {
 			stamp(o.frame[o.at:], seq, base)
 			seq++
-			// A stream burst is its own buffer of copies: stamp each.
+			// A stream or GSO burst is its own buffer of copies: stamp each.
 			for j := 0; o.burst != nil && j < n; j++ {
 				copy(o.burst[j*len(o.frame)+o.at:], o.frame[o.at:o.at+stampLen])
 			}
@@ -327,6 +372,9 @@ func sendFromClients(ctx context.Context, fs []*flowConn, pl flowPlan, sizes []i
 			_ = f.tr.WriteMsg(o.frame)
 		case o.msgs != nil:
 			_, _ = f.batch.WriteBatch(o.msgs[:n])
+		case o.burst != nil && f.batch != nil:
+			// One UDP_SEGMENT send: n datagrams of the frame's size.
+			_, _ = f.batch.WriteGSO(o.burst[:n*len(o.frame)], len(o.frame))
 		case o.burst != nil:
 			_ = f.tr.WriteMsg(o.burst[:n*len(o.frame)])
 		default:
@@ -352,7 +400,7 @@ func sendFromPeer(ctx context.Context, p *flowPeer, fs []*flowConn, pl flowPlan,
 	}
 	msgs := make([]udpbatch.Message, burst)
 	next := 0
-	return pace(ctx, pl.rate, pl.dur, pl.limit, burst, func(n int) int {
+	return pace(ctx, pl.rate, pl.dur, pl.limit, burst, false, func(n int) int {
 		s := pl.slots[next]
 		next = (next + 1) % len(pl.slots)
 		for j := range msgs[:n] {
@@ -367,17 +415,42 @@ func sendFromPeer(ctx context.Context, p *flowPeer, fs []*flowConn, pl flowPlan,
 // the start — with n = burst packets per call (fewer at the limit), for at
 // most dur and limit packets. It returns the packets sent and the time
 // sending took.
-func pace(ctx context.Context, rate float64, dur time.Duration, limit uint64, burst int, send func(n int) int) (uint64, time.Duration) {
-	var sent uint64
+//
+// A generator whose sends cost about what the servers' receiving does
+// catches up after a pause at about the rate the receiving side drains.
+// One that sends far faster (GSO: dozens of datagrams per system call,
+// smooth set) would instead put a pause's debt into the receiving CPU's
+// backlog queue at once — 1,000 packets (net.core.netdev_max_backlog) where
+// a veth hands packets over — and lose the excess there, loss of the
+// generator's making. With smooth, pace therefore sleeps with a fine
+// timer (fineSleeper: a runtime timer's wake-up, a millisecond on an idle
+// process, is a millisecond's packets at once) and lets the schedule slip
+// instead of catching up more than 8 bursts at once: after a pause the
+// offered rate is lower than rate, which the packets sent show.
+func pace(ctx context.Context, rate float64, dur time.Duration, limit uint64, burst int, smooth bool, send func(n int) int) (uint64, time.Duration) {
+	var sent, slipped uint64
+	maxLag := uint64(8 * burst)
+	sleep := time.Sleep
+	if smooth {
+		fs := startFineSleep()
+		defer fs.stop()
+		sleep = fs.sleep
+	}
 	start := time.Now()
 	for sent < limit {
 		el := time.Since(start)
 		if el >= dur || ctx.Err() != nil {
 			break
 		}
-		want := min(uint64(el.Seconds()*rate)+1, limit)
+		due := uint64(el.Seconds()*rate) + 1 // by the schedule, slips included
+		want := due - min(slipped, due)
+		if smooth && want > sent+maxLag {
+			slipped += want - sent - maxLag
+			want = sent + maxLag
+		}
+		want = min(want, limit)
 		if want <= sent {
-			time.Sleep(time.Duration(float64(sent)/rate*float64(time.Second)) - el)
+			sleep(time.Duration(float64(sent+slipped)/rate*float64(time.Second)) - el)
 			continue
 		}
 		for sent < want {

@@ -15,7 +15,7 @@ var Direct = Target{Name: "direct", Kind: KindDirect,
 // plan turns a step into what measureFlows sends: one frame kind of
 // st.Size bytes, every flow once per round.
 func (st FlowsStep) plan() (flowPlan, []int) {
-	pl := flowPlan{flows: st.Flows, rate: float64(st.Rate), dur: st.Duration, pacing: st.Pacing, proto: st.Transport}
+	pl := flowPlan{flows: st.Flows, rate: float64(st.Rate), dur: st.Duration, pacing: st.Pacing, proto: st.Transport, gso: st.GSO}
 	pl.limit = uint64(float64(st.Rate) * st.Duration.Seconds())
 	if st.MaxPackets > 0 {
 		pl.limit = min(pl.limit, uint64(st.MaxPackets))
@@ -39,6 +39,9 @@ func (st FlowsStep) plan() (flowPlan, []int) {
 // transports the baseline is still UDP (the servers' client leg is what
 // it leaves out).
 func MeasureFlows(ctx context.Context, t Target, st FlowsStep) FlowsResult {
+	if err := st.CheckGSO(); err != nil {
+		return FlowsResult{Target: t.Name, FlowsStep: st, Err: err.Error()}
+	}
 	pl, sizes := st.plan()
 	res := measureFlows(ctx, t, pl, sizes)
 	res.FlowsStep = st

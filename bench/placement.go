@@ -58,3 +58,12 @@ func peerListenAddr() netip.AddrPort {
 // peer's sockets.
 func inClientNS(fn func() error) error { return netns.Do(Net.ClientNS, fn) }
 func inPeerNS(fn func() error) error   { return netns.Do(Net.PeerNS, fn) }
+
+// ListenerCounters read, by target name, how many datagrams the target's
+// listeners have received from clients so far (ternd's
+// stunner_listener_packets_total, direction rx, summed over listeners;
+// the kernel fast path's packets included); measurements record the
+// difference over their window, which shows whether the server took the
+// clients' datagrams one by one (a UDP GSO packet passed on whole would
+// count once). Set before measuring, never during.
+var ListenerCounters = map[string]func() (uint64, error){}

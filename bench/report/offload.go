@@ -50,8 +50,11 @@ func offloadResults(r *bench.Report) ([]olKey, []bench.FlowsResult) {
 		if f.Topology == "" {
 			continue
 		}
-		ks = append(ks, olKey{Topology: f.Topology, Pin: f.ServerCPUs, Dir: f.Direction, Pacing: f.Pacing,
-			Load: fmt.Sprintf("N=%d, %d B, %d pps", f.Flows, f.Size, f.Rate)})
+		load := fmt.Sprintf("N=%d, %d B, %d pps", f.Flows, f.Size, f.Rate)
+		if f.GSO {
+			load += ", GSO"
+		}
+		ks = append(ks, olKey{Topology: f.Topology, Pin: f.ServerCPUs, Dir: f.Direction, Pacing: f.Pacing, Load: load})
 		rs = append(rs, f)
 	}
 	for _, w := range r.WebRTC {

@@ -58,3 +58,19 @@ func TestOffloadGoals(t *testing.T) {
 		}
 	}
 }
+
+// TestOffloadStepGSO: a step the clients sent with UDP GSO says so.
+func TestOffloadStepGSO(t *testing.T) {
+	for _, gso := range []bool{false, true} {
+		r := olResult(Offloaded, "veth", "1", 600000, 0, 0, 0, 600000, 1000)
+		r.GSO = gso
+		keys, _ := offloadResults(&bench.Report{Flows: []bench.FlowsResult{r}})
+		want := "c2p, burst, N=64, 100 B, 600000 pps"
+		if gso {
+			want += ", GSO"
+		}
+		if got := keys[0].step(); got != want {
+			t.Errorf("GSO %v: step %q, want %q", gso, got, want)
+		}
+	}
+}

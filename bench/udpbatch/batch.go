@@ -29,6 +29,10 @@ type Message struct {
 	N int
 	// Addr is the destination (writes) or the source (reads).
 	Addr netip.AddrPort
+	// Segs is how many datagrams a read message carries: 1, or more on a
+	// socket with EnableGRO where the kernel joined a run of same-size
+	// datagrams of one flow (Buf then holds them back to back).
+	Segs int
 }
 
 // Conn batches I/O on one UDP socket.

@@ -3,6 +3,7 @@
 package udpbatch
 
 import (
+	"errors"
 	"net"
 	"net/netip"
 )
@@ -43,7 +44,7 @@ func (c *Conn) ReadBatch(ms []Message) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	ms[0].N, ms[0].Addr = n, addr
+	ms[0].N, ms[0].Addr, ms[0].Segs = n, addr, 1
 	return 1, nil
 }
 
@@ -56,3 +57,25 @@ func (c *Conn) WriteBatch(ms []Message) (int, error) {
 	}
 	return len(ms), nil
 }
+
+// GSOSupported is false off Linux: WriteGSO sends datagram by datagram.
+func GSOSupported() bool { return false }
+
+// WriteGSO sends p as datagrams of seg bytes (the last may be shorter) to
+// the socket's connected address, one system call each off Linux. It
+// returns the datagrams sent.
+func (c *Conn) WriteGSO(p []byte, seg int) (int, error) {
+	n, err := gsoSegments(p, seg)
+	if err != nil {
+		return 0, err
+	}
+	for i := range n {
+		if _, err := c.uc.Write(p[i*seg : min((i+1)*seg, len(p))]); err != nil {
+			return i, err
+		}
+	}
+	return n, nil
+}
+
+// EnableGRO is unsupported off Linux.
+func (c *Conn) EnableGRO() error { return errors.ErrUnsupported }

@@ -41,6 +41,9 @@ type common struct {
 	streams bool
 	// tlsUpstream is ternd-443's HTTPS upstream (launch.Launcher.TLSUpstream).
 	tlsUpstream string
+	// gso is flows -gso: the clients send with UDP GSO, so a -netns
+	// topology segments it in software (netns.Topology.SegmentGSO).
+	gso bool
 }
 
 type listFlag []string
@@ -118,6 +121,9 @@ func (c *common) setup() ([]bench.Target, func(), error) {
 			fmt.Fprintf(os.Stderr, "started %s (pid %d) on %v\n", t.Name, t.PID, t.Addr)
 			if t.Name == "ternd-offload" {
 				watchOffload(l, t)
+			}
+			if c.netns != "" && (t.Name == "ternd" || t.Name == "ternd-offload") {
+				watchListeners(l, t)
 			}
 			ts = append(ts, t)
 		}

@@ -2,12 +2,19 @@ package main
 
 import (
 	"flag"
+	"fmt"
+	"os"
+	"runtime"
 	"strings"
 	"time"
 
 	"github.com/tern-gw/tern/bench"
 	"github.com/tern-gw/tern/bench/turnclient"
 )
+
+// gsoProcs is the least GOMAXPROCS of a -gso run (unless GOMAXPROCS is
+// set in the environment).
+const gsoProcs = 4
 
 // transports parses a -transport comma list.
 func transports(s string) ([]turnclient.Proto, error) {
@@ -35,10 +42,18 @@ func runFlows(args []string) error {
 	dur := fs.Duration("duration", 3*time.Second, "sending time per step (quick: 1s)")
 	maxPkts := fs.Int("max-packets", 0, "packets per step at most (0: rate × duration)")
 	baseline := fs.Bool("baseline", true, "also measure the generator with no server (target \"direct\") for the whole-machine CPU baseline")
+	fs.BoolVar(&c.gso, "gso", false, "clients send each burst (burst pacing, c2p and both, UDP) as one UDP GSO send (UDP_SEGMENT, Linux): 32 datagrams per system call, for a generator that outruns the servers; with -netns the generator's devices segment in software (tx-udp-segmentation off), so servers receive one datagram per segment")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	set := visited(fs)
+	if c.gso && os.Getenv("GOMAXPROCS") == "" && runtime.GOMAXPROCS(0) < gsoProcs {
+		// Pinned to one CPU (taskset -c 0), Go would run the sender and
+		// the sink on one P: the sink's reads hold it while the sender's
+		// next burst falls due, and the schedule slips. With a P each the
+		// kernel interleaves them at every wake-up instead.
+		runtime.GOMAXPROCS(gsoProcs)
+	}
 	if c.quick {
 		quickDefault(set, "flows", flows, "8")
 		quickDefault(set, "rates", rates, "5k")
@@ -85,8 +100,14 @@ func runFlows(args []string) error {
 				for _, n := range ns {
 					for _, sz := range szs {
 						for _, r := range rs {
-							steps = append(steps, bench.FlowsStep{Flows: n, Rate: r, Size: sz, Direction: d, Pacing: pc,
-								Transport: p, Duration: *dur, MaxPackets: *maxPkts})
+							st := bench.FlowsStep{Flows: n, Rate: r, Size: sz, Direction: d, Pacing: pc,
+								Transport: p, Duration: *dur, MaxPackets: *maxPkts, GSO: c.gso}
+							if p == turnclient.UDP {
+								if err := st.CheckGSO(); err != nil {
+									return fmt.Errorf("-gso: %w", err)
+								}
+							}
+							steps = append(steps, st)
 						}
 					}
 				}

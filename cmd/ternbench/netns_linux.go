@@ -30,6 +30,16 @@ func (c *common) setupNetns(l *launch.Launcher) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.gso {
+		err := topo.SegmentGSO()
+		if err == nil {
+			err = topo.GROSink()
+		}
+		if err != nil {
+			topo.Close()
+			return nil, err
+		}
+	}
 	if c.pin != "" {
 		if err := topo.Steer(c.pin); err != nil {
 			topo.Close()
@@ -74,6 +84,26 @@ func watchOffload(l *launch.Launcher, t bench.Target) {
 		}
 	} else {
 		fmt.Fprintf(os.Stderr, "%s: metrics: %v\n", t.Name, err)
+	}
+}
+
+// watchListeners registers t's listener counter (ternd's
+// stunner_listener_packets_total, direction rx, all listeners), scraped
+// in the servers' namespace.
+func watchListeners(l *launch.Launcher, t bench.Target) {
+	url, ns := l.MetricsURL(t), l.Netns
+	bench.ListenerCounters[t.Name] = func() (uint64, error) {
+		m, err := scrape(ns, url)
+		if err != nil {
+			return 0, err
+		}
+		var n float64
+		for k, v := range m {
+			if strings.HasPrefix(k, "stunner_listener_packets_total{") && strings.Contains(k, `direction="rx"`) {
+				n += v
+			}
+		}
+		return uint64(n), nil
 	}
 }
 

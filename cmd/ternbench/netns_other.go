@@ -13,4 +13,5 @@ func (c *common) setupNetns(*launch.Launcher) (func(), error) {
 	return nil, errors.New("-netns: network namespaces are Linux only")
 }
 
-func watchOffload(*launch.Launcher, bench.Target) {}
+func watchOffload(*launch.Launcher, bench.Target)   {}
+func watchListeners(*launch.Launcher, bench.Target) {}

@@ -33,7 +33,7 @@ func TestOffloadSmoke(t *testing.T) {
 	ternd := testenv.Ternd(t)
 	dir := t.TempDir()
 	res := filepath.Join(dir, "offload.json")
-	t.Cleanup(func() { bench.Net, bench.KernelCounters = bench.Placement{}, map[string]func() (uint64, error){} })
+	t.Cleanup(resetCounters)
 	var out, errOut bytes.Buffer
 	args := []string{"flows", "-netns", "veth", "-launch", "ternd-offload,ternd", "-ternd", ternd,
 		"-work-dir", filepath.Join(dir, "work"), "-base-port", "30800", "-direction", "c2p,p2c", "-pacing", "burst",
@@ -86,6 +86,79 @@ func TestOffloadSmoke(t *testing.T) {
 	for _, want := range []string{"## Offload (issue 15)", "| veth | c2p, burst, N=8, 100 B, 2000 pps |", "offload: net whole-machine CPU"} {
 		if !bytes.Contains(b, []byte(want)) {
 			t.Errorf("report lacks %q", want)
+		}
+	}
+}
+
+// resetCounters undoes what a run of ternbench set in package bench.
+func resetCounters() {
+	bench.Net = bench.Placement{}
+	bench.KernelCounters = map[string]func() (uint64, error){}
+	bench.ListenerCounters = map[string]func() (uint64, error){}
+}
+
+// TestOffloadSmokeGSO runs the one-core sweep's send path small: the
+// clients send their bursts with UDP GSO (-gso, 32 ChannelData messages
+// per sendmsg) in the veth topology to ternd-offload and ternd, and the
+// sink counts with UDP GRO. Each server must receive every segment as a
+// datagram of its own: ternd's listener counters add up to the datagrams
+// sent (a GSO packet passed on whole would count once for 32), the
+// kernel relays nearly all of ternd-offload's (its tc program parses one
+// ChannelData per packet and passes a whole GSO packet to the socket), and
+// the sink counts them all. Root only; under CI=true a machine where
+// namespaces cannot be made fails it.
+func TestOffloadSmokeGSO(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testenv.SkipOrFail(t, "the offload measurement needs root (network namespaces, BPF)")
+	}
+	probe, err := netns.New("veth", "t")
+	if err != nil {
+		testenv.SkipOrFail(t, "cannot make network namespaces: %v", err)
+	}
+	probe.Close()
+	ternd := testenv.Ternd(t)
+	dir := t.TempDir()
+	res := filepath.Join(dir, "gso.json")
+	t.Cleanup(resetCounters)
+	var out, errOut bytes.Buffer
+	args := []string{"flows", "-netns", "veth", "-launch", "ternd-offload,ternd", "-ternd", ternd,
+		"-work-dir", filepath.Join(dir, "work"), "-base-port", "30900", "-direction", "c2p", "-pacing", "burst", "-gso",
+		"-flows", "8", "-rates", "4k", "-duration", "1s", "-progress", "off", "-o", res}
+	if code := run(args, &out, &errOut); code != 0 {
+		t.Fatalf("ternbench %s: exit %d\n%s%s", strings.Join(args, " "), code, out.String(), errOut.String())
+	}
+	r, err := bench.ReadReports(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, f := range r.Flows {
+		if f.Err != "" {
+			t.Errorf("%s %v: %s", f.Target, f.FlowsStep, f.Err)
+			continue
+		}
+		seen[f.Target] = true
+		if !f.GSO {
+			t.Errorf("%s: step without GSO", f.Target)
+		}
+		if f.Sent < 2000 || f.Delivered < f.Sent*95/100 {
+			t.Errorf("%s: sent %d, the sink counted %d", f.Target, f.Sent, f.Delivered)
+		}
+		if f.Target == bench.Direct.Name {
+			continue
+		}
+		if !f.HasListener || f.ListenerRx < f.Sent*95/100 || f.ListenerRx > f.Sent {
+			t.Errorf("%s: its listeners received %d datagrams (has count: %v) of %d sent, want each segment once",
+				f.Target, f.ListenerRx, f.HasListener, f.Sent)
+		}
+		if f.Target == "ternd-offload" && (!f.HasKernel || f.KernelRelayed < f.Relayed*9/10) {
+			t.Errorf("ternd-offload: the kernel relayed %d of %d (has count: %v), want nearly all",
+				f.KernelRelayed, f.Relayed, f.HasKernel)
+		}
+	}
+	for _, want := range []string{"ternd-offload", "ternd", bench.Direct.Name} {
+		if !seen[want] {
+			t.Errorf("no result of %s", want)
 		}
 	}
 }
