@@ -164,7 +164,7 @@ func MeasureHTTPS(ctx context.Context, path string, addr netip.AddrPort, serverP
 	}
 	res.DownloadMBps = float64(n) / 1e6 / el.Seconds()
 	if serverPID != 0 && n > 0 {
-		res.ServerCPUPerMB = float64((c1-c0).Microseconds()) / 1e3 / (float64(n) / 1e6)
+		res.ServerCPUPerMB = float64((c1 - c0).Microseconds()) / 1e3 / (float64(n) / 1e6)
 	}
 	return res, nil
 }
