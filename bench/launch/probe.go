@@ -29,7 +29,10 @@ func probe(t bench.Target) error {
 		return err
 	}
 	defer conn.Close()
-	var req []byte
+	var (
+		req []byte
+		tid [stun.TransactionIDSize]byte
+	)
 	if t.Kind == bench.KindRaw {
 		req = forwarder.Control(forwarder.OpBind, conn.LocalAddr().(*net.UDPAddr).AddrPort())
 	} else {
@@ -37,26 +40,35 @@ func probe(t bench.Target) error {
 		if err != nil {
 			return err
 		}
-		req = m.Raw
+		req, tid = m.Raw, m.TransactionID
 	}
 	if _, err := conn.WriteToUDPAddrPort(req, t.Addr); err != nil {
 		return err
 	}
 	_ = conn.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
 	buf := make([]byte, 1500)
-	n, _, err := conn.ReadFromUDPAddrPort(buf)
-	if err != nil {
-		return err
-	}
-	if t.Kind == bench.KindRaw {
-		_, _ = conn.WriteToUDPAddrPort(forwarder.Control(forwarder.OpUnbind, t.Addr), t.Addr)
-		if _, _, ok := forwarder.ParseControl(buf[:n]); !ok {
-			return errors.New("not a forwarder reply")
+	for {
+		n, from, err := conn.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			return err
+		}
+		// Only t's answer counts. The ephemeral port may have been another test's TURN
+		// client a moment ago, whose server still sends it Data indications (STUN messages
+		// too): those are not an answer from t.
+		if from.Addr().Unmap() != t.Addr.Addr().Unmap() || from.Port() != t.Addr.Port() {
+			continue
+		}
+		if t.Kind == bench.KindRaw {
+			_, _ = conn.WriteToUDPAddrPort(forwarder.Control(forwarder.OpUnbind, t.Addr), t.Addr)
+			if _, _, ok := forwarder.ParseControl(buf[:n]); !ok {
+				return errors.New("not a forwarder reply")
+			}
+			return nil
+		}
+		var m stun.Message
+		if err := stun.Decode(buf[:n], &m); err != nil || m.TransactionID != tid {
+			return errors.New("not a STUN reply to the probe")
 		}
 		return nil
 	}
-	if !stun.IsMessage(buf[:n]) {
-		return errors.New("not a STUN reply")
-	}
-	return nil
 }
