@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/pion/stun/v2"
 )
@@ -77,6 +78,10 @@ func (a *Allocation) State() AllocationState {
 	a.byPeer.each(func(c *channel) {
 		st.Channels = append(st.Channels, ChannelState{Number: c.number, Peer: c.peer, Expires: c.expires.Load()})
 	})
+	// In a fixed order, not the tables' (seeded hashes): the same allocation gives the same
+	// state, and so the same snapshot bytes.
+	slices.SortFunc(st.Permissions, func(x, y PermissionState) int { return x.Peer.Compare(y.Peer) })
+	slices.SortFunc(st.Channels, func(x, y ChannelState) int { return int(x.Number) - int(y.Number) })
 	return st
 }
 

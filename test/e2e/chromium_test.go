@@ -71,9 +71,12 @@ func checkRelayed(t *testing.T, res testenv.PageResult, s *server) {
 // TestChromiumRelay has Chromium call itself through ternd, relay-only on
 // both sides, a data channel echoing 100 messages: once with ternd's
 // TURN-UDP and TURN-TCP URIs (each side gathers a relay candidate from
-// each; the UDP one is preferred), once with the TURN-TCP URI alone. The
-// selected pairs are relay to relay in ternd's range, over the transport
-// to ternd the case wants, and ternd counts the allocations.
+// each), once with the TURN-TCP URI alone. The selected pairs are relay to
+// relay in ternd's range, over TCP to ternd where TCP is all there is, and
+// ternd counts the allocations. With both URIs the test does not ask which
+// one the pair selected when the messages were through: libwebrtc nominates
+// the first pair that works and may move to the higher-priority UDP one
+// later, so that is a matter of timing (a CI run saw the answerer on TCP).
 func TestChromiumRelay(t *testing.T) {
 	if targetIsCoturn() {
 		t.Skip("the coturn target serves no TURN-TCP and no metrics")
@@ -87,9 +90,9 @@ func TestChromiumRelay(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		urls     []string
-		selected string // relayProtocol of the selected pair's local candidates
+		selected string // relayProtocol of the selected pair's local candidates; "" either
 	}{
-		{"udp+tcp", urls, "udp"},
+		{"udp+tcp", urls, ""},
 		{"tcp", urls[1:], "tcp"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -111,7 +114,8 @@ func TestChromiumRelay(t *testing.T) {
 				}
 			}
 			for side, p := range map[string]*testenv.PairStats{"offerer": res.Pair, "answerer": res.PairB} {
-				if p.Local.RelayProtocol != tc.selected {
+				t.Logf("%s's selected local candidate relayed over %s", side, p.Local.RelayProtocol)
+				if tc.selected != "" && p.Local.RelayProtocol != tc.selected {
 					t.Errorf("%s's selected local candidate relayed over %q, want %q", side, p.Local.RelayProtocol, tc.selected)
 				}
 			}
