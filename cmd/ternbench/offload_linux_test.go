@@ -22,34 +22,16 @@ import (
 // report must render its offload section. Root only (namespaces, BPF); under
 // CI=true a machine where namespaces cannot be made fails it.
 func TestOffloadSmoke(t *testing.T) {
-	if os.Geteuid() != 0 {
-		testenv.SkipOrFail(t, "the offload measurement needs root (network namespaces, BPF)")
-	}
-	probe, err := netns.New("veth", "t")
-	if err != nil {
-		testenv.SkipOrFail(t, "cannot make network namespaces: %v", err)
-	}
-	probe.Close()
-	ternd := testenv.Ternd(t)
 	dir := t.TempDir()
 	res := filepath.Join(dir, "offload.json")
-	t.Cleanup(resetCounters)
+	r := runVethFlows(t, dir, res, "-base-port", "30800", "-direction", "c2p,p2c", "-pacing", "burst",
+		"-flows", "8", "-rates", "2k")
 	var out, errOut bytes.Buffer
-	args := []string{"flows", "-netns", "veth", "-launch", "ternd-offload,ternd", "-ternd", ternd,
-		"-work-dir", filepath.Join(dir, "work"), "-base-port", "30800", "-direction", "c2p,p2c", "-pacing", "burst",
-		"-flows", "8", "-rates", "2k", "-duration", "1s", "-progress", "off", "-o", res}
-	if code := run(args, &out, &errOut); code != 0 {
-		t.Fatalf("ternbench %s: exit %d\n%s%s", strings.Join(args, " "), code, out.String(), errOut.String())
-	}
 	ents, _ := os.ReadDir("/var/run/netns")
 	for _, e := range ents {
 		if strings.HasPrefix(e.Name(), fmt.Sprintf("%s%d-", netns.Prefix, os.Getpid())) {
 			t.Errorf("namespace %s left behind", e.Name())
 		}
-	}
-	r, err := bench.ReadReports(res)
-	if err != nil {
-		t.Fatal(err)
 	}
 	seen := 0
 	for _, f := range r.Flows {
@@ -90,6 +72,34 @@ func TestOffloadSmoke(t *testing.T) {
 	}
 }
 
+// runVethFlows runs `ternbench flows` with ternd-offload beside ternd in the veth topology for
+// a second, with args added, writing res in dir, and returns the results. It skips (fails
+// under CI=true) where it is not root or cannot make network namespaces.
+func runVethFlows(t *testing.T, dir, res string, args ...string) *bench.Report {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		testenv.SkipOrFail(t, "the offload measurement needs root (network namespaces, BPF)")
+	}
+	probe, err := netns.New("veth", "t")
+	if err != nil {
+		testenv.SkipOrFail(t, "cannot make network namespaces: %v", err)
+	}
+	probe.Close()
+	ternd := testenv.Ternd(t)
+	t.Cleanup(resetCounters)
+	all := append([]string{"flows", "-netns", "veth", "-launch", "ternd-offload,ternd", "-ternd", ternd,
+		"-work-dir", filepath.Join(dir, "work"), "-duration", "1s", "-progress", "off", "-o", res}, args...)
+	var out, errOut bytes.Buffer
+	if code := run(all, &out, &errOut); code != 0 {
+		t.Fatalf("ternbench %s: exit %d\n%s%s", strings.Join(all, " "), code, out.String(), errOut.String())
+	}
+	r, err := bench.ReadReports(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 // resetCounters undoes what a run of ternbench set in package bench.
 func resetCounters() {
 	bench.Net = bench.Placement{}
@@ -108,29 +118,9 @@ func resetCounters() {
 // the sink counts them all. Root only; under CI=true a machine where
 // namespaces cannot be made fails it.
 func TestOffloadSmokeGSO(t *testing.T) {
-	if os.Geteuid() != 0 {
-		testenv.SkipOrFail(t, "the offload measurement needs root (network namespaces, BPF)")
-	}
-	probe, err := netns.New("veth", "t")
-	if err != nil {
-		testenv.SkipOrFail(t, "cannot make network namespaces: %v", err)
-	}
-	probe.Close()
-	ternd := testenv.Ternd(t)
 	dir := t.TempDir()
-	res := filepath.Join(dir, "gso.json")
-	t.Cleanup(resetCounters)
-	var out, errOut bytes.Buffer
-	args := []string{"flows", "-netns", "veth", "-launch", "ternd-offload,ternd", "-ternd", ternd,
-		"-work-dir", filepath.Join(dir, "work"), "-base-port", "30900", "-direction", "c2p", "-pacing", "burst", "-gso",
-		"-flows", "8", "-rates", "4k", "-duration", "1s", "-progress", "off", "-o", res}
-	if code := run(args, &out, &errOut); code != 0 {
-		t.Fatalf("ternbench %s: exit %d\n%s%s", strings.Join(args, " "), code, out.String(), errOut.String())
-	}
-	r, err := bench.ReadReports(res)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := runVethFlows(t, dir, filepath.Join(dir, "gso.json"), "-base-port", "30900", "-direction", "c2p",
+		"-pacing", "burst", "-gso", "-flows", "8", "-rates", "4k")
 	seen := map[string]bool{}
 	for _, f := range r.Flows {
 		if f.Err != "" {
