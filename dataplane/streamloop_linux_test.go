@@ -1,8 +1,13 @@
 package dataplane
 
 import (
+	"bufio"
+	"crypto/tls"
+	"fmt"
 	"net"
 	"runtime"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,15 +17,30 @@ import (
 )
 
 // TestTCPConnectionsShareEventLoops: on Linux, with the event loops on
-// (stream.SetEventLoops, the default), TURN-TCP connections are read by them, not by a
-// goroutine each, and relay with no heap allocation either way:
-// 64 clients that each hold an allocation with a channel, and have
-// relayed through it, add far fewer than 64 goroutines to the process;
-// and closing them ends their allocations (the loops finish them).
+// (stream.SetEventLoops, the default), TURN-TCP connections, and TURN-TLS
+// ones once their handshake is done, are read by them, not by a goroutine
+// each, and relay with no heap allocation either way (TLS: one, crypto/tls's
+// record reader, as in TestRelayAllocatesNothing, which leaves it out under
+// -race too): 64 clients that each hold
+// an allocation with a channel, and have relayed through it, add far fewer
+// than 64 goroutines to the process; and closing them ends their
+// allocations (the loops finish them).
 func TestTCPConnectionsShareEventLoops(t *testing.T) {
+	for _, tc := range []struct {
+		proto  protocol.Protocol
+		budget float64
+	}{{protocol.TURNTCP, 0}, {protocol.TURNTLS, 1}} {
+		t.Run(string(tc.proto), func(t *testing.T) { testStreamsShareEventLoops(t, tc.proto, tc.budget) })
+	}
+}
+
+func testStreamsShareEventLoops(t *testing.T, proto protocol.Protocol, budget float64) {
 	stream.SetEventLoops(true)
 	cfg := testConfig(t, 29830, 29929)
-	lc := config.Listener{Name: "tcp", Protocol: protocol.TURNTCP, Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}}
+	lc := config.Listener{Name: "stream", Protocol: proto, Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}}
+	if proto == protocol.TURNTLS {
+		lc.Cert, lc.Key = writeTestCert(t, t.TempDir(), "localhost")
+	}
 	cfg.Listeners = append(cfg.Listeners, lc)
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -61,8 +81,12 @@ func TestTCPConnectionsShareEventLoops(t *testing.T) {
 		name string
 		f    func()
 	}{{"client to peer", toPeer}, {"peer to client", toClient}} {
-		if allocs := testing.AllocsPerRun(300, dir.f); allocs != 0 {
-			t.Errorf("%s: %v heap allocations per relayed message on an event loop, want 0", dir.name, allocs)
+		allocs := testing.AllocsPerRun(300, dir.f)
+		if raceEnabled && proto == protocol.TURNTLS {
+			continue // as in TestRelayAllocatesNothing: crypto/tls allocates more under -race
+		}
+		if allocs > budget {
+			t.Errorf("%s: %v heap allocations per relayed message on an event loop, want %v at most", dir.name, allocs, budget)
 		}
 	}
 	before := runtime.NumGoroutine()
@@ -79,9 +103,9 @@ func TestTCPConnectionsShareEventLoops(t *testing.T) {
 		clients[i] = c
 	}
 	after := runtime.NumGoroutine()
-	t.Logf("%d goroutines before %d TCP clients, %d after", before, n, after)
+	t.Logf("%d goroutines before %d %s clients, %d after", before, n, proto, after)
 	if after-before >= n/4 {
-		t.Errorf("%d TCP clients added %d goroutines, want fewer than %d: connections are not on the event loops", n, after-before, n/4)
+		t.Errorf("%d %s clients added %d goroutines, want fewer than %d: connections are not on the event loops", n, proto, after-before, n/4)
 	}
 	for _, c := range clients {
 		c.conn.Close()
@@ -97,4 +121,112 @@ func TestTCPConnectionsShareEventLoops(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestTLSLoopRecordBoundaries: a TURN-TLS connection on an event loop
+// relays every message whatever way its records arrive: many records in
+// one segment (crypto/tls then holds whole records the socket no longer
+// reports), and records cut at odd places across segments. 120
+// ChannelData messages of varied sizes, one record each, are held by the
+// client and written in chunks of the sizes below; the peer must receive
+// all of them.
+func TestTLSLoopRecordBoundaries(t *testing.T) {
+	stream.SetEventLoops(true)
+	cfg := testConfig(t, 29930, 29969)
+	lc := config.Listener{Name: "tls", Protocol: protocol.TURNTLS, Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}}
+	lc.Cert, lc.Key = writeTestCert(t, t.TempDir(), "localhost")
+	cfg.Listeners = append(cfg.Listeners, lc)
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	startWith(t, cfg)
+	for _, chunk := range []int{1 << 20, 61, 1000, 4096} {
+		t.Run(fmt.Sprintf("chunks of %d bytes", chunk), func(t *testing.T) {
+			peer, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer peer.Close()
+			_ = peer.SetReadBuffer(1 << 20)
+			peerAddr := peer.LocalAddr().(*net.UDPAddr).AddrPort()
+			tcp, err := net.Dial("tcp4", addrOf(lc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			hc := &holdConn{Conn: tcp}
+			c := tls.Client(hc, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // the test's self-signed certificate
+			defer c.Close()
+			rc := &rawClient{t: t, conn: c, stream: true, buf: make([]byte, 0x10000), user: "user", pass: "pass"}
+			rc.r = bufio.NewReader(c)
+			relayed := rc.allocate(0x4001, peerAddr)
+			const n = 120
+			want := map[string]bool{}
+			hc.hold(true)
+			for i := range n {
+				p := []byte(fmt.Sprintf("message %03d %s", i, strings.Repeat("x", (i*37)%700)))
+				want[string(p)] = true
+				rc.write(channelData(0x4001, p, true))
+			}
+			if err := hc.release(chunk); err != nil {
+				t.Fatal(err)
+			}
+			b := make([]byte, 2048)
+			for len(want) > 0 {
+				_ = peer.SetReadDeadline(time.Now().Add(5 * time.Second))
+				k, from, err := peer.ReadFromUDPAddrPort(b)
+				if err != nil {
+					t.Fatalf("the peer got %d of %d messages: %v", n-len(want), n, err)
+				}
+				if from != relayed || !want[string(b[:k])] {
+					t.Fatalf("the peer got %q from %v (relay %v)", b[:min(k, 16)], from, relayed)
+				}
+				delete(want, string(b[:k]))
+			}
+		})
+	}
+}
+
+// holdConn is a client's TCP connection that can hold what is written
+// (hold) and then write it in chunks of a given size (release), each
+// chunk one write(2), a millisecond apart, so that the server reads them
+// apart.
+type holdConn struct {
+	net.Conn
+	mu   sync.Mutex
+	held bool
+	buf  []byte
+}
+
+func (h *holdConn) hold(on bool) {
+	h.mu.Lock()
+	h.held = on
+	h.mu.Unlock()
+}
+
+func (h *holdConn) Write(b []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.held {
+		h.buf = append(h.buf, b...)
+		return len(b), nil
+	}
+	return h.Conn.Write(b)
+}
+
+func (h *holdConn) release(chunk int) error {
+	h.mu.Lock()
+	buf := h.buf
+	h.buf, h.held = nil, false
+	h.mu.Unlock()
+	for len(buf) > 0 {
+		k := min(chunk, len(buf))
+		if _, err := h.Conn.Write(buf[:k]); err != nil {
+			return err
+		}
+		buf = buf[k:]
+		if len(buf) > 0 && chunk < 1<<20 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return nil
 }

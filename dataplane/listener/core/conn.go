@@ -165,6 +165,10 @@ type Conn struct {
 	// Raw is the socket under any session (TCP, TLS), closed at once when
 	// a write fails or the connection is shed; nil closes C.
 	Raw *net.TCPConn
+	// Sock, when set, is closed (or aborted) instead of Raw: the socket
+	// under a TURN-TLS session, which leaves Raw for an event loop once
+	// the handshake is done (package stream).
+	Sock RawSocket
 	// FT is the connection's 5-tuple.
 	FT turn.FiveTuple
 	// Quit is closed when the connection ends.
@@ -330,11 +334,22 @@ func (c *Conn) CountTx(size int) {
 // closeRaw closes the connection's socket without a TLS close_notify or
 // DTLS alert, which could not be delivered anyway.
 func (c *Conn) closeRaw() {
+	if c.Sock != nil {
+		c.Sock.Close()
+		return
+	}
 	if c.Raw != nil {
 		c.Raw.Close()
 		return
 	}
 	c.C.Close()
+}
+
+// RawSocket is a connection's socket under its session: Close closes it
+// without a TLS close_notify, Abort with a reset (SO_LINGER 0).
+type RawSocket interface {
+	Close() error
+	Abort()
 }
 
 // aborter is a connection that closes itself with a reset.
@@ -344,6 +359,10 @@ type aborter interface{ Abort() }
 // without close_notify, so that refusing or shedding it leaves no
 // TIME_WAIT state behind in the kernel.
 func (c *Conn) Abort() {
+	if c.Sock != nil {
+		c.Sock.Abort()
+		return
+	}
 	if c.Raw != nil {
 		_ = c.Raw.SetLinger(0)
 		c.Raw.Close()

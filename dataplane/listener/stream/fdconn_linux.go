@@ -202,6 +202,15 @@ func (fc *fdConn) flushPend(now time.Time) error {
 	return nil
 }
 
+// backlogged reports whether a message of n bytes would wait behind more
+// than outBacklog bytes (a TLS record a little larger than its message:
+// the limit is not that exact), for tlsRelay.
+func (fc *fdConn) backlogged(n int) bool {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	return len(fc.pend)+n > outBacklog
+}
+
 // stalled reports whether the client has taken nothing of its backlog for
 // writeTimeout.
 func (fc *fdConn) stalled(now time.Time) bool {

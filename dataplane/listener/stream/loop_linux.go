@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -85,6 +86,7 @@ type loop struct {
 	conns  map[uint64]*loopConn
 	next   uint64      // id of the next connection; never reused
 	closed []*loopConn // closed through fdConn.Close, to end at once
+	kicked []*loopConn // to serve at once, whether or not epoll reports them
 	wakeFd int         // eventfd that wakes the loop for closed
 }
 
@@ -104,6 +106,10 @@ type loopConn struct {
 	// out collects the replies of one wake-up (Reply), written at once.
 	out   []byte
 	ended bool
+	// tls and tsock are a TURN-TLS connection's session and the socket
+	// under it (tlsloop_linux.go); nil for TURN-TCP.
+	tls   *tls.Conn
+	tsock *tlsSocket
 }
 
 // acceptLoop accepts one connection with accept4(2) on the listening
@@ -272,11 +278,19 @@ func (l *Listener) stopped() bool {
 // connection could not join one (it was closed meanwhile, or epoll
 // refused it): the caller then finishes it.
 func startLoop(c *core.Conn, fc *fdConn, log *slog.Logger) bool {
+	return startLoopConn(c, fc, nil, nil, log)
+}
+
+// startLoopConn is startLoop for a TURN-TCP connection (tc nil) or a
+// TURN-TLS one whose session is tc over s. A TLS connection is served
+// once at once: its session may hold records read with the handshake's
+// last flight, which no epoll event would report.
+func startLoopConn(c *core.Conn, fc *fdConn, tc *tls.Conn, s *tlsSocket, log *slog.Logger) bool {
 	loopsMu.Lock()
 	lp := loops[loopNext%uint32(len(loops))]
 	loopNext++
 	loopsMu.Unlock()
-	lc := &loopConn{c: c, fc: fc, log: log, last: time.Now(), limit: core.HandshakeTimeout}
+	lc := &loopConn{c: c, fc: fc, log: log, last: time.Now(), limit: core.HandshakeTimeout, tls: tc, tsock: s}
 	lp.mu.Lock()
 	lc.id = lp.next
 	lp.next++
@@ -296,8 +310,15 @@ func startLoop(c *core.Conn, fc *fdConn, log *slog.Logger) bool {
 		lp.mu.Lock()
 		delete(lp.conns, lc.id)
 		lp.mu.Unlock()
+		return false
 	}
-	return ok
+	if tc != nil {
+		lp.mu.Lock()
+		lp.kicked = append(lp.kicked, lc)
+		lp.mu.Unlock()
+		lp.wake()
+	}
+	return true
 }
 
 func startLoops() {
@@ -335,6 +356,11 @@ func (lp *loop) closedNow(lc *loopConn) {
 	lp.mu.Lock()
 	lp.closed = append(lp.closed, lc)
 	lp.mu.Unlock()
+	lp.wake()
+}
+
+// wake makes the loop's epoll_wait return (its eventfd).
+func (lp *loop) wake() {
 	var one = [8]byte{1}
 	_, _ = unix.Write(lp.wakeFd, one[:])
 }
@@ -379,9 +405,14 @@ func (lp *loop) run() {
 			}
 		}
 		lp.mu.Lock()
-		closed := lp.closed
-		lp.closed = nil
+		closed, kicked := lp.closed, lp.kicked
+		lp.closed, lp.kicked = nil, nil
 		lp.mu.Unlock()
+		for _, lc := range kicked {
+			if !lc.ended {
+				lp.serve(lc)
+			}
+		}
 		for _, lc := range closed {
 			lp.end(lc)
 		}
@@ -459,6 +490,10 @@ func readNB(fd int, b []byte) (int, error) {
 // serve reads lc until EAGAIN (or loopReads reads), handles every whole
 // frame and writes the replies at once.
 func (lp *loop) serve(lc *loopConn) {
+	if lc.tls != nil {
+		lp.serveTLS(lc)
+		return
+	}
 	f := &lc.f
 	var fail error
 	for reads := 0; reads < loopReads && fail == nil; reads++ {
@@ -500,19 +535,9 @@ func (lp *loop) serve(lc *loopConn) {
 			lc.out = nil
 		}
 	}
-	if fail == nil {
-		return
+	if fail != nil {
+		lp.failed(lc, fail)
 	}
-	if !errors.Is(fail, io.EOF) && !errors.Is(fail, net.ErrClosed) && !errors.Is(fail, syscall.ECONNRESET) {
-		lc.log.Debug("closing connection", "client", lc.c.FT.String(), "error", fail)
-	}
-	switch {
-	case errors.Is(fail, errBadFrame):
-		lc.c.Stats.Drops[turn.DropMalformed].Add(1)
-	case errors.Is(fail, errFrameBudget):
-		lc.c.FrameClosed()
-	}
-	lp.end(lc)
 }
 
 // queueKeepOut is the largest reply or backlog buffer a connection keeps.

@@ -1,10 +1,11 @@
 // Package stream is the TURN-TCP and TURN-TLS listener transport (RFC 8656
 // §3.1 over a byte stream: STUN messages and ChannelData framed by their
-// length fields). Each connection has a reader goroutine, unless
-// SetEventLoops turned on the event loops (Linux, plain TURN-TCP only,
-// loop_linux.go), which do for many connections per wake-up what a reader
-// goroutine does for one, on raw sockets that never enter the Go
-// netpoller (fdConn). A reader goroutine splits the
+// length fields). Each connection has a reader goroutine, unless the event
+// loops are on (SetEventLoops, the default; Linux, loop_linux.go), which
+// do for many connections per wake-up what a reader goroutine does for
+// one, on raw sockets that never enter the Go netpoller (fdConn): a
+// TURN-TCP connection from its accept, a TURN-TLS one once its handshake,
+// run on its goroutine, is done (tlsloop_linux.go). A reader goroutine splits the
 // stream into frames (frameReader), runs the engine and sends the result
 // through the listener's one delivery step (core.Conn.Handle); relay
 // workers queue what peers send on the connection (core.Conn.QueueToClient)
@@ -22,7 +23,9 @@
 // is made under it but the socket's system calls. loop.mu guards an
 // event loop's connection table and is taken under no other lock and
 // with no call out of the package under it. lmu guards the listener's
-// accept4 descriptor. The
+// accept4 descriptor. tlsSocket.mu guards a TURN-TLS socket's move to a
+// loop and is a leaf. crypto/tls's own locks (a session's writer lock)
+// are taken before fdConn.mu or outConn.mu, which its Write reaches. The
 // connection base (core.Base) and admission have their own; see the core
 // package doc for the order across packages.
 package stream
@@ -48,14 +51,16 @@ import (
 	"github.com/tern-gw/tern/turn"
 )
 
-// readerGoroutines is whether plain TURN-TCP connections accepted from
-// now on get a reader goroutine each rather than an event loop
+// readerGoroutines is whether TURN-TCP connections accepted, and TURN-TLS
+// handshakes completed, from now on get a reader goroutine each rather
+// than an event loop
 // (SetEventLoops); false, the zero value, is the default.
 var readerGoroutines atomic.Bool
 
 // SetEventLoops turns on or off, for the TURN-TCP connections accepted
-// from then on, serving them from a few event loops (Linux; elsewhere it
-// changes nothing) instead of a reader goroutine each. On by default
+// and the TURN-TLS handshakes completed from then on, serving them from a
+// few event loops (Linux; elsewhere it changes nothing) instead of a
+// reader goroutine each. On by default
 // (ternd --tcp-event-loops=false turns it off): measured against reader
 // goroutines on a 2-core machine (bench/PROFILE.md, "TURN-TCP on event
 // loops, outside the netpoller"), the loops cost 0.7x the server CPU per
@@ -119,16 +124,16 @@ func Start(env core.Env, lc config.Listener, al *allowlist.List) (*Listener, err
 	return l, nil
 }
 
-// tlsRelay writes relayed messages into a TLS session over an outConn.
+// tlsRelay writes relayed messages into a TLS session over a tlsSocket.
 type tlsRelay struct {
-	o *outConn
+	s *tlsSocket
 	w net.Conn
 }
 
 // WriteRelayed implements core.RelayWriter. A TLS record cannot be dropped
 // once sealed: it decides before.
 func (t *tlsRelay) WriteRelayed(msg []byte) (bool, error) {
-	if t.o.backlogged(len(msg)) {
+	if t.s.backlogged(len(msg)) {
 		return true, nil
 	}
 	_, err := t.w.Write(msg)
@@ -193,16 +198,17 @@ func (l *Listener) serveAccepted(tc *net.TCPConn) bool {
 	var up *config.TLSUpstream
 	var hc *helloConn
 	if l.tls != nil {
-		var under net.Conn = o
+		s := &tlsSocket{Conn: o, o: o}
 		if up = l.Spec().Upstream; up != nil {
 			// The ClientHello is read before the TLS server sees it
 			// and replayed to it by hc.
 			hc = &helloConn{outConn: o}
-			under = hc
+			s.Conn = hc
 		}
-		cc.C = tls.Server(under, l.tls)
+		cc.C = tls.Server(s, l.tls)
 		cc.W = cc.C
-		cc.Relay = &tlsRelay{o: o, w: cc.C}
+		cc.Relay = &tlsRelay{s: s, w: cc.C}
+		cc.Sock = s
 	}
 	switch l.Admit(cc, true) {
 	case admission.Refused:
@@ -221,7 +227,12 @@ func (l *Listener) serveAccepted(tc *net.TCPConn) bool {
 // past its limit or breaks the framing. With an upstream up (TURN-TLS),
 // it first routes the connection by its ClientHello, read through hc.
 func (l *Listener) serveConn(c *core.Conn, up *config.TLSUpstream, hc *helloConn) {
-	defer c.Finish()
+	moved := false
+	defer func() {
+		if !moved {
+			c.Finish()
+		}
+	}()
 	if up != nil && !l.route(c, up, hc) {
 		return
 	}
@@ -232,6 +243,11 @@ func (l *Listener) serveConn(c *core.Conn, up *config.TLSUpstream, hc *helloConn
 			return
 		}
 		_ = c.C.SetWriteDeadline(time.Time{})
+		// From here an event loop serves the connection, unless the
+		// loops are off (tlsloop_linux.go).
+		if moved = c.Sock.(*tlsSocket).toLoop(c, tc, l.Env.Log); moved {
+			return
+		}
 	}
 	f := frameReader{conn: c.C}
 	defer f.release()
