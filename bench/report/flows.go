@@ -296,6 +296,54 @@ func flowGoals(r *bench.Report) []Goal {
 	return gs
 }
 
+// streamGoals evaluates issue 23's goals on the flows results present:
+// every TCP, TLS and DTLS interleaved row at most 0.8x coturn's server CPU
+// per relayed packet, with 0% loss and a round-trip p99 (rows with an
+// echo) no worse than coturn's, and the burst TLS rows at most 1.0x.
+func streamGoals(r *bench.Report) []Goal {
+	var gs []Goal
+	keys, cells := flowCells(r.Flows)
+	for _, pc := range []bench.Pacing{bench.Interleaved, bench.Burst} {
+		bound := 0.8
+		if pc == bench.Burst {
+			bound = 1.0
+		}
+		for _, p := range transportOrder {
+			if p == turnclient.UDP || (pc == bench.Burst && p != turnclient.TLS) {
+				continue
+			}
+			for _, d := range directionOrder[:3] {
+				a, b, n := pooledFlows(r.Flows, Subject, Coturn, func(x bench.FlowsResult) bool {
+					return x.Pacing == pc && x.Direction == d && x.Transport == p
+				})
+				if n == 0 {
+					continue
+				}
+				where := fmt.Sprintf("%s, %s, %s", d, strings.ToUpper(string(p)), pc)
+				gs = append(gs, Goal{Text: fmt.Sprintf("issue 23: server CPU per relayed packet ≤ %.1f× coturn's, %s", bound, where),
+					Tern: num(a, 2) + " µs", Peer: num(b, 2) + " µs", Ratio: ratio(a, b),
+					Status: judge(a, b, func(x, y float64) bool { return x <= bound*y }),
+					Note:   fmt.Sprintf("pooled over %d step×repeat pairs", n)})
+				for _, k := range keys {
+					if k.Pacing != pc || k.Direction != d || k.Transport != p {
+						continue
+					}
+					t, c := cells[k][Subject], cells[k][Coturn]
+					gs = append(gs, Goal{Text: "issue 23: loss 0%, " + where, Tern: num(t.Loss, 2) + " %",
+						Peer: num(c.Loss, 2) + " %", Ratio: "–",
+						Status: judge(t.Loss, 0, func(x, _ float64) bool { return x == 0 }), Note: "median over repeats"})
+					if !math.IsNaN(t.RTT99) && !math.IsNaN(c.RTT99) {
+						gs = append(gs, Goal{Text: "issue 23: round-trip p99 ≤ coturn's, " + where, Tern: num(t.RTT99, 0) + " µs",
+							Peer: num(c.RTT99, 0) + " µs", Ratio: ratio(t.RTT99, c.RTT99),
+							Status: judge(t.RTT99, c.RTT99, func(x, y float64) bool { return x <= y }), Note: "median over repeats"})
+					}
+				}
+			}
+		}
+	}
+	return gs
+}
+
 // posRatio is ratio for figures that may come out at or below zero (a
 // whole-machine figure minus its baseline, on a noisy machine): no ratio
 // of those means anything, so it is "–".

@@ -115,6 +115,7 @@ func Markdown(r *bench.Report, o Options) ([]byte, error) {
 	d["FlowsBurst"] = flowRows(r.Flows, bench.Burst, false)
 	d["WebRTC"] = webrtcRows(r.WebRTC)
 	d["Goals"] = append(d["Goals"].([]Goal), flowGoals(r)...)
+	d["Goals"] = append(d["Goals"].([]Goal), streamGoals(r)...)
 
 	if o.Offload != nil {
 		offloadData(d, o.Offload)

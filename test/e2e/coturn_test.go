@@ -190,6 +190,12 @@ func TestCoturnUclient(t *testing.T) {
 			c.args = append(c.args, "--tcp-event-loops=false")
 		}, flags: []string{"-c", "-t"}, stream: true, reliable: true},
 		{name: "TLS", mutate: stream("TURN-TLS"), flags: []string{"-c", "-t", "-S"}, stream: true, reliable: true},
+		// "TLS" moves each connection to the epoll loops once its
+		// handshake is done; this one keeps its reader goroutine.
+		{name: "TLS on reader goroutines", mutate: func(c *config) {
+			stream("TURN-TLS")(c)
+			c.args = append(c.args, "--tcp-event-loops=false")
+		}, flags: []string{"-c", "-t", "-S"}, stream: true, reliable: true},
 		{name: "DTLS", mutate: stream("TURN-DTLS"), flags: []string{"-c", "-S"}, stream: true},
 		{name: "channel", flags: []string{"-c"}},
 		{name: "send indication", flags: []string{"-c", "-s"}},
