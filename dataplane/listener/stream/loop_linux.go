@@ -17,6 +17,7 @@ import (
 
 	"github.com/tern-gw/tern/dataplane/listener/admission"
 	"github.com/tern-gw/tern/dataplane/listener/core"
+	"github.com/tern-gw/tern/dataplane/udpio"
 	"github.com/tern-gw/tern/internal/sysblock"
 	"github.com/tern-gw/tern/turn"
 )
@@ -82,6 +83,22 @@ type loop struct {
 	ep int
 	ev [loopEvents]unix.EpollEvent
 
+	// snd queues what one connection's wake-up sends to peers, copied into
+	// sbuf (the frames it comes from may move in their read buffer before
+	// the send), and sends it when the connection has been served: a run
+	// to one relay socket in one sendmmsg, same-size datagrams to one peer
+	// coalesced into one UDP_SEGMENT message (udpio.Batch). Only the loop
+	// uses them.
+	snd  *udpio.Batch
+	sbuf []byte
+	// one is the only datagram queued, while it is the only one: it
+	// leaves with one sendto, which costs less than a sendmmsg of one.
+	one struct {
+		fd int
+		p  []byte
+		to netip.AddrPort
+	}
+
 	mu     sync.Mutex
 	conns  map[uint64]*loopConn
 	next   uint64      // id of the next connection; never reused
@@ -93,6 +110,7 @@ type loop struct {
 // loopConn is one connection served by a loop; only the loop touches it
 // after it has been added.
 type loopConn struct {
+	lp  *loop // the loop serving it
 	id  uint64
 	c   *core.Conn
 	fc  *fdConn
@@ -290,7 +308,7 @@ func startLoopConn(c *core.Conn, fc *fdConn, tc *tls.Conn, s *tlsSocket, log *sl
 	lp := loops[loopNext%uint32(len(loops))]
 	loopNext++
 	loopsMu.Unlock()
-	lc := &loopConn{c: c, fc: fc, log: log, last: time.Now(), limit: core.HandshakeTimeout, tls: tc, tsock: s}
+	lc := &loopConn{lp: lp, c: c, fc: fc, log: log, last: time.Now(), limit: core.HandshakeTimeout, tls: tc, tsock: s}
 	lp.mu.Lock()
 	lc.id = lp.next
 	lp.next++
@@ -342,7 +360,8 @@ func startLoops() {
 			loopsErr = err
 			return
 		}
-		lp := &loop{ep: ep, conns: map[uint64]*loopConn{}, wakeFd: wfd}
+		lp := &loop{ep: ep, conns: map[uint64]*loopConn{}, wakeFd: wfd,
+			snd: udpio.NewSendBatch(udpio.BatchSize, true), sbuf: make([]byte, 0, loopSendBytes)}
 		loops = append(loops, lp)
 		go lp.run()
 	}
@@ -526,6 +545,7 @@ func (lp *loop) serve(lc *loopConn) {
 	if fail == nil && f.buf != nil && f.r == f.w {
 		f.release() // nothing begun: a silent connection holds no buffer
 	}
+	lp.sendPeers()
 	if len(lc.out) > 0 {
 		if _, err := lc.fc.Write(lc.out); err != nil && fail == nil {
 			fail = err
@@ -569,7 +589,45 @@ func (lc *loopConn) Reply(msg []byte, _ netip.AddrPort) error {
 	return nil
 }
 
-// Forward implements core.Sink.
+// loopSendBytes is the room for the payloads a loop queues for peers
+// before it must send them.
+const loopSendBytes = 64 << 10
+
+// Forward implements core.Sink: p is queued in the loop's batch, which
+// leaves when the connection has been served (sendPeers). A send the kernel
+// then refuses is lost as any UDP datagram may be.
 func (lc *loopConn) Forward(fd int, p []byte, peer netip.AddrPort) error {
-	return lc.c.Forward(fd, p, peer)
+	lp := lc.lp
+	if len(p) > cap(lp.sbuf) {
+		return lc.c.Forward(fd, p, peer)
+	}
+	if lp.snd.Full() || cap(lp.sbuf)-len(lp.sbuf) < len(p) {
+		lp.sendPeers()
+	}
+	n := len(lp.sbuf)
+	lp.sbuf = append(lp.sbuf, p...)
+	q := lp.sbuf[n : n+len(p) : n+len(p)]
+	switch {
+	case lp.one.p == nil && lp.snd.Queued() == 0:
+		lp.one.fd, lp.one.p, lp.one.to = fd, q, peer
+	default:
+		if lp.one.p != nil {
+			lp.snd.Add(lp.one.fd, lp.one.p, lp.one.to)
+			lp.one.p = nil
+		}
+		lp.snd.Add(fd, q, peer)
+	}
+	return nil
+}
+
+// sendPeers sends what the connections served since the last call queued
+// for peers.
+func (lp *loop) sendPeers() {
+	if lp.one.p != nil {
+		_ = udpio.RawSendTo(lp.one.fd, lp.one.p, lp.one.to)
+		lp.one.p = nil
+	} else if lp.snd.Queued() > 0 {
+		lp.snd.Flush()
+	}
+	lp.sbuf = lp.sbuf[:0]
 }

@@ -153,6 +153,7 @@ func (lp *loop) serveTLS(lc *loopConn) {
 	if fail == nil && f.buf != nil && f.r == f.w {
 		f.release()
 	}
+	lp.sendPeers()
 	if len(lc.out) > 0 {
 		if _, err := lc.tls.Write(lc.out); err != nil && fail == nil {
 			fail = err
