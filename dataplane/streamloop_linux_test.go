@@ -35,17 +35,7 @@ func TestTCPConnectionsShareEventLoops(t *testing.T) {
 }
 
 func testStreamsShareEventLoops(t *testing.T, proto protocol.Protocol, budget float64) {
-	stream.SetEventLoops(true)
-	cfg := testConfig(t, 29830, 29929)
-	lc := config.Listener{Name: "stream", Protocol: proto, Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}}
-	if proto == protocol.TURNTLS {
-		lc.Cert, lc.Key = writeTestCert(t, t.TempDir(), "localhost")
-	}
-	cfg.Listeners = append(cfg.Listeners, lc)
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	s := startWith(t, cfg)
+	s, lc := startStreamLoops(t, proto, 29830, 29929)
 	peer, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
@@ -123,6 +113,24 @@ func testStreamsShareEventLoops(t *testing.T, proto protocol.Protocol, budget fl
 	}
 }
 
+// startStreamLoops starts a dataplane with the event loops on and one
+// TURN-TCP or TURN-TLS listener, relay ports first to last, and returns it
+// and the listener.
+func startStreamLoops(t *testing.T, proto protocol.Protocol, first, last int) (*Server, config.Listener) {
+	t.Helper()
+	stream.SetEventLoops(true)
+	cfg := testConfig(t, first, last)
+	lc := config.Listener{Name: "stream", Protocol: proto, Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}}
+	if proto == protocol.TURNTLS {
+		lc.Cert, lc.Key = writeTestCert(t, t.TempDir(), "localhost")
+	}
+	cfg.Listeners = append(cfg.Listeners, lc)
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return startWith(t, cfg), lc
+}
+
 // TestStreamLoopBursts: a TURN-TCP or TURN-TLS connection on an event
 // loop relays every message whatever way it arrives. 120 ChannelData
 // messages, half of varied sizes and half of one size (which the loop's
@@ -138,17 +146,7 @@ func TestStreamLoopBursts(t *testing.T) {
 }
 
 func testStreamLoopBursts(t *testing.T, proto protocol.Protocol) {
-	stream.SetEventLoops(true)
-	cfg := testConfig(t, 29930, 29969)
-	lc := config.Listener{Name: "stream", Protocol: proto, Address: "127.0.0.1", Port: freePort(t, "tcp"), Routes: []string{"local"}}
-	if proto == protocol.TURNTLS {
-		lc.Cert, lc.Key = writeTestCert(t, t.TempDir(), "localhost")
-	}
-	cfg.Listeners = append(cfg.Listeners, lc)
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	startWith(t, cfg)
+	_, lc := startStreamLoops(t, proto, 29930, 29969)
 	for _, chunk := range []int{1 << 20, 61, 1000, 4096} {
 		t.Run(fmt.Sprintf("chunks of %d bytes", chunk), func(t *testing.T) {
 			peer, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})

@@ -542,12 +542,22 @@ func (lp *loop) serve(lc *loopConn) {
 			break
 		}
 	}
+	lp.served(lc, lc.fc, fail)
+}
+
+// served ends a connection's wake-up: it gives back a read buffer holding
+// nothing begun (a silent connection holds none), sends what the wake-up
+// relayed to peers, writes the replies through w at once (the fdConn, or
+// the TLS session, which seals them as one record), and ends the
+// connection after fail, or a failed write.
+func (lp *loop) served(lc *loopConn, w io.Writer, fail error) {
+	f := &lc.f
 	if fail == nil && f.buf != nil && f.r == f.w {
-		f.release() // nothing begun: a silent connection holds no buffer
+		f.release()
 	}
 	lp.sendPeers()
 	if len(lc.out) > 0 {
-		if _, err := lc.fc.Write(lc.out); err != nil && fail == nil {
+		if _, err := w.Write(lc.out); err != nil && fail == nil {
 			fail = err
 		}
 		lc.out = lc.out[:0]

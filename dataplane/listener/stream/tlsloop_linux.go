@@ -150,22 +150,7 @@ func (lp *loop) serveTLS(lc *loopConn) {
 			}
 		}
 	}
-	if fail == nil && f.buf != nil && f.r == f.w {
-		f.release()
-	}
-	lp.sendPeers()
-	if len(lc.out) > 0 {
-		if _, err := lc.tls.Write(lc.out); err != nil && fail == nil {
-			fail = err
-		}
-		lc.out = lc.out[:0]
-		if cap(lc.out) > queueKeepOut {
-			lc.out = nil
-		}
-	}
-	if fail != nil {
-		lp.failed(lc, fail)
-	}
+	lp.served(lc, lc.tls, fail)
 }
 
 // failed ends lc after fail, logging and counting it as serve does.
