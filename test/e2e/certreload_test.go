@@ -127,7 +127,9 @@ func TestTLSCertificateReload(t *testing.T) {
 
 // TestTLSCertificateReloadUclient does the same with coturn's
 // turnutils_uclient: two clients relay over TURN-TLS for a few seconds
-// while the certificate rotates under the listener, and lose nothing.
+// while the certificate rotates under the listener, and lose nothing: by
+// uclient's count, or, when it stops with echoes unread, by the server's
+// (serverRelayedAll).
 func TestTLSCertificateReloadUclient(t *testing.T) {
 	if targetIsCoturn() {
 		t.Skip("coturn does not reload certificates")
@@ -164,6 +166,18 @@ func TestTLSCertificateReloadUclient(t *testing.T) {
 		t.Fatalf("turnutils_uclient %s: %v\n%s", strings.Join(args, " "), err, out.String())
 	}
 	rep, ok := parseUclient(out.String())
+	if ok && rep.sent == clients*messages && rep.received < rep.sent && rep.sendDropped == 0 {
+		// uclient stopped with echoes unread, as TestCoturnUclient sees it do on a
+		// loaded machine (its TLS clients start late, cycling through TLS versions):
+		// over TLS the leg to the client cannot lose what the server wrote, so the
+		// server's own counters decide, across the rotation as anywhere.
+		if err := serverRelayedAll(t, s, rep.sent); err != nil {
+			t.Errorf("turnutils_uclient received %d of %d, and the server did not relay them all: %v\n%s", rep.received, rep.sent, err, out.String())
+		} else {
+			t.Logf("turnutils_uclient stopped with %d of %d echoes unread; the server relayed all %d both ways and dropped none", rep.sent-rep.received, rep.sent, rep.sent)
+		}
+		return
+	}
 	if !ok || rep.sent != clients*messages || rep.received != rep.sent || rep.lost != 0 {
 		t.Errorf("report found %v: sent %d, received %d, lost %d; want %d sent and received across the rotation\n%s",
 			ok, rep.sent, rep.received, rep.lost, clients*messages, out.String())
