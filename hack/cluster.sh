@@ -26,13 +26,18 @@
 #     gets one of each, so status.podIPs lists both), a route to every other node's pod subnets
 #     via that node's addresses, its iptables rules and its forwarding (IPv4 and IPv6); the
 #     control plane's namespace has routes to every pod subnet of both families and to the
-#     Services (10.96.0.0/16 and fd00:96::/112, via tern-node-1, whose kube-proxy rules
-#     translate them; a Service is IPv4 unless it asks for dual-stack with ipFamilyPolicy), so
-#     `exec` reaches pods, nodes and Services; each Node's spec.podCIDRs names its two
-#     pod subnets (written by `up`, as kube-controller-manager's node IPAM would), which is how
+#     Services (10.96.0.0/16, via tern-node-1, whose kube-proxy rules translate them), so
+#     `exec` reaches pods, nodes and Services; each Node's spec.podCIDRs names its two pod
+#     subnets (written by `up`, as kube-controller-manager's node IPAM would), which is how
 #     tern-operator sees a dual-stack cluster; every IPv6 address is a ULA (fd00::/8) inside the
 #     cluster's namespaces; the host's network settings are never touched, and nothing of the
 #     cluster is reachable from the host;
+#   - Services are IPv4 only (the API server has one Service range, kube-proxy one cluster
+#     CIDR and IPv4 node-port addresses): pods are dual-stack, Services are not. A dual-stack
+#     Service range made kube-proxy write every Gateway's Service (PreferDualStack on a
+#     dual-stack cluster) for IPv6 too, and other tests lost packets (bench/CLUSTER.md, "IPv6
+#     through the offload in a pod"). An IPv6 peer is named by a selectorless headless Service
+#     and an EndpointSlice of addressType IPv6, which need no Service range;
 #   - kube-proxy (iptables mode) writes its Service rules with the iptables of its node's
 #     network namespace, and is configured to leave every conntrack setting alone
 #     (nf_conntrack_max and the hash size are machine-wide); `up` fails if a KUBE- rule shows up
@@ -72,8 +77,12 @@ cp_ip6=fd00:244::1 # the control plane's IPv6 address on tern0 (a ULA, as is eve
 pod_cidr=10.88.0.0/16
 pod_cidr6=fd00:88::/48
 svc_cidr=10.96.0.0/16
-svc_cidr6=fd00:96::/112
 svc_ip=10.96.0.1
+# EXPERIMENT (removed before merge): TERN_CLUSTER_SERVICES6=1 gives Services and kube-proxy both
+# families again, as wt-v6pod did.
+svc_cidr6=fd00:96::/112
+svc_ranges=$svc_cidr proxy_cidrs=$pod_cidr
+[[ "${TERN_CLUSTER_SERVICES6:-}" != 1 ]] || svc_ranges=$svc_cidr,$svc_cidr6 proxy_cidrs=$pod_cidr,$pod_cidr6
 cg_root=tern-cluster${TERN_CLUSTER_DIR:+-$(basename "$work")}
 cp_components=(etcd kube-apiserver kube-controller-manager kube-scheduler)
 node_components=(containerd kubelet kube-proxy)
@@ -339,9 +348,9 @@ node_configs() {
 		healthzBindAddress: 127.0.0.1:10256
 		metricsBindAddress: 127.0.0.1:10249
 		mode: iptables
-		clusterCIDR: $pod_cidr,$pod_cidr6
+		clusterCIDR: $proxy_cidrs
 		detectLocalMode: ClusterCIDR
-		nodePortAddresses: [$ip/32, $(node_ip6 "$i")/128]
+		nodePortAddresses: [$ip/32$([[ "${TERN_CLUSTER_SERVICES6:-}" != 1 ]] || echo ", $(node_ip6 "$i")/128")]
 		oomScoreAdj: 0
 		iptables: {localhostNodePorts: false, minSyncPeriod: 100ms, syncPeriod: 30s}
 		conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s, tcpBeLiberal: false, udpTimeout: 0s, udpStreamTimeout: 0s}
@@ -406,7 +415,7 @@ netns_up() {
 		fi
 	done
 	in_ns ip route replace "$svc_cidr" via "$(node_ip 1)" dev tern0
-	in_ns ip -6 route replace "$svc_cidr6" via "$(node_ip6 1)" dev tern0
+	[[ "${TERN_CLUSTER_SERVICES6:-}" != 1 ]] || in_ns ip -6 route replace "$svc_cidr6" via "$(node_ip6 1)" dev tern0
 }
 
 # mountns_up I: node I's mount namespace (a fresh /run, its own /var/lib and /var/log).
@@ -512,7 +521,7 @@ up() {
 		--tls-cert-file "$p/apiserver.crt" --tls-private-key-file "$p/apiserver.key" \
 		--client-ca-file "$p/ca.crt" --kubelet-client-certificate "$p/admin.crt" --kubelet-client-key "$p/admin.key" \
 		--service-account-key-file "$p/sa.pub" --service-account-signing-key-file "$p/sa.key" \
-		--service-account-issuer https://kubernetes.default.svc --service-cluster-ip-range "$svc_cidr,$svc_cidr6" \
+		--service-account-issuer https://kubernetes.default.svc --service-cluster-ip-range "$svc_ranges" \
 		--authorization-mode Node,RBAC --allow-privileged=true --kubelet-preferred-address-types InternalIP \
 		--requestheader-client-ca-file "$p/front-proxy-ca.crt" --requestheader-allowed-names front-proxy-client \
 		--requestheader-username-headers X-Remote-User --requestheader-group-headers X-Remote-Group \

@@ -41,10 +41,12 @@ const (
 	offloadShare = 0.95
 )
 
-// offManifests: %[1]s is the ternd image. The pod-network Gateway's GatewayConfig names no
-// Dataplane, so it gets the chart's default one; its route names the echo pod by a dual-stack
-// Service too (media-server-dual), whose IPv6 EndpointSlice puts the echo's IPv6 address among
-// its peers. The hostNetwork Dataplane attaches to cni0,
+// offManifests: %[1]s is the ternd image, %[2]s the echo pod's IPv6 address. The pod-network
+// Gateway's GatewayConfig names no Dataplane, so it gets the chart's default one; its route
+// names the echo pod by its IPv6 address too: a selectorless headless Service (media-server-v6)
+// with an EndpointSlice of addressType IPv6 that the test writes, since the Services of
+// hack/cluster.sh are IPv4 only (a Service with a selector would get no IPv6 EndpointSlice
+// there). The hostNetwork Dataplane attaches to cni0,
 // the pods' bridge, where the datagrams of clients and peers on the same node arrive at the
 // node's address, and to eth0, the node's link to the others (hack/cluster.sh), where those
 // of pods on other nodes arrive.
@@ -77,17 +79,30 @@ kind: UDPRoute
 metadata: {name: offload-pod-route, namespace: stunner}
 spec:
   parentRefs: [{name: udp-offload-pod}]
-  rules: [{backendRefs: [{name: media-server-pool, namespace: media-plane}, {name: media-server-dual, namespace: media-plane}]}]
+  rules: [{backendRefs: [{name: media-server-pool, namespace: media-plane}, {name: media-server-v6, namespace: media-plane}]}]
 ---
 apiVersion: v1
 kind: Service
-metadata: {name: media-server-dual, namespace: media-plane}
+metadata: {name: media-server-v6, namespace: media-plane}
 spec:
   clusterIP: None
-  ipFamilyPolicy: RequireDualStack
-  selector: {app: media-server}
+  ipFamilyPolicy: SingleStack
+  ipFamilies: [IPv6]
   ports:
   - {name: echo, port: 9001, protocol: UDP}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: media-server-v6
+  namespace: media-plane
+  labels: {kubernetes.io/service-name: media-server-v6}
+addressType: IPv6
+ports:
+- {name: echo, port: 9001, protocol: UDP}
+endpoints:
+- addresses: ["%[2]s"]
+  conditions: {ready: true}
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
@@ -248,7 +263,7 @@ func TestOffloadRelay(t *testing.T) {
 		t.Fatalf("default Dataplane offloadEngine %q after helm upgrade, want Auto", got)
 	}
 
-	manifests := []byte(fmt.Sprintf(offManifests, importedImage(t, dir, "ternd")))
+	manifests := []byte(fmt.Sprintf(offManifests, importedImage(t, dir, "ternd"), echo6))
 	t.Cleanup(func() {
 		_, _ = tryRun(manifests, "kubectl", "delete", "--ignore-not-found", "--wait=false", "-f", "-")
 	})
