@@ -36,8 +36,9 @@
 #     CIDR and IPv4 node-port addresses): pods are dual-stack, Services are not. A dual-stack
 #     Service range made kube-proxy write every Gateway's Service (PreferDualStack on a
 #     dual-stack cluster) for IPv6 too, and other tests lost packets (bench/CLUSTER.md, "IPv6
-#     through the offload in a pod"). An IPv6 peer is named by a selectorless headless Service
-#     and an EndpointSlice of addressType IPv6, which need no Service range;
+#     through the offload in a pod"; DUALSTACK_SERVICES=1 brings it back). An IPv6 peer is
+#     named by a selectorless headless Service and an EndpointSlice of addressType IPv6, which
+#     need no Service range;
 #   - kube-proxy (iptables mode) writes its Service rules with the iptables of its node's
 #     network namespace, and is configured to leave every conntrack setting alone
 #     (nf_conntrack_max and the hash size are machine-wide); `up` fails if a KUBE- rule shows up
@@ -66,6 +67,10 @@
 #                      with different work dirs run side by side: each has its own namespaces,
 #                      and its cgroups go under tern-cluster-<basename of the work dir>
 #   TERN_CLUSTER_IMAGES directory of image archives to import (default <repo>/bin/images)
+#   DUALSTACK_SERVICES 1: `up` gives Services both families too (a second, IPv6 Service range
+#                      fd00:96::/112, kube-proxy's IPv6 cluster CIDR and node-port addresses),
+#                      as the cluster had it on 2026-11-27 before other tests lost packets with
+#                      it; only to repeat that measurement (bench/CLUSTER.md)
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -78,11 +83,9 @@ pod_cidr=10.88.0.0/16
 pod_cidr6=fd00:88::/48
 svc_cidr=10.96.0.0/16
 svc_ip=10.96.0.1
-# EXPERIMENT (removed before merge): TERN_CLUSTER_SERVICES6=1 gives Services and kube-proxy both
-# families again, as wt-v6pod did.
-svc_cidr6=fd00:96::/112
+svc_cidr6=fd00:96::/112 # only with DUALSTACK_SERVICES=1
 svc_ranges=$svc_cidr proxy_cidrs=$pod_cidr
-[[ "${TERN_CLUSTER_SERVICES6:-}" != 1 ]] || svc_ranges=$svc_cidr,$svc_cidr6 proxy_cidrs=$pod_cidr,$pod_cidr6
+if [[ "${DUALSTACK_SERVICES:-}" == 1 ]]; then svc_ranges=$svc_cidr,$svc_cidr6 proxy_cidrs=$pod_cidr,$pod_cidr6; fi
 cg_root=tern-cluster${TERN_CLUSTER_DIR:+-$(basename "$work")}
 cp_components=(etcd kube-apiserver kube-controller-manager kube-scheduler)
 node_components=(containerd kubelet kube-proxy)
@@ -350,7 +353,7 @@ node_configs() {
 		mode: iptables
 		clusterCIDR: $proxy_cidrs
 		detectLocalMode: ClusterCIDR
-		nodePortAddresses: [$ip/32$([[ "${TERN_CLUSTER_SERVICES6:-}" != 1 ]] || echo ", $(node_ip6 "$i")/128")]
+		nodePortAddresses: [$ip/32$([[ "${DUALSTACK_SERVICES:-}" != 1 ]] || echo ", $(node_ip6 "$i")/128")]
 		oomScoreAdj: 0
 		iptables: {localhostNodePorts: false, minSyncPeriod: 100ms, syncPeriod: 30s}
 		conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s, tcpBeLiberal: false, udpTimeout: 0s, udpStreamTimeout: 0s}
@@ -415,7 +418,7 @@ netns_up() {
 		fi
 	done
 	in_ns ip route replace "$svc_cidr" via "$(node_ip 1)" dev tern0
-	[[ "${TERN_CLUSTER_SERVICES6:-}" != 1 ]] || in_ns ip -6 route replace "$svc_cidr6" via "$(node_ip6 1)" dev tern0
+	if [[ "${DUALSTACK_SERVICES:-}" == 1 ]]; then in_ns ip -6 route replace "$svc_cidr6" via "$(node_ip6 1)" dev tern0; fi
 }
 
 # mountns_up I: node I's mount namespace (a fresh /run, its own /var/lib and /var/log).
