@@ -33,12 +33,12 @@
 #     cluster's namespaces; the host's network settings are never touched, and nothing of the
 #     cluster is reachable from the host;
 #   - Services are IPv4 only (the API server has one Service range, kube-proxy one cluster
-#     CIDR and IPv4 node-port addresses): pods are dual-stack, Services are not. A dual-stack
-#     Service range made kube-proxy write every Gateway's Service (PreferDualStack on a
-#     dual-stack cluster) for IPv6 too, and other tests lost packets (bench/CLUSTER.md, "IPv6
-#     through the offload in a pod"; DUALSTACK_SERVICES=1 brings it back). An IPv6 peer is
-#     named by a selectorless headless Service and an EndpointSlice of addressType IPv6, which
-#     need no Service range;
+#     CIDR and IPv4 node-port addresses): pods are dual-stack, Services are not. With a
+#     dual-stack Service range kube-proxy writes every Gateway's Service (PreferDualStack on a
+#     dual-stack cluster) for IPv6 too, 43-76% more rule-sync time, and runs with it lost packets
+#     in other tests, not reproduced since (bench/CLUSTER.md, "IPv6 through the offload in a
+#     pod"; DUALSTACK_SERVICES=1 brings it back). An IPv6 peer is named by a selectorless
+#     headless Service and an EndpointSlice of addressType IPv6, which need no Service range;
 #   - kube-proxy (iptables mode) writes its Service rules with the iptables of its node's
 #     network namespace, and is configured to leave every conntrack setting alone
 #     (nf_conntrack_max and the hash size are machine-wide); `up` fails if a KUBE- rule shows up
@@ -69,8 +69,8 @@
 #   TERN_CLUSTER_IMAGES directory of image archives to import (default <repo>/bin/images)
 #   DUALSTACK_SERVICES 1: `up` gives Services both families too (a second, IPv6 Service range
 #                      fd00:96::/112, kube-proxy's IPv6 cluster CIDR and node-port addresses),
-#                      as the cluster had it on 2026-11-27 before other tests lost packets with
-#                      it; only to repeat that measurement (bench/CLUSTER.md)
+#                      as the cluster had it at first on 2026-11-27; only to repeat the
+#                      measurement of bench/CLUSTER.md (make cluster-e2e passes it through)
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
