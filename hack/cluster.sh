@@ -15,18 +15,30 @@
 #
 # The control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler) runs in a
 # network namespace of its own; it holds the bridge tern0 (10.244.0.1/24, the API server's
-# address) that joins the nodes. Each of the NODES nodes, tern-node-1 ... tern-node-N, runs its
+# address, and fd00:244::1/64) that joins the nodes. Each of the NODES nodes, tern-node-1 ... tern-node-N, runs its
 # containerd, kubelet and kube-proxy (hack/cluster-bins.sh's binaries, Debian's containerd, runc
 # and containernetworking-plugins) in a network namespace and a mount namespace of its own; all
 # are bound to files in <work dir>/ns, not named in /run/netns, so nothing they do reaches the
 # host:
-#   - node i's network namespace holds its address 10.244.0.(10+i)/24 on eth0 (a veth whose
-#     other end is on tern0), its pods' bridge cni0 with their subnet 10.88.i.0/24 (the CNI
-#     bridge plugin, host-local addresses), a route to every other node's pod subnet via that
-#     node's address, its iptables rules and its ip_forward; the control plane's namespace has
-#     routes to every pod subnet and to the Services (10.96.0.0/16, via tern-node-1, whose
-#     kube-proxy rules translate them), so `exec` reaches pods, nodes and Services; the host's
-#     network settings are never touched, and nothing of the cluster is reachable from the host;
+#   - node i's network namespace holds its addresses 10.244.0.(10+i)/24 and fd00:244::(10+i)/64
+#     on eth0 (a veth whose other end is on tern0), its pods' bridge cni0 with their subnets
+#     10.88.i.0/24 and fd00:88:0:i::/64 (the CNI bridge plugin, host-local addresses: each pod
+#     gets one of each, so status.podIPs lists both), a route to every other node's pod subnets
+#     via that node's addresses, its iptables rules and its forwarding (IPv4 and IPv6); the
+#     control plane's namespace has routes to every pod subnet of both families and to the
+#     Services (10.96.0.0/16, via tern-node-1, whose kube-proxy rules translate them), so
+#     `exec` reaches pods, nodes and Services; each Node's spec.podCIDRs names its two pod
+#     subnets (written by `up`, as kube-controller-manager's node IPAM would), which is how
+#     tern-operator sees a dual-stack cluster; every IPv6 address is a ULA (fd00::/8) inside the
+#     cluster's namespaces; the host's network settings are never touched, and nothing of the
+#     cluster is reachable from the host;
+#   - Services are IPv4 only (the API server has one Service range, kube-proxy one cluster
+#     CIDR and IPv4 node-port addresses): pods are dual-stack, Services are not. With a
+#     dual-stack Service range kube-proxy writes every Gateway's Service (PreferDualStack on a
+#     dual-stack cluster) for IPv6 too, 43-76% more rule-sync time, and runs with it lost packets
+#     in other tests, not reproduced since (bench/CLUSTER.md, "IPv6 through the offload in a
+#     pod"; DUALSTACK_SERVICES=1 brings it back). An IPv6 peer is named by a selectorless
+#     headless Service and an EndpointSlice of addressType IPv6, which need no Service range;
 #   - kube-proxy (iptables mode) writes its Service rules with the iptables of its node's
 #     network namespace, and is configured to leave every conntrack setting alone
 #     (nf_conntrack_max and the hash size are machine-wide); `up` fails if a KUBE- rule shows up
@@ -55,6 +67,10 @@
 #                      with different work dirs run side by side: each has its own namespaces,
 #                      and its cgroups go under tern-cluster-<basename of the work dir>
 #   TERN_CLUSTER_IMAGES directory of image archives to import (default <repo>/bin/images)
+#   DUALSTACK_SERVICES 1: `up` gives Services both families too (a second, IPv6 Service range
+#                      fd00:96::/112, kube-proxy's IPv6 cluster CIDR and node-port addresses),
+#                      as the cluster had it at first on 2026-11-27; only to repeat the
+#                      measurement of bench/CLUSTER.md (make cluster-e2e passes it through)
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -62,9 +78,14 @@ work=${TERN_CLUSTER_DIR:-/tmp/tern-cluster}
 netns=$work/ns/net # the control plane's network namespace, bound to a file (never /run/netns)
 images=${TERN_CLUSTER_IMAGES:-$repo/bin/images}
 cp_ip=10.244.0.1 # the API server's address on tern0
+cp_ip6=fd00:244::1 # the control plane's IPv6 address on tern0 (a ULA, as is every IPv6 address here)
 pod_cidr=10.88.0.0/16
+pod_cidr6=fd00:88::/48
 svc_cidr=10.96.0.0/16
 svc_ip=10.96.0.1
+svc_cidr6=fd00:96::/112 # only with DUALSTACK_SERVICES=1
+svc_ranges=$svc_cidr proxy_cidrs=$pod_cidr
+if [[ "${DUALSTACK_SERVICES:-}" == 1 ]]; then svc_ranges=$svc_cidr,$svc_cidr6 proxy_cidrs=$pod_cidr,$pod_cidr6; fi
 cg_root=tern-cluster${TERN_CLUSTER_DIR:+-$(basename "$work")}
 cp_components=(etcd kube-apiserver kube-controller-manager kube-scheduler)
 node_components=(containerd kubelet kube-proxy)
@@ -79,6 +100,8 @@ node_count() {
 node_name() { echo "tern-node-$1"; }
 node_ip() { echo "10.244.0.$((10 + $1))"; }
 node_pod_cidr() { echo "10.88.$1.0/24"; }
+node_ip6() { echo "fd00:244::$((10 + $1))"; }
+node_pod_cidr6() { echo "fd00:88:0:$1::/64"; }
 node_dir() { echo "$work/nodes/tern-node-$1"; }
 node_netns() { echo "$work/ns/tern-node-$1.net"; }
 node_mntns() { echo "$work/ns/tern-node-$1.mnt"; }
@@ -249,7 +272,8 @@ node_configs() {
 		      "type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
 		      "ipam": {
 		        "type": "host-local", "dataDir": "$d/cni/ipam",
-		        "ranges": [[{"subnet": "$(node_pod_cidr "$i")"}]], "routes": [{"dst": "0.0.0.0/0"}]
+		        "ranges": [[{"subnet": "$(node_pod_cidr "$i")"}], [{"subnet": "$(node_pod_cidr6 "$i")"}]],
+		        "routes": [{"dst": "0.0.0.0/0"}, {"dst": "::/0"}]
 		      }
 		    },
 		    {"type": "portmap", "capabilities": {"portMappings": true}}
@@ -327,9 +351,9 @@ node_configs() {
 		healthzBindAddress: 127.0.0.1:10256
 		metricsBindAddress: 127.0.0.1:10249
 		mode: iptables
-		clusterCIDR: $pod_cidr
+		clusterCIDR: $proxy_cidrs
 		detectLocalMode: ClusterCIDR
-		nodePortAddresses: [$ip/32]
+		nodePortAddresses: [$ip/32$([[ "${DUALSTACK_SERVICES:-}" != 1 ]] || echo ", $(node_ip6 "$i")/128")]
 		oomScoreAdj: 0
 		iptables: {localhostNodePorts: false, minSyncPeriod: 100ms, syncPeriod: 30s}
 		conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s, tcpBeLiberal: false, udpTimeout: 0s, udpStreamTimeout: 0s}
@@ -358,8 +382,10 @@ new_netns() {
 }
 
 # netns_up: the control plane's namespace with the bridge tern0, and each node's namespace with
-# eth0 on tern0, its address, forwarding (a namespace's own setting) and the routes to the other
-# nodes' pod subnets; the control plane's namespace routes the pod subnets and the Services.
+# eth0 on tern0, its addresses, forwarding (a namespace's own settings, both families) and the
+# routes to the other nodes' pod subnets; the control plane's namespace routes the pod subnets
+# and the Services. The IPv6 addresses skip duplicate address detection (nodad): each is the
+# only one of its value on its link, and a tentative address would fail the first sends.
 netns_up() {
 	local i j n ns
 	n=$(node_count)
@@ -367,6 +393,7 @@ netns_up() {
 	if ! in_ns ip link show tern0 >/dev/null 2>&1; then
 		in_ns ip link add tern0 type bridge
 		in_ns ip addr add "$cp_ip/24" dev tern0
+		in_ns ip addr add "$cp_ip6/64" dev tern0 nodad
 		in_ns ip link set tern0 up
 	fi
 	for ((i = 1; i <= n; i++)); do
@@ -376,16 +403,22 @@ netns_up() {
 			in_ns ip link add "tn$i" type veth peer name eth0 netns "$ns"
 			in_ns ip link set "tn$i" master tern0 up
 			in_node "$i" ip addr add "$(node_ip "$i")/24" dev eth0
+			in_node "$i" ip addr add "$(node_ip6 "$i")/64" dev eth0 nodad
 			in_node "$i" ip link set eth0 up
 			in_node "$i" ip route add default via "$cp_ip" dev eth0
 			in_node "$i" sysctl -qw net.ipv4.ip_forward=1
+			in_node "$i" sysctl -qw net.ipv6.conf.all.forwarding=1
 			for ((j = 1; j <= n; j++)); do
-				((j == i)) || in_node "$i" ip route add "$(node_pod_cidr "$j")" via "$(node_ip "$j")" dev eth0
+				((j == i)) && continue
+				in_node "$i" ip route add "$(node_pod_cidr "$j")" via "$(node_ip "$j")" dev eth0
+				in_node "$i" ip -6 route add "$(node_pod_cidr6 "$j")" via "$(node_ip6 "$j")" dev eth0
 			done
 			in_ns ip route add "$(node_pod_cidr "$i")" via "$(node_ip "$i")" dev tern0
+			in_ns ip -6 route add "$(node_pod_cidr6 "$i")" via "$(node_ip6 "$i")" dev tern0
 		fi
 	done
 	in_ns ip route replace "$svc_cidr" via "$(node_ip 1)" dev tern0
+	if [[ "${DUALSTACK_SERVICES:-}" == 1 ]]; then in_ns ip -6 route replace "$svc_cidr6" via "$(node_ip6 1)" dev tern0; fi
 }
 
 # mountns_up I: node I's mount namespace (a fresh /run, its own /var/lib and /var/log).
@@ -429,6 +462,19 @@ kube_proxy_synced() { in_node "$1" iptables -w 5 -t nat -S KUBE-SERVICES 2>/dev/
 # host_kube_rules: the KUBE- lines of the host's own iptables (read only; kube-proxy must
 # write none there).
 host_kube_rules() { { iptables-save 2>/dev/null; ip6tables-save 2>/dev/null; } | { grep 'KUBE-' || true; } | sed 's/\[[0-9]*:[0-9]*\]//g' | sort; }
+
+# node_pod_cidrs I: node I's Node gets spec.podCIDRs, its IPv4 and IPv6 pod subnets (those of
+# its CNI config), as kube-controller-manager's node IPAM (--allocate-node-cidrs) would write
+# them on a dual-stack cluster; the API server lets them be set once, from empty.
+node_pod_cidrs() {
+	local name cidrs
+	name=$(node_name "$1")
+	cidrs=$(kubectl_ get node "$name" -o 'jsonpath={.spec.podCIDRs}')
+	[[ -z "$cidrs" ]] || return 0
+	kubectl_ patch node "$name" --type merge -p \
+		"{\"spec\":{\"podCIDR\":\"$(node_pod_cidr "$1")\",\"podCIDRs\":[\"$(node_pod_cidr "$1")\",\"$(node_pod_cidr6 "$1")\"]}}" >/dev/null ||
+		fail "" "cannot set node $name's spec.podCIDRs"
+}
 
 node_ready() {
 	[[ "$(kubectl_ get node "$1" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" == True ]]
@@ -478,7 +524,7 @@ up() {
 		--tls-cert-file "$p/apiserver.crt" --tls-private-key-file "$p/apiserver.key" \
 		--client-ca-file "$p/ca.crt" --kubelet-client-certificate "$p/admin.crt" --kubelet-client-key "$p/admin.key" \
 		--service-account-key-file "$p/sa.pub" --service-account-signing-key-file "$p/sa.key" \
-		--service-account-issuer https://kubernetes.default.svc --service-cluster-ip-range "$svc_cidr" \
+		--service-account-issuer https://kubernetes.default.svc --service-cluster-ip-range "$svc_ranges" \
 		--authorization-mode Node,RBAC --allow-privileged=true --kubelet-preferred-address-types InternalIP \
 		--requestheader-client-ca-file "$p/front-proxy-ca.crt" --requestheader-allowed-names front-proxy-client \
 		--requestheader-username-headers X-Remote-User --requestheader-group-headers X-Remote-Group \
@@ -509,6 +555,7 @@ up() {
 	for ((i = 1; i <= n; i++)); do
 		name=$(node_name "$i")
 		wait_for 60 "$name.kubelet" "node $name registered" kubectl_ get node "$name"
+		node_pod_cidrs "$i"
 		start_kube_proxy "$i"
 	done
 	for ((i = 1; i <= n; i++)); do

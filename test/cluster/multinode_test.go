@@ -52,12 +52,14 @@ spec:
 `
 
 // TestMultiNode checks the cluster's network across nodes (NODES=3, as make cluster-e2e
-// starts it): every node is Ready on an address of its own; three pods, one per node, each get
-// an address in their node's pod subnet and reach one another over UDP by their pod addresses
-// (from inside each pod's network namespace to coturn's turnutils_peer in the other's: the CNI
-// bridge of each node and the routes between the nodes' namespaces); pods on the two other
-// nodes and the test, in the control plane's namespace, reach the third pod through a
-// ClusterIP Service (kube-proxy's rules on the sender's node).
+// starts it): every node is Ready on an address of its own, and its spec.podCIDRs name an IPv4
+// and an IPv6 pod subnet; three pods, one per node, each get an address of each family in
+// their node's pod subnets (status.podIPs) and reach one another over UDP by their pod
+// addresses, IPv4 and IPv6 (from inside each pod's network namespace to coturn's
+// turnutils_peer in the other's: the CNI bridge of each node and the routes between the
+// nodes' namespaces); the test, in the control plane's namespace, reaches each pod's IPv6
+// address; pods on the two other nodes and the test reach the third pod through a ClusterIP
+// Service (kube-proxy's rules on the sender's node).
 func TestMultiNode(t *testing.T) {
 	dir := cluster(t)
 	nodes := requireNodes(t, 3)[:3]
@@ -77,6 +79,12 @@ func TestMultiNode(t *testing.T) {
 		}
 		if nodes[0].ip == nodes[1].ip || nodes[1].ip == nodes[2].ip || nodes[0].ip == nodes[2].ip {
 			t.Errorf("nodes share an address: %v", nodes)
+		}
+		for _, n := range nodes {
+			cidrs := strings.Fields(kubectl(t, "get", "node", n.name, "-o", `jsonpath={.spec.podCIDRs[*]}`))
+			if len(cidrs) != 2 || !strings.Contains(cidrs[0], ".") || !strings.Contains(cidrs[1], ":") {
+				t.Errorf("node %s spec.podCIDRs %q, want an IPv4 and an IPv6 subnet", n.name, cidrs)
+			}
 		}
 	})
 
@@ -98,11 +106,15 @@ func TestMultiNode(t *testing.T) {
 			if ip, err := netip.ParseAddr(p[0].ip); err != nil || !netip.MustParsePrefix(podCIDR).Contains(ip) || p[0].ip == p[0].hostIP {
 				t.Fatalf("pod %v: want an address on the pod network %s", p[0], podCIDR)
 			}
+			if ip, err := netip.ParseAddr(p[0].ip6); err != nil || !netip.MustParsePrefix(podCIDR6).Contains(ip) {
+				t.Fatalf("pod %v: IPv6 address %q, want one on the pod network %s", p[0], p[0].ip6, podCIDR6)
+			}
 		}
 		t.Logf("pods %v Ready %.1fs after kubectl apply", pods, time.Since(start).Seconds())
 	})
 	for _, p := range pods { // for the whole test: startPeer stops the echo at t's cleanup
 		startPeer(t, dir, p)
+		startPeerAt(t, dir, p, p.ip6)
 	}
 
 	step("PodToPod", func(t *testing.T) {
@@ -114,9 +126,26 @@ func TestMultiNode(t *testing.T) {
 				if err := udpEchoFromPod(t, dir, from, to.ip); err != nil {
 					t.Errorf("pod %v to pod %v: %v", from, to, err)
 				}
+				if err := udpEchoFromPod6(t, dir, from, to.ip6); err != nil {
+					t.Errorf("pod %v to pod %v at %s: %v", from, to, to.ip6, err)
+				}
 			}
 		}
-		t.Logf("each of the 3 pods reached the other two's echo over UDP by their pod addresses")
+		t.Logf("each of the 3 pods reached the other two's echo over UDP by their pod addresses, IPv4 and IPv6")
+	})
+
+	step("PodIPv6", func(t *testing.T) {
+		conn, err := net.ListenPacket("udp6", "[::]:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		for _, to := range pods {
+			if err := udpEcho(conn, to.ip6); err != nil {
+				t.Errorf("control plane's namespace to pod %v at %s: %v", to, to.ip6, err)
+			}
+		}
+		t.Logf("the control plane's namespace reached the 3 pods' echoes at %s, %s and %s", pods[0].ip6, pods[1].ip6, pods[2].ip6)
 	})
 
 	step("ClusterIP", func(t *testing.T) {
@@ -161,6 +190,17 @@ func manifestFor(nodes []node) string {
 func udpEchoFromPod(t *testing.T, dir string, from pod, ip string) error {
 	t.Helper()
 	conn, err := listenUDPIn("/proc/" + strconv.Itoa(sandboxPID(t, dir, from.name)) + "/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	return udpEcho(conn, ip)
+}
+
+// udpEchoFromPod6 is udpEchoFromPod over IPv6, to the echo on ip (an IPv6 address).
+func udpEchoFromPod6(t *testing.T, dir string, from pod, ip string) error {
+	t.Helper()
+	conn, err := listenUDP6In("/proc/" + strconv.Itoa(sandboxPID(t, dir, from.name)) + "/ns/net")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,11 +19,13 @@ import (
 	"github.com/tern-gw/tern/internal/testenv"
 )
 
-// The addresses hack/cluster.sh gives: tern-node-i has 10.244.0.(10+i) on the bridge tern0,
-// whose 10.244.0.1 is the control plane's; its pods get addresses in 10.88.i.0/24.
+// The addresses hack/cluster.sh gives: tern-node-i has 10.244.0.(10+i) (and fd00:244::(10+i))
+// on the bridge tern0, whose 10.244.0.1 (and fd00:244::1) is the control plane's; its pods get
+// an address in 10.88.i.0/24 and one in fd00:88:0:i::/64 (the pod network is dual-stack).
 const (
 	nodeNetwork = "10.244.0.0/24"
 	podCIDR     = "10.88.0.0/16"
+	podCIDR6    = "fd00:88::/48"
 )
 
 // node is a cluster node: its name and its InternalIP (the address of its network namespace).
@@ -91,6 +93,16 @@ func nodeNetns(dir, name string) string { return filepath.Join(dir, "ns", name+"
 // stays in that namespace; the calling goroutine's thread is switched there for the call
 // alone, and is thrown away (never unlocked) should switching back fail.
 func listenUDPIn(nsPath string) (net.PacketConn, error) {
+	return listenNetIn(nsPath, "udp4", "0.0.0.0:0")
+}
+
+// listenUDP6In is listenUDPIn for IPv6: a socket on [::] at an ephemeral port.
+func listenUDP6In(nsPath string) (net.PacketConn, error) {
+	return listenNetIn(nsPath, "udp6", "[::]:0")
+}
+
+// listenNetIn is listenUDPIn with the socket's network and address.
+func listenNetIn(nsPath, network, addr string) (net.PacketConn, error) {
 	runtime.LockOSThread()
 	orig, err := os.Open("/proc/thread-self/ns/net")
 	if err != nil {
@@ -108,7 +120,7 @@ func listenUDPIn(nsPath string) (net.PacketConn, error) {
 		runtime.UnlockOSThread()
 		return nil, fmt.Errorf("setns %s: %w", nsPath, err)
 	}
-	conn, lerr := net.ListenPacket("udp4", "0.0.0.0:0")
+	conn, lerr := net.ListenPacket(network, addr)
 	if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
 		if conn != nil {
 			conn.Close()

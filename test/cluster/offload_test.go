@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"runtime"
@@ -40,8 +41,12 @@ const (
 	offloadShare = 0.95
 )
 
-// offManifests: %[1]s is the ternd image. The pod-network Gateway's GatewayConfig names no
-// Dataplane, so it gets the chart's default one. The hostNetwork Dataplane attaches to cni0,
+// offManifests: %[1]s is the ternd image, %[2]s the echo pod's IPv6 address. The pod-network
+// Gateway's GatewayConfig names no Dataplane, so it gets the chart's default one; its route
+// names the echo pod by its IPv6 address too: a selectorless headless Service (media-server-v6)
+// with an EndpointSlice of addressType IPv6 that the test writes, since the Services of
+// hack/cluster.sh are IPv4 only (a Service with a selector would get no IPv6 EndpointSlice
+// there). The hostNetwork Dataplane attaches to cni0,
 // the pods' bridge, where the datagrams of clients and peers on the same node arrive at the
 // node's address, and to eth0, the node's link to the others (hack/cluster.sh), where those
 // of pods on other nodes arrive.
@@ -74,7 +79,30 @@ kind: UDPRoute
 metadata: {name: offload-pod-route, namespace: stunner}
 spec:
   parentRefs: [{name: udp-offload-pod}]
-  rules: [{backendRefs: [{name: media-server-pool, namespace: media-plane}]}]
+  rules: [{backendRefs: [{name: media-server-pool, namespace: media-plane}, {name: media-server-v6, namespace: media-plane}]}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: media-server-v6, namespace: media-plane}
+spec:
+  clusterIP: None
+  ipFamilyPolicy: SingleStack
+  ipFamilies: [IPv6]
+  ports:
+  - {name: echo, port: 9001, protocol: UDP}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: media-server-v6
+  namespace: media-plane
+  labels: {kubernetes.io/service-name: media-server-v6}
+addressType: IPv6
+ports:
+- {name: echo, port: 9001, protocol: UDP}
+endpoints:
+- addresses: ["%[2]s"]
+  conditions: {ready: true}
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
@@ -197,7 +225,10 @@ spec:
 // against tern_peer_packets_total, both from the pod's /metrics), and each Gateway says
 // OffloadActive=True. A third Gateway's Dataplane runs the image's ternd-offload (ternd with
 // file capabilities) as uid 65532 with no privilege escalation: its process has exactly the
-// three capabilities, and relays in the kernel like the root ones. The offload is checked
+// three capabilities, and relays in the kernel like the root ones. On the pod-network Gateway
+// the same runs over IPv6 (relayIPv6): clients in the control plane's network namespace reach
+// ternd at its pod's IPv6 address, ask for an IPv6 relayed transport address
+// (REQUESTED-ADDRESS-FAMILY) and relay to the echo pod's IPv6 address. The offload is checked
 // before the clients run too: the pods' /offload
 // reports, which the operator reads, say how each interface runs.
 func TestOffloadRelay(t *testing.T) {
@@ -218,6 +249,11 @@ func TestOffloadRelay(t *testing.T) {
 	kubectl(t, "-n", "media-plane", "rollout", "status", "deployment/media-server", "--timeout=120s")
 	echo := runningPods(t, "media-plane", "app=media-server")[0]
 	startPeer(t, dir, echo)
+	echo6, err := ipv6Of(echo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startPeerAt(t, dir, echo, echo6.String())
 
 	vals := chartValues(tag, false)
 	vals["dataplane"].(map[string]any)["offloadEngine"] = "Auto"
@@ -227,7 +263,7 @@ func TestOffloadRelay(t *testing.T) {
 		t.Fatalf("default Dataplane offloadEngine %q after helm upgrade, want Auto", got)
 	}
 
-	manifests := []byte(fmt.Sprintf(offManifests, importedImage(t, dir, "ternd")))
+	manifests := []byte(fmt.Sprintf(offManifests, importedImage(t, dir, "ternd"), echo6))
 	t.Cleanup(func() {
 		_, _ = tryRun(manifests, "kubectl", "delete", "--ignore-not-found", "--wait=false", "-f", "-")
 	})
@@ -242,11 +278,12 @@ func TestOffloadRelay(t *testing.T) {
 		port           int
 		hostNetwork    bool
 		nonRoot        bool   // runs ternd-offload as 65532 (file capabilities), not ternd as root
+		ipv6           bool   // relays over IPv6 too (relayIPv6)
 		revokeRoute    string // the UDPRoute whose backend the test removes at the end, if any
 	}{
-		{offPodGateway, offPodSelector, offPodPort, false, false, "offload-pod-route"},
-		{offHostGateway, offHostSelector, offHostPort, true, false, "offload-host-route"},
-		{offNonRootGateway, offNonRootSelector, offPodPort, false, true, ""},
+		{offPodGateway, offPodSelector, offPodPort, false, false, true, "offload-pod-route"},
+		{offHostGateway, offHostSelector, offHostPort, true, false, false, "offload-host-route"},
+		{offNonRootGateway, offNonRootSelector, offPodPort, false, true, false, ""},
 	}
 	for _, g := range gateways {
 		step(g.name, func(t *testing.T) {
@@ -304,18 +341,21 @@ func TestOffloadRelay(t *testing.T) {
 				return echoVia(a.relay, echo.ip, 500*time.Millisecond)
 			})
 
-			measure := func(what string, f func() error) {
+			// measure runs f, a relay run through ternd at via, and wants at least
+			// offloadShare of its datagrams relayed by the kernel each way. warmed says f
+			// counts only the datagrams after its channels are bound (warmRelayRun,
+			// relay6Run), from lastWarmCounts.
+			measure := func(what, via string, warmed bool, f func() error) {
 				t.Helper()
 				before, err := scrapeOffload(metricsURL)
 				if err != nil {
 					t.Fatal(err)
 				}
 				if err := f(); err != nil {
-					t.Errorf("%s via %s: %v", what, server, err)
+					t.Errorf("%s via %s: %v", what, via, err)
 					return
 				}
-				if what == "pion" {
-					// warmRelayRun counts from after its channels are bound.
+				if warmed {
 					before = lastWarmCounts
 				}
 				// The counters are read at scrape time; the last echoes may still be on the way
@@ -334,13 +374,13 @@ func TestOffloadRelay(t *testing.T) {
 				})
 				c2p, p2c := float64(d.kernelC2P)/float64(d.peerTx), float64(d.kernelP2C)/float64(d.peerRx)
 				t.Logf("%s via %s: relayed to peers %d, from peers %d; kernel client_to_peer %d (%.1f%%), peer_to_client %d (%.1f%%); kernel passed to sockets %d",
-					what, server, d.peerTx, d.peerRx, d.kernelC2P, 100*c2p, d.kernelP2C, 100*p2c, d.passed)
+					what, via, d.peerTx, d.peerRx, d.kernelC2P, 100*c2p, d.kernelP2C, 100*p2c, d.passed)
 				if c2p < offloadShare || p2c < offloadShare {
 					t.Errorf("%s via %s: the kernel relayed %.1f%% and %.1f%% of the datagrams, want at least %.0f%%",
-						what, server, 100*c2p, 100*p2c, 100*offloadShare)
+						what, via, 100*c2p, 100*p2c, 100*offloadShare)
 				}
 			}
-			measure("pion", func() error {
+			measure("pion", server, true, func() error {
 				res, err := warmRelayRun(server, echo.ip, metricsURL, runClients, runPackets, listen)
 				t.Logf("pion via %s from pod %s: %v", server, client, res)
 				if err == nil && (res.lost() != 0 || res.sent != runClients*runPackets) {
@@ -352,7 +392,7 @@ func TestOffloadRelay(t *testing.T) {
 			// hostNetwork Gateway, whose listener is on the wildcard, the answers come from the
 			// node address it sent to, not the cni0 address the route back to the pod picks
 			// (udpio.SetPacketInfo).
-			measure("turnutils_uclient", func() error {
+			measure("turnutils_uclient", server, false, func() error {
 				r := runUclientIn(clientPID, uclient, server, echo.ip)
 				if r.err != nil {
 					return fmt.Errorf("%v\n%s", r.err, r.out)
@@ -363,11 +403,61 @@ func TestOffloadRelay(t *testing.T) {
 				}
 				return nil
 			})
+			if g.ipv6 {
+				relayIPv6(t, ternd, g.port, echo6, uclient, metricsURL, measure)
+			}
 			if g.revokeRoute != "" {
 				revokeByRoute(t, server, g.revokeRoute, echo.ip, metricsURL, listen)
 			}
 		})
 	}
+}
+
+// relayIPv6 is TestOffloadRelay over IPv6, on the pod network's dual-stack addresses: ternd's
+// wildcard TURN-UDP listener (a dual-stack socket) at its pod's IPv6 address, an IPv6 relayed
+// transport address on the same (the operator renders relay.address $(POD_IPS) on a dual-stack
+// cluster), the echo pod's IPv6 address as the peer, and the clients in the control plane's
+// network namespace: runClients raw TURN clients asking for an IPv6 relayed address with
+// REQUESTED-ADDRESS-FAMILY (relay6Run), then turnutils_uclient with -x (the same attribute),
+// each with no loss and at least offloadShare of the datagrams relayed by the kernel (measure).
+func relayIPv6(t *testing.T, ternd pod, port int, echo6 netip.Addr, uclient, metricsURL string,
+	measure func(what, via string, warmed bool, f func() error)) {
+	t.Helper()
+	ip6, err := ipv6Of(ternd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := netip.AddrPortFrom(ip6, uint16(port))
+	peer := netip.AddrPortFrom(echo6, echoPort)
+	// The first allocation checks the way (the IPv6 EndpointSlice in ternd's peers) before
+	// counting.
+	testenv.Eventually(t, 60*time.Second, func() error {
+		a, err := allocate6(server, ip6, peer, 0x4000)
+		if err != nil {
+			return err
+		}
+		defer a.Close()
+		return a.echo([]byte("tern-ipv6"), 500*time.Millisecond)
+	})
+	measure("IPv6 TURN client (REQUESTED-ADDRESS-FAMILY IPv6)", server.String(), true, func() error {
+		res, err := relay6Run(server, ip6, peer, metricsURL, runClients, runPackets)
+		t.Logf("IPv6 TURN clients via %s to %v, relayed on %v: %v", server, peer, ip6, res)
+		if err == nil && (res.lost() != 0 || res.sent != runClients*runPackets) {
+			err = fmt.Errorf("%v, want every datagram back", res)
+		}
+		return err
+	})
+	measure("turnutils_uclient -x", server.String(), false, func() error {
+		r := runUclientWith([]string{uclient, "-x"}, server.String(), echo6.String())
+		if r.err != nil {
+			return fmt.Errorf("%v\n%s", r.err, r.out)
+		}
+		t.Logf("turnutils_uclient -x via %s to %v: sent %s, received %s, lost %s (%.1fs)", server, peer, r.sent, r.recv, r.lost, r.took.Seconds())
+		if r.lost != "0" || r.sent != r.recv || r.sent == "0" {
+			return fmt.Errorf("sent %s, received %s, lost %s; want no loss", r.sent, r.recv, r.lost)
+		}
+		return nil
+	})
 }
 
 // revokeByRoute is issue 25's revocation on the real node: a channel to the echo that the

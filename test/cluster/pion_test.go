@@ -53,6 +53,22 @@ var clientPorts struct {
 // listenClientUDP opens a pion client's socket on the test's own network at a port of
 // clientPorts.
 func listenClientUDP() (net.PacketConn, error) {
+	return listenClientOn("udp4", "0.0.0.0")
+}
+
+// listenClientUDP6 is listenClientUDP for an IPv6 client: a socket on [::] (IPV6_V6ONLY, as
+// Go opens "udp6" sockets).
+func listenClientUDP6() (*net.UDPConn, error) {
+	c, err := listenClientOn("udp6", "::")
+	if err != nil {
+		return nil, err
+	}
+	return c.(*net.UDPConn), nil
+}
+
+// listenClientOn opens a client's socket of network ("udp4", "udp6") on host at a port of
+// clientPorts.
+func listenClientOn(network, host string) (net.PacketConn, error) {
 	clientPorts.Lock()
 	defer clientPorts.Unlock()
 	if clientPorts.next == 0 {
@@ -63,7 +79,7 @@ func listenClientUDP() (net.PacketConn, error) {
 		if clientPorts.next++; clientPorts.next >= 30000 {
 			clientPorts.next = 10000
 		}
-		conn, err := net.ListenPacket("udp4", "0.0.0.0:"+strconv.Itoa(p))
+		conn, err := net.ListenPacket(network, net.JoinHostPort(host, strconv.Itoa(p)))
 		if err == nil {
 			return conn, nil
 		}

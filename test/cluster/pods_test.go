@@ -4,6 +4,7 @@ package cluster
 
 import (
 	"context"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -49,8 +50,10 @@ func clientset(t *testing.T) kubernetes.Interface {
 	return cs
 }
 
-// pod is a pod's namespace, name and address, and the name and address of the node it runs on.
-type pod struct{ namespace, name, ip, node, hostIP string }
+// pod is a pod's namespace, name and address, and the name and address of the node it runs on;
+// ip6 is its IPv6 address from status.podIPs on the dual-stack pod network of hack/cluster.sh
+// (empty for a hostNetwork pod, or a pod of an IPv4-only cluster).
+type pod struct{ namespace, name, ip, node, hostIP, ip6 string }
 
 func (p pod) String() string { return p.namespace + "/" + p.name + "@" + p.ip + " on " + p.node }
 
@@ -69,10 +72,20 @@ func listPods(namespace, selector string, keep func(*corev1.Pod) bool) ([]pod, e
 	for i := range list.Items {
 		p := &list.Items[i]
 		if p.DeletionTimestamp == nil && p.Status.PodIP != "" && keep(p) {
-			pods = append(pods, pod{namespace, p.Name, p.Status.PodIP, p.Spec.NodeName, p.Status.HostIP})
+			pods = append(pods, pod{namespace, p.Name, p.Status.PodIP, p.Spec.NodeName, p.Status.HostIP, podIPv6(p)})
 		}
 	}
 	return pods, nil
+}
+
+// podIPv6 returns p's first IPv6 address in status.podIPs, or "".
+func podIPv6(p *corev1.Pod) string {
+	for _, ip := range p.Status.PodIPs {
+		if a, err := netip.ParseAddr(ip.IP); err == nil && a.Is6() && !a.Is4In6() {
+			return a.String()
+		}
+	}
+	return ""
 }
 
 // runningPods lists the Running, not deleted pods matching selector, failing t when there are

@@ -327,9 +327,15 @@ func checkGatewayDeletion(t *testing.T, server, echoIP string) {
 // network namespace, and waits until it echoes.
 func startPeer(t *testing.T, dir string, p pod) {
 	t.Helper()
+	startPeerAt(t, dir, p, p.ip)
+}
+
+// startPeerAt is startPeer with the echo on ip, one of p's addresses (its IPv6 one, say).
+func startPeerAt(t *testing.T, dir string, p pod, ip string) {
+	t.Helper()
 	pid := sandboxPID(t, dir, p.name)
 	cmd := exec.Command("nsenter", "--net=/proc/"+strconv.Itoa(pid)+"/ns/net", "--",
-		"turnutils_peer", "-L", p.ip, "-p", strconv.Itoa(echoPort))
+		"turnutils_peer", "-L", ip, "-p", strconv.Itoa(echoPort))
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -340,7 +346,7 @@ func startPeer(t *testing.T, dir string, p pod) {
 		_ = cmd.Wait()
 	})
 	testenv.Eventually(t, 10*time.Second, func() error {
-		conn, err := net.Dial("udp4", net.JoinHostPort(p.ip, strconv.Itoa(echoPort)))
+		conn, err := net.Dial("udp", net.JoinHostPort(ip, strconv.Itoa(echoPort)))
 		if err != nil {
 			return err
 		}
