@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"sync"
 	"time"
 
 	"github.com/tern-gw/tern/bench/turnclient"
@@ -106,26 +105,9 @@ func relay6Run(server netip.AddrPort, relayIP netip.Addr, peer netip.AddrPort, m
 		return res, err
 	}
 	lastWarmCounts = before
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	errs := make(chan error, clients)
-	for id, a := range allocs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sent, got, err := a.relayRun(uint32(id), packets)
-			mu.Lock()
-			res.sent += sent
-			res.received += got
-			mu.Unlock()
-			if err != nil {
-				errs <- fmt.Errorf("client %d: %w", id, err)
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	return res, <-errs
+	return fanOut(len(allocs), func(id int) (int, int, error) {
+		return allocs[id].relayRun(uint32(id), packets)
+	})
 }
 
 // relayRun sends packets ChannelData of runSize bytes (id, then the sequence number) on a's

@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -726,26 +725,9 @@ func warmRelayRun(server, peerIP, metricsURL string, clients, packets int, liste
 		return res, err
 	}
 	lastWarmCounts = before
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	errs := make(chan error, clients)
-	for id, a := range allocs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sent, got, err := relayOn(a, peerIP, uint32(id), packets)
-			mu.Lock()
-			res.sent += sent
-			res.received += got
-			mu.Unlock()
-			if err != nil {
-				errs <- fmt.Errorf("client %d: %w", id, err)
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	return res, <-errs
+	return fanOut(len(allocs), func(id int) (int, int, error) {
+		return relayOn(allocs[id], peerIP, uint32(id), packets)
+	})
 }
 
 // lastWarmCounts are the counters warmRelayRun read after its warm-up.

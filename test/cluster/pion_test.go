@@ -201,6 +201,15 @@ func relayRun(server, peerIP string, clients, packets int) (runResult, error) {
 
 // relayRunFrom is relayRun with each client's socket opened by listen.
 func relayRunFrom(server, peerIP string, clients, packets int, listen listenFunc) (runResult, error) {
+	return fanOut(clients, func(id int) (int, int, error) {
+		return relayClient(server, peerIP, uint32(id), packets, listen)
+	})
+}
+
+// fanOut runs run for clients 0 to clients-1 side by side and adds up what
+// they sent and got back; the error is one of the clients' that failed,
+// named by its number.
+func fanOut(clients int, run func(id int) (sent, received int, err error)) (runResult, error) {
 	res := runResult{clients: clients}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -209,7 +218,7 @@ func relayRunFrom(server, peerIP string, clients, packets int, listen listenFunc
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sent, got, err := relayClient(server, peerIP, uint32(id), packets, listen)
+			sent, got, err := run(id)
 			mu.Lock()
 			res.sent += sent
 			res.received += got
