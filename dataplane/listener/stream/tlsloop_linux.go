@@ -145,7 +145,7 @@ func (lp *loop) serveTLS(lc *loopConn) {
 		if n < room {
 			// The record's whole plaintext: crypto/tls holds none of it.
 			s.taken++
-			if s.settled && s.taken >= s.records && (s.drained || s.reads >= loopReads) {
+			if s.settled && !s.rec.lost && s.taken >= s.records && (s.drained || s.reads >= loopReads) {
 				break // nothing whole is left in the session, nor more to read now
 			}
 		}

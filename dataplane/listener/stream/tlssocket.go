@@ -55,17 +55,27 @@ type tlsSocket struct {
 }
 
 // recordScan follows TLS record boundaries (RFC 8446 §5.1: a 5-byte header
-// whose last two bytes are the length) across the reads of a stream.
+// whose last two bytes are the length) across the reads of a stream. It
+// assumes the first byte it sees begins a record, which fails when
+// crypto/tls held part of a record at the move; a header that is not one
+// (RFC 8446 §5.1 and RFC 5246 §6.2.1: content type 20-24, record version
+// 3.3, at most 2^14 + 2048 bytes) then marks the scan lost, and a lost scan
+// counts nothing more, so the loop reads its connection until errWouldBlock
+// every time.
 type recordScan struct {
 	hdr    [5]byte
 	nhdr   int // header bytes seen of the record under way
 	remain int // body bytes still to come, once its header is whole
+	lost   bool
 }
+
+// maxRecord is the largest record body TLS 1.2 allows (2^14 + 2048).
+const maxRecord = 1<<14 + 2048
 
 // scan passes b and returns how many records it completed.
 func (r *recordScan) scan(b []byte) uint64 {
 	var done uint64
-	for len(b) > 0 {
+	for len(b) > 0 && !r.lost {
 		if r.nhdr < len(r.hdr) {
 			k := copy(r.hdr[r.nhdr:], b)
 			r.nhdr += k
@@ -74,6 +84,10 @@ func (r *recordScan) scan(b []byte) uint64 {
 				break
 			}
 			r.remain = int(r.hdr[3])<<8 | int(r.hdr[4])
+			if r.hdr[0] < 20 || r.hdr[0] > 24 || r.hdr[1] != 3 || r.hdr[2] != 3 || r.remain > maxRecord {
+				r.lost = true
+				return done
+			}
 		}
 		k := min(r.remain, len(b))
 		r.remain -= k
