@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tern-gw/tern/bench/forwarder"
@@ -46,7 +47,7 @@ func clientAddr(i int) netip.AddrPort {
 }
 
 // openFlow sets up flow i of t over transport p relaying to peer.
-func openFlow(t Target, i int, p turnclient.Proto, peer netip.AddrPort) (*flowConn, error) {
+func openFlow(t Target, i int, p turnclient.Proto, peer netip.AddrPort, resends *atomic.Uint64) (*flowConn, error) {
 	server := t.Addr
 	switch t.Kind {
 	case KindDirect:
@@ -92,6 +93,8 @@ func openFlow(t Target, i int, p turnclient.Proto, peer netip.AddrPort) (*flowCo
 				_ = f.tc.Refresh(0)
 			}
 		}
+		resends.Add(uint64(f.tc.Resends))
+		f.tc.Resends = 0
 	}
 	if err != nil {
 		tr.Close()
@@ -140,21 +143,25 @@ func (f *flowConn) frame(payload []byte) ([]byte, int) {
 // stopReading makes a blocked read return.
 func (f *flowConn) stopReading() { _ = f.tr.SetReadDeadline(time.Unix(1, 0)) }
 
-// close releases the allocation (or mapping) and the transport.
-func (f *flowConn) close(t Target) {
+// close releases the allocation (or mapping) and the transport, adding
+// the requests it sent again to resends.
+func (f *flowConn) close(t Target, resends *atomic.Uint64) {
 	_ = f.tr.SetReadDeadline(time.Time{})
 	switch {
 	case f.tc != nil:
 		f.tc.Retries = 2
 		_ = f.tc.Refresh(0)
+		resends.Add(uint64(f.tc.Resends))
 	case t.Kind == KindRaw:
 		_ = f.tr.WriteMsg(forwarder.Control(forwarder.OpUnbind, netip.AddrPort{}))
 	}
 	f.tr.Close()
 }
 
-// openFlows opens n flows in parallel; on error the ones opened are closed.
-func openFlows(t Target, n int, p turnclient.Proto, peer netip.AddrPort) ([]*flowConn, error) {
+// openFlows opens n flows in parallel; on error the ones opened are
+// closed. Every request the clients sent again, on success or not, is
+// added to resends.
+func openFlows(t Target, n int, p turnclient.Proto, peer netip.AddrPort, resends *atomic.Uint64) ([]*flowConn, error) {
 	fs := make([]*flowConn, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -164,7 +171,7 @@ func openFlows(t Target, n int, p turnclient.Proto, peer netip.AddrPort) ([]*flo
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
-			fs[i], errs[i] = openFlow(t, i, p, peer)
+			fs[i], errs[i] = openFlow(t, i, p, peer, resends)
 			<-sem
 		}()
 	}
@@ -178,13 +185,13 @@ func openFlows(t Target, n int, p turnclient.Proto, peer netip.AddrPort) ([]*flo
 		}
 	}
 	if failed > 0 {
-		closeFlows(t, fs)
+		closeFlows(t, fs, resends)
 		return nil, fmt.Errorf("%d of %d flows failed setup, first: %w", failed, n, first)
 	}
 	return fs, nil
 }
 
-func closeFlows(t Target, fs []*flowConn) {
+func closeFlows(t Target, fs []*flowConn, resends *atomic.Uint64) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 64)
 	for _, f := range fs {
@@ -193,7 +200,7 @@ func closeFlows(t Target, fs []*flowConn) {
 		}
 		wg.Add(1)
 		sem <- struct{}{}
-		go func() { defer wg.Done(); f.close(t); <-sem }()
+		go func() { defer wg.Done(); f.close(t, resends); <-sem }()
 	}
 	wg.Wait()
 }

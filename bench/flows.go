@@ -174,7 +174,12 @@ type FlowsResult struct {
 	// clients over the window (ListenerCounters of the target).
 	ListenerRx  uint64 `json:"listener_rx,omitempty"`
 	HasListener bool   `json:"has_listener,omitempty"`
-	Err         string `json:"error,omitempty"`
+	// SetupResends is how many TURN requests the clients sent again while
+	// they set their allocations up (turnclient.Client.Resends). A late
+	// copy can reach the listener inside the window, so ListenerRx may
+	// exceed the datagrams sent by at most this many.
+	SetupResends uint64 `json:"setup_resends,omitempty"`
+	Err          string `json:"error,omitempty"`
 }
 
 // flowPlan is what one measurement sends: the slots the clients' (or the
@@ -218,19 +223,20 @@ func measureFlows(ctx context.Context, t Target, pl flowPlan, sizes []int) Flows
 		return res
 	}
 	defer peer.close()
-	fs, err := openFlows(t, pl.flows, pl.proto, peer.addr)
+	var resends atomic.Uint64
+	fs, err := openFlows(t, pl.flows, pl.proto, peer.addr, &resends)
 	if err != nil {
 		// Setting up is not what is measured, and on a loaded machine a server's
 		// TLS handshakes or first Allocates can outlast the client's 3.75 s of
 		// waiting: once more, after a pause, before the step counts as failed.
 		time.Sleep(time.Second)
-		fs, err = openFlows(t, pl.flows, pl.proto, peer.addr)
+		fs, err = openFlows(t, pl.flows, pl.proto, peer.addr, &resends)
 	}
 	if err != nil {
 		res.Err = err.Error()
 		return res
 	}
-	defer closeFlows(t, fs)
+	defer closeFlows(t, fs, &resends)
 
 	base := time.Now()
 	var rx flowReceivers
@@ -272,6 +278,7 @@ func measureFlows(ctx context.Context, t Target, pl flowPlan, sizes []int) Flows
 			res.ListenerRx, res.HasListener = l1-l0, true
 		}
 	}
+	res.SetupResends = resends.Load()
 
 	atPeer, atClients := peer.got.Load(), rx.packets.Load()
 	res.Sent += peer.sent.Load()

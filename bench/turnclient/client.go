@@ -36,6 +36,11 @@ type Client struct {
 	Timeout time.Duration
 	Retries int
 
+	// Resends counts the requests sent again after a Timeout ran out.
+	// A server may receive each of them as a datagram of its own, as late
+	// as it likes, and its listener counters count it then.
+	Resends int
+
 	buf []byte
 }
 
@@ -276,6 +281,9 @@ func (c *Client) roundTrip(req *stun.Message) (*stun.Message, error) {
 	}
 	defer c.setReadDeadline(time.Time{})
 	for try := 0; try < retries; try++ {
+		if try > 0 {
+			c.Resends++
+		}
 		if err := c.write(req.Raw); err != nil {
 			return nil, err
 		}

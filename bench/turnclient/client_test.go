@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -115,5 +116,46 @@ func TestPayload(t *testing.T) {
 				t.Fatalf("Payload = %q, %v", got, ok)
 			}
 		})
+	}
+}
+
+// TestResends checks the count a benchmark bounds its listener counters
+// with: a server that never answers gets every send of the request, and
+// Resends is the sends after the first.
+func TestResends(t *testing.T) {
+	srv, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	var got atomic.Int64
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			if _, _, err := srv.ReadFromUDP(buf); err != nil {
+				return
+			}
+			got.Add(1)
+		}
+	}()
+	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := New(conn, netip.MustParseAddrPort(srv.LocalAddr().String()), Credentials{Username: "u", Password: "p"})
+	c.Timeout, c.Retries = 5*time.Millisecond, 3
+	if _, err := c.Allocate(0); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("Allocate to a silent server: %v, want ErrTimeout", err)
+	}
+	if c.Resends != 2 {
+		t.Errorf("Resends %d after 3 sends, want 2", c.Resends)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for got.Load() < 3 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if n := got.Load(); n != 3 {
+		t.Errorf("the server got %d requests, want 3", n)
 	}
 }

@@ -112,7 +112,8 @@ func resetCounters() {
 // per sendmsg) in the veth topology to ternd-offload and ternd, and the
 // sink counts with UDP GRO. Each server must receive every segment as a
 // datagram of its own: ternd's listener counters add up to the datagrams
-// sent (a GSO packet passed on whole would count once for 32), the
+// sent (a GSO packet passed on whole would count once for 32; setup
+// requests the clients sent again may add to it), the
 // kernel relays nearly all of ternd-offload's (its tc program parses one
 // ChannelData per packet and passes a whole GSO packet to the socket), and
 // the sink counts them all. Root only; under CI=true a machine where
@@ -137,9 +138,13 @@ func TestOffloadSmokeGSO(t *testing.T) {
 		if f.Target == bench.Direct.Name {
 			continue
 		}
-		if !f.HasListener || f.ListenerRx < f.Sent*95/100 || f.ListenerRx > f.Sent {
-			t.Errorf("%s: its listeners received %d datagrams (has count: %v) of %d sent, want each segment once",
-				f.Target, f.ListenerRx, f.HasListener, f.Sent)
+		// A setup request the client sent again may arrive inside the
+		// window (CI failed once on 4,004 of 4,000): those may add to the
+		// count, a segment counted twice or a GSO packet counted once
+		// may not.
+		if !f.HasListener || f.ListenerRx < f.Sent*95/100 || f.ListenerRx > f.Sent+f.SetupResends {
+			t.Errorf("%s: its listeners received %d datagrams (has count: %v) of %d sent and %d setup requests sent again, want each segment once",
+				f.Target, f.ListenerRx, f.HasListener, f.Sent, f.SetupResends)
 		}
 		if f.Target == "ternd-offload" && (!f.HasKernel || f.KernelRelayed < f.Relayed*9/10) {
 			t.Errorf("ternd-offload: the kernel relayed %d of %d (has count: %v), want nearly all",
