@@ -39,6 +39,7 @@ wait "$metrics" || { rc=$?; echo "test-deps: building Mimir or KEDA failed (exit
 deps=(turnutils_uclient:coturn turnutils_peer:coturn turnserver:coturn
 	containerd:containerd ctr:containerd runc:runc iptables:iptables
 	curl:curl     # curl: the README's and docs' command blocks that test/docs runs
+	openssl:openssl # openssl s_client: OpenSSL's TLS 1.3 client against dataplane/listener/stream/tlsrecord
 	chromium:chromium) # Debian's Chromium: its libwebrtc is the TURN client of test/e2e's TestChromium*
 
 pkgs=()
