@@ -1,7 +1,6 @@
 package stream
 
 import (
-	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -126,7 +125,7 @@ type loopConn struct {
 	ended bool
 	// tls and tsock are a TURN-TLS connection's session and the socket
 	// under it (tlsloop_linux.go); nil for TURN-TCP.
-	tls   *tls.Conn
+	tls   *tlsSession
 	tsock *tlsSocket
 }
 
@@ -303,7 +302,7 @@ func startLoop(c *core.Conn, fc *fdConn, log *slog.Logger) bool {
 // TURN-TLS one whose session is tc over s. A TLS connection is served
 // once at once: its session may hold records read with the handshake's
 // last flight, which no epoll event would report.
-func startLoopConn(c *core.Conn, fc *fdConn, tc *tls.Conn, s *tlsSocket, log *slog.Logger) bool {
+func startLoopConn(c *core.Conn, fc *fdConn, tc *tlsSession, s *tlsSocket, log *slog.Logger) bool {
 	loopsMu.Lock()
 	lp := loops[loopNext%uint32(len(loops))]
 	loopNext++

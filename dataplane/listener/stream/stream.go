@@ -205,9 +205,9 @@ func (l *Listener) serveAccepted(tc *net.TCPConn) bool {
 			hc = &helloConn{outConn: o}
 			s.Conn = hc
 		}
-		cc.C = tls.Server(s, l.tls)
-		cc.W = cc.C
-		cc.Relay = &tlsRelay{s: s, w: cc.C}
+		ts := newTLSSession(s, l.tls)
+		cc.C, cc.W = ts, ts
+		cc.Relay = &tlsRelay{s: s, w: ts}
 		cc.Sock = s
 	}
 	switch l.Admit(cc, true) {
@@ -236,7 +236,7 @@ func (l *Listener) serveConn(c *core.Conn, up *config.TLSUpstream, hc *helloConn
 	if up != nil && !l.route(c, up, hc) {
 		return
 	}
-	if tc, ok := c.C.(*tls.Conn); ok {
+	if tc, ok := c.C.(*tlsSession); ok {
 		_ = c.C.SetDeadline(time.Now().Add(core.HandshakeTimeout))
 		if err := tc.Handshake(); err != nil {
 			l.Env.Log.Debug("tls handshake failed", "client", c.FT.String(), "error", err)

@@ -1,7 +1,6 @@
 package stream
 
 import (
-	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -18,7 +17,8 @@ import (
 // connection's goroutine, as before (serveConn): crypto/tls's handshake
 // blocks, and it is a few round trips per connection. Once it is done the
 // socket moves to an event loop (toLoop) and the goroutine ends; the loop
-// then reads the socket through the session (tls.Conn.Read over
+// then reads the socket through the session (tlsSession.Read: ternd's own
+// records at TLS 1.3, tls.Conn's at TLS 1.2, both over
 // tlsSocket.readMoved, which never blocks), splits the plaintext into
 // frames as for TURN-TCP, and seals every reply of a wake-up as one
 // record, written with one write(2) (fdConn). Relay workers seal what
@@ -57,7 +57,7 @@ func (s *tlsSocket) readMoved(fc *fdConn, b []byte) (int, error) {
 // leaves c to the loop (it must not finish it). It does not move a socket
 // with handshake bytes still waiting in the outConn's backlog, nor when
 // the event loops are off or cannot run: the goroutine then serves c.
-func (s *tlsSocket) toLoop(c *core.Conn, tc *tls.Conn, log *slog.Logger) bool {
+func (s *tlsSocket) toLoop(c *core.Conn, tc *tlsSession, log *slog.Logger) bool {
 	if readerGoroutines.Load() {
 		return false
 	}
@@ -142,8 +142,10 @@ func (lp *loop) serveTLS(lc *loopConn) {
 		if n == 0 {
 			break // no room (cannot be: frames makes room)
 		}
-		if n < room {
+		if n < room && !lc.tls.Own() {
 			// The record's whole plaintext: crypto/tls holds none of it.
+			// (Tern's own records need no count: their last Read is
+			// cheap, errWouldBlock without a read(2) once drained.)
 			s.taken++
 			if s.settled && !s.rec.lost && s.taken >= s.records && (s.drained || s.reads >= loopReads) {
 				break // nothing whole is left in the session, nor more to read now

@@ -3,7 +3,6 @@
 package stream
 
 import (
-	"crypto/tls"
 	"errors"
 	"log/slog"
 
@@ -26,4 +25,4 @@ func (s *tlsSocket) readMoved(*fdConn, []byte) (int, error) { return 0, errNoLoo
 
 // toLoop reports false: event loops are implemented on Linux only, so the
 // connection keeps its reader goroutine.
-func (s *tlsSocket) toLoop(*core.Conn, *tls.Conn, *slog.Logger) bool { return false }
+func (s *tlsSocket) toLoop(*core.Conn, *tlsSession, *slog.Logger) bool { return false }

@@ -14,13 +14,16 @@ import (
 // with the event loops on, the socket moves to a loop (toLoop): its
 // descriptor is duplicated out of the Go netpoller into an fdConn, and
 // from then on Read is one non-blocking read(2) that the loop drives
-// through tls.Conn.Read, and Write is the fdConn's non-blocking write.
+// through the session (tlsSession), and Write is the fdConn's
+// non-blocking write.
 //
 // A Read that would block returns errWouldBlock, a temporary net.Error:
 // crypto/tls keeps whatever part of a record it holds and gives the error
 // back without poisoning the session (a temporary error is the one error
-// its record reader does not keep), so the loop calls tls.Conn.Read again
-// on the next wake-up and the session carries on where it stopped.
+// its record reader does not keep; ternd's own, tlsrecord.Session, keeps
+// none), so the loop reads the session again on the next wake-up and it
+// carries on where it stopped. The record count below serves sessions
+// that stay with crypto/tls (TLS 1.2).
 //
 // mu guards the move against Close and Abort from other goroutines; it is
 // a leaf: nothing is called under it but close(2) of the duplicate.

@@ -16,12 +16,16 @@ const handshakeRecordMax = Header + MaxPlaintext + 2048
 // handshake returns, everything the client sent after its Finished is
 // still in the socket, and crypto/tls has consumed exactly the records it
 // handled. Each record costs two reads of the socket (its header, its
-// body), which only the handshake pays. Write and the rest are the
-// wrapped Conn's.
+// body), which only the handshake pays: after Finish, Read passes
+// straight through (for a session that stays with crypto/tls, a TLS 1.2
+// one, over a socket whose reads may stop short). Write and the rest are
+// the wrapped Conn's. Read and Finish run on one goroutine, the
+// handshake's.
 type RecordConn struct {
 	net.Conn
 	buf     []byte // one record, read whole
 	pending []byte // what of buf Read has not returned yet
+	done    bool   // Finish was called
 }
 
 // NewRecordConn wraps c.
@@ -32,6 +36,9 @@ func NewRecordConn(c net.Conn) *RecordConn { return &RecordConn{Conn: c} }
 // io.ErrUnexpectedEOF for a connection closed inside a record, and
 // ErrMalformed for a header announcing more than handshakeRecordMax.
 func (c *RecordConn) Read(p []byte) (int, error) {
+	if len(c.pending) == 0 && c.done {
+		return c.Conn.Read(p)
+	}
 	if len(c.pending) == 0 {
 		if c.buf == nil {
 			c.buf = make([]byte, handshakeRecordMax)
@@ -56,13 +63,15 @@ func (c *RecordConn) Read(p []byte) (int, error) {
 	return k, nil
 }
 
-// Drained reports whether every byte read from the socket has been
-// returned by Read: after a handshake, that crypto/tls holds nothing
-// unread. It also releases the record buffer.
-func (c *RecordConn) Drained() bool {
-	ok := len(c.pending) == 0
-	if ok {
+// Finish ends record-at-a-time reading (call it when the handshake has
+// returned) and reports whether every byte read from the socket had been
+// returned by Read, that is, whether crypto/tls holds nothing unread
+// past its last record.
+func (c *RecordConn) Finish() (drained bool) {
+	c.done = true
+	drained = len(c.pending) == 0
+	if drained {
 		c.buf = nil
 	}
-	return ok
+	return drained
 }

@@ -19,8 +19,11 @@
 // Records has no lock: Seal, SealData and SealKeyUpdate must be serialized
 // by the caller (the connection's write lock, which also keeps records on
 // the wire in their sequence order), and Open and HandleHandshake run on
-// the connection's reader alone. Secrets has one lock, under which nothing
-// is called.
+// the connection's reader alone. Session carries application data over a
+// connection with Records, its writes under its lock wmu. Locks: Secrets.mu
+// and Session.wmu are leaves, never held together; nothing is called
+// under Secrets.mu, and under wmu only Records' sealing and the
+// connection's Write.
 package tlsrecord
 
 import (

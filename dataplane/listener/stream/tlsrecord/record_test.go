@@ -47,7 +47,7 @@ func takeOver(t *testing.T, raw net.Conn, conf *tls.Config, secrets <-chan *Secr
 	if err := tc.Handshake(); err != nil {
 		t.Fatalf("server handshake: %v", err)
 	}
-	if !rc.Drained() {
+	if !rc.Finish() {
 		t.Fatal("the handshake left part of a record unread in RecordConn")
 	}
 	client, server, ok := (<-secrets).Traffic()
