@@ -1,13 +1,11 @@
 package dataplane
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,29 +15,11 @@ import (
 	"github.com/tern-gw/tern/internal/testenv"
 )
 
-// syncBuffer is a log sink tests read while the server writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startOffload runs a dataplane from cfg with the --offload-engine flag
 // value flag, logging into the returned buffer.
-func startOffload(t *testing.T, cfg *config.Config, flag string) (*Server, *syncBuffer, error) {
+func startOffload(t *testing.T, cfg *config.Config, flag string) (*Server, *testenv.LockedBuffer, error) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testenv.LockedBuffer{}
 	srv, err := New(cfg, Options{UDPThreads: 2, RelayThreads: 2, OffloadEngine: flag, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		return nil, logs, err

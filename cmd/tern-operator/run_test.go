@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -138,7 +137,7 @@ func TestOperate(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stderr syncBuffer
+	var stderr testenv.LockedBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- operate(ctx, []string{"--kubeconfig", kubeconfig, "--leader-election-namespace", "tern-system",
@@ -452,22 +451,4 @@ func httpStatus(url string, code int, want string) error {
 		return fmt.Errorf("%s: %s: %s; want %d with %q", url, resp.Status, body, code, want)
 	}
 	return nil
-}
-
-// syncBuffer is a bytes.Buffer safe for the operator's logger and the test to share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

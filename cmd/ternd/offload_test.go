@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -36,29 +34,11 @@ clusters:
 relay: {address: 127.0.99.1, minPort: 24620, maxPort: 24639}
 `
 
-// lockedBuffer collects a process's stderr while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // unprivilegedTernd starts ternd with args as uid/gid 65534 with no
 // capabilities, so that bpf() is refused, from a copy of the binary and a
 // config in a directory that user can read. It returns the command and its
 // stderr.
-func unprivilegedTernd(t *testing.T, args ...string) (*exec.Cmd, *lockedBuffer) {
+func unprivilegedTernd(t *testing.T, args ...string) (*exec.Cmd, *testenv.LockedBuffer) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		testenv.SkipOrFail(t, "offload fallback test: needs root to run ternd as an unprivileged user")
@@ -88,7 +68,7 @@ func unprivilegedTernd(t *testing.T, args ...string) (*exec.Cmd, *lockedBuffer) 
 	t.Cleanup(cancel)
 	cmd := exec.CommandContext(ctx, exe, append([]string{"-c", cfg, "--udp-thread-num=1", "--relay-thread-num=1", "--grace-period=0s"}, args...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
-	stderr := &lockedBuffer{}
+	stderr := &testenv.LockedBuffer{}
 	cmd.Stderr = stderr
 	cmd.Stdout = io.Discard
 	cmd.WaitDelay = 5 * time.Second

@@ -1,7 +1,6 @@
 package authservice
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -247,24 +245,6 @@ func ipAddr(v string) gwapiv1.GatewayStatusAddress {
 
 func ptr[T any](v T) *T { return &v }
 
-// syncBuffer is a log sink the server's goroutines and the test share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // startService serves a Handler over real HTTP on 127.0.0.1, reading the API server through a
 // controller-runtime cache as the operator does, until the test ends. It returns the base URL.
 func startService(t *testing.T, opts Options) string {
@@ -342,7 +322,7 @@ func setupCluster(t *testing.T) client.Client {
 func TestHandler(t *testing.T) {
 	c := setupCluster(t)
 	now := time.Unix(1700000000, 0)
-	var logs syncBuffer
+	var logs testenv.LockedBuffer
 	base := startService(t, Options{
 		Now: func() time.Time { return now },
 		Log: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),

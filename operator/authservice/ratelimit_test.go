@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tern-gw/tern/internal/testenv"
 )
 
 // clientFrom is an HTTP client whose connections come from the local address ip (127.0.0.0/8
@@ -172,7 +174,7 @@ func TestBearerToken(t *testing.T) {
 	if err := os.WriteFile(file, []byte("first-token\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs testenv.LockedBuffer
 	base := startService(t, Options{TokenFile: file, Log: newDebugLog(&logs)})
 	path := base + "/?service=turn&namespace=auth-e&gateway=gw&username=alice"
 	c := clientFrom("127.0.0.1")

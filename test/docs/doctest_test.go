@@ -1,7 +1,6 @@
 package docs
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -150,7 +148,7 @@ func runScript(t *testing.T, bash string, b Block) (string, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
-	var buf lockedBuffer
+	var buf testenv.LockedBuffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	err := cmd.Run()
 	if cmd.Process != nil {
@@ -189,7 +187,7 @@ func startTernd(t *testing.T, bin, cfg string) {
 	if c.Admin.HealthAddress == "" {
 		t.Fatalf("%s has no admin.healthAddress: the test cannot tell when ternd is ready", cfg)
 	}
-	var log lockedBuffer
+	var log testenv.LockedBuffer
 	cmd := exec.Command(bin, "-c", path)
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
@@ -256,22 +254,4 @@ func requireFree(t *testing.T, proto, addr, why string) {
 		}
 		t.Fatalf("%s port %s is not free (%s): %v%s", proto, addr, why, err, hint)
 	}
-}
-
-// lockedBuffer collects a process's output while the test may read it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -45,7 +45,7 @@ func TestPionAgainstMakeRunConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	var log lockedBuffer
+	var log testenv.LockedBuffer
 	client, err := turn.NewClient(&turn.ClientConfig{
 		STUNServerAddr: "127.0.0.1:3478", TURNServerAddr: "127.0.0.1:3478",
 		Username: "user", Password: "pass", Realm: "stunner.l7mp.io", Conn: conn,

@@ -57,29 +57,11 @@ offload: {engine: Auto}
 `
 }
 
-// lockedBuffer collects ternd's log while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // rig is ternd with offload on in tp.tern, its config file and log.
 type rig struct {
 	tp      topo
 	cfgPath string
-	log     *lockedBuffer
+	log     *testenv.LockedBuffer
 	http    *http.Client
 	stop    func() // SIGTERM and wait; later calls do nothing
 	pid     int    // ternd's (ip netns exec and a wrapper exec it in place)
@@ -104,7 +86,7 @@ func startTerndAs(t *testing.T, tp topo, bin string, wrap []string, cfgPath stri
 // startTerndWith is startTerndAs with the config cfg.
 func startTerndWith(t *testing.T, tp topo, bin string, wrap []string, cfgPath, cfg string, args ...string) *rig {
 	t.Helper()
-	r := &rig{tp: tp, cfgPath: cfgPath, log: &lockedBuffer{}, http: httpIn(tp.client)}
+	r := &rig{tp: tp, cfgPath: cfgPath, log: &testenv.LockedBuffer{}, http: httpIn(tp.client)}
 	mode := os.FileMode(0o600)
 	if wrap != nil {
 		mode = 0o644

@@ -24,7 +24,7 @@ import (
 
 // proc is one ternd of a hand-over in the tern namespace.
 type proc struct {
-	log  *lockedBuffer
+	log  *testenv.LockedBuffer
 	pid  int
 	done chan struct{}
 	err  error
@@ -34,7 +34,7 @@ type proc struct {
 // (nil: none) with cfgPath and args, without waiting.
 func startProc(t *testing.T, tp topo, wrap []string, bin, cfgPath string, args ...string) *proc {
 	t.Helper()
-	p := &proc{log: &lockedBuffer{}, done: make(chan struct{})}
+	p := &proc{log: &testenv.LockedBuffer{}, done: make(chan struct{})}
 	argv := append(append([]string{"netns", "exec", tp.tern}, wrap...), bin, "-c", cfgPath, "-w",
 		"--udp-thread-num=1", "--relay-thread-num=1", "--grace-period=0s", "-l", "info")
 	cmd := exec.Command("ip", append(argv, args...)...)

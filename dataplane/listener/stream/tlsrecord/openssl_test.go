@@ -1,35 +1,15 @@
 package tlsrecord
 
 import (
-	"bytes"
 	"crypto/tls"
 	"net"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tern-gw/tern/internal/testenv"
 )
-
-// lockedBuffer collects a process's output while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestAgainstOpenSSL takes connections over from crypto/tls as
 // TestAgainstCryptoTLS does, with OpenSSL's client (`openssl s_client`,
@@ -53,7 +33,7 @@ func TestAgainstOpenSSL(t *testing.T) {
 			secrets := make(chan *Secrets, 1)
 			conf := serverConfig(t, secrets)
 			cmd := exec.Command(bin, "s_client", "-connect", ln.Addr().String(), "-tls1_3", "-ciphersuites", name)
-			var out lockedBuffer
+			var out testenv.LockedBuffer
 			cmd.Stdout, cmd.Stderr = &out, &out
 			stdin, err := cmd.StdinPipe()
 			if err != nil {
