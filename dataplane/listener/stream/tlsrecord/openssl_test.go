@@ -25,13 +25,7 @@ func TestAgainstOpenSSL(t *testing.T) {
 	for _, id := range []uint16{tls.TLS_AES_128_GCM_SHA256, tls.TLS_AES_256_GCM_SHA384, tls.TLS_CHACHA20_POLY1305_SHA256} {
 		name := tls.CipherSuiteName(id)
 		t.Run(name, func(t *testing.T) {
-			ln, err := net.Listen("tcp4", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ln.Close()
-			secrets := make(chan *Secrets, 1)
-			conf := serverConfig(t, secrets)
+			ln, conf, secrets := listenTLS(t)
 			cmd := exec.Command(bin, "s_client", "-connect", ln.Addr().String(), "-tls1_3", "-ciphersuites", name)
 			var out testenv.LockedBuffer
 			cmd.Stdout, cmd.Stderr = &out, &out

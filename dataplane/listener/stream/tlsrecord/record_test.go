@@ -15,9 +15,22 @@ import (
 	"github.com/tern-gw/tern/internal/selfsigned"
 )
 
-// serverConfig returns a TURN-TLS-like server config whose
-// GetConfigForClient gives each connection a clone logging to secrets of
-// its own, with session tickets off (see the package comment).
+// listenTLS listens on 127.0.0.1 (closed when the test ends) and returns
+// the listener, a TURN-TLS-like server config whose GetConfigForClient
+// gives each connection a clone logging to Secrets of its own, with
+// session tickets off (see the package comment), and the channel each
+// connection's Secrets arrive on.
+func listenTLS(t *testing.T) (net.Listener, *tls.Config, <-chan *Secrets) {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	secrets := make(chan *Secrets, 1)
+	return ln, serverConfig(t, secrets), secrets
+}
+
 func serverConfig(t *testing.T, got chan<- *Secrets) *tls.Config {
 	t.Helper()
 	certPath, keyPath, err := selfsigned.Write(t.TempDir(), "localhost", time.Hour)
@@ -131,13 +144,7 @@ func (g *gateConn) Read(p []byte) (int, error) {
 // §4.6.3) moves both directions' keys; the client's close_notify opens as
 // an alert; a record changed on the way fails as ErrBadRecord.
 func TestAgainstCryptoTLS(t *testing.T) {
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	secrets := make(chan *Secrets, 1)
-	conf := serverConfig(t, secrets)
+	ln, conf, secrets := listenTLS(t)
 	const first = "first, behind the Finished"
 	client := make(chan *tls.Conn, 1)
 	var wg sync.WaitGroup
@@ -251,13 +258,7 @@ func TestAgainstCryptoTLS(t *testing.T) {
 // reads the client's first data with its Finished, and the socket holds
 // nothing of it. This is what RecordConn is for.
 func TestRecordConnWithoutIt(t *testing.T) {
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	secrets := make(chan *Secrets, 1)
-	conf := serverConfig(t, secrets)
+	ln, conf, secrets := listenTLS(t)
 	done, hold := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
