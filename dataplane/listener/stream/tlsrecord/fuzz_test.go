@@ -1,7 +1,6 @@
 package tlsrecord
 
 import (
-	"bytes"
 	"crypto/tls"
 	"testing"
 )
@@ -14,18 +13,8 @@ import (
 // of them reach past authentication only where the fuzzer keeps the tag),
 // and the corpus in testdata/fuzz/FuzzOpen.
 func FuzzOpen(f *testing.F) {
-	cs, ss := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
-	seal := func(typ byte, p []byte) []byte {
-		srv, err := New(tls.TLS_AES_128_GCM_SHA256, cs, ss, true)
-		if err != nil {
-			f.Fatal(err)
-		}
-		rec, err := srv.Seal(nil, typ, p)
-		if err != nil {
-			f.Fatal(err)
-		}
-		return rec
-	}
+	cs, ss := testSecrets[0], testSecrets[1]
+	seal := func(typ byte, p []byte) []byte { return sealFirst(f, typ, p) }
 	f.Add(seal(ContentAppData, []byte("\x40\x00\x00\x04ping")))
 	f.Add(seal(ContentHandshake, []byte{typeKeyUpdate, 0, 0, 1, 1}))
 	f.Add(seal(ContentHandshake, []byte{typeKeyUpdate, 0, 0, 1}))

@@ -325,21 +325,30 @@ func TestSealOpenAllocatesNothing(t *testing.T) {
 	}
 }
 
+// testSecrets are the client's and the server's traffic secrets of the
+// in-memory tests (AES-128-GCM-SHA256: 32 bytes each).
+var testSecrets = [2][]byte{bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)}
+
+// sealFirst returns the server's first record of type typ carrying p
+// under testSecrets.
+func sealFirst(tb testing.TB, typ byte, p []byte) []byte {
+	tb.Helper()
+	srv, err := New(tls.TLS_AES_128_GCM_SHA256, testSecrets[0], testSecrets[1], true)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rec, err := srv.Seal(nil, typ, p)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return rec
+}
+
 // TestMalformed: what Open and HandleHandshake refuse.
 func TestMalformed(t *testing.T) {
 	id := tls.TLS_AES_128_GCM_SHA256
-	cs, ss := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
-	seal := func(typ byte, p []byte) []byte {
-		srv, err := New(id, cs, ss, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec, err := srv.Seal(nil, typ, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rec
-	}
+	cs, ss := testSecrets[0], testSecrets[1]
+	seal := func(typ byte, p []byte) []byte { return sealFirst(t, typ, p) }
 	client := func() *Records {
 		c, err := New(id, cs, ss, false)
 		if err != nil {
