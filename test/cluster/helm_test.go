@@ -15,6 +15,8 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/release"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+
+	"github.com/tern-gw/tern/internal/testenv"
 )
 
 // The release the tests install, as `helm install tern deploy/helm/tern -n tern-system
@@ -29,15 +31,18 @@ const (
 )
 
 // helmConfig is Helm's action configuration against the cluster of KUBECONFIG, the release
-// stored as a Secret in releaseNamespace (Helm's default driver).
-func helmConfig(t *testing.T) *action.Configuration {
+// stored as a Secret in releaseNamespace (Helm's default driver). Helm's debug log goes to
+// log, which the caller prints only when the action fails: a passing install or upgrade (one
+// runs in many tests' cleanups) writes some twenty lines that would otherwise push a test's
+// own failure out of the end of CI's output.
+func helmConfig(t *testing.T, log *testenv.LockedBuffer) *action.Configuration {
 	t.Helper()
 	flags := genericclioptions.NewConfigFlags(false)
 	kubeconfig, ns := os.Getenv("KUBECONFIG"), releaseNamespace
 	flags.KubeConfig, flags.Namespace = &kubeconfig, &ns
 	cfg := new(action.Configuration)
 	if err := cfg.Init(flags, releaseNamespace, "secret", func(format string, v ...any) {
-		t.Logf("helm: "+format, v...)
+		fmt.Fprintf(log, "helm: "+format+"\n", v...)
 	}); err != nil {
 		t.Fatalf("helm: %v", err)
 	}
@@ -76,13 +81,14 @@ func chartValues(tag string, hostNetwork bool) map[string]any {
 // and waits for the operator's Deployment to be ready.
 func helmInstall(t *testing.T, vals map[string]any) *release.Release {
 	t.Helper()
-	install := action.NewInstall(helmConfig(t))
+	var log testenv.LockedBuffer
+	install := action.NewInstall(helmConfig(t, &log))
 	install.ReleaseName, install.Namespace = releaseName, releaseNamespace
 	install.CreateNamespace = true
 	install.Wait, install.Timeout = true, 120*time.Second
 	rel, err := install.Run(loadChart(t), vals)
 	if err != nil {
-		t.Fatalf("helm install %s deploy/helm/tern: %v", releaseName, err)
+		t.Fatalf("helm install %s deploy/helm/tern: %v\n%s", releaseName, err, log.String())
 	}
 	return rel
 }
@@ -94,13 +100,14 @@ func helmUpgrade(t *testing.T, vals map[string]any) *release.Release {
 	var (
 		rel *release.Release
 		err error
+		log testenv.LockedBuffer
 	)
 	// Helm reads the API server's discovery before it renders. Right after an aggregated API
 	// (KEDA's external.metrics.k8s.io) comes up, or while its server stops, that discovery can
 	// fail for a moment ("unable to retrieve the complete list of server APIs", helm/helm#6361);
 	// such an upgrade changed nothing and is tried again.
 	for attempt := 1; ; attempt++ {
-		upgrade := action.NewUpgrade(helmConfig(t))
+		upgrade := action.NewUpgrade(helmConfig(t, &log))
 		upgrade.Namespace = releaseNamespace
 		upgrade.Wait, upgrade.Timeout = true, 120*time.Second
 		rel, err = upgrade.Run(releaseName, loadChart(t), vals)
@@ -111,10 +118,10 @@ func helmUpgrade(t *testing.T, vals map[string]any) *release.Release {
 		time.Sleep(2 * time.Second)
 	}
 	if err != nil {
-		t.Fatalf("helm upgrade %s deploy/helm/tern: %v", releaseName, err)
+		t.Fatalf("helm upgrade %s deploy/helm/tern: %v\n%s", releaseName, err, log.String())
 	}
 	if rel.Info == nil || rel.Info.Status != release.StatusDeployed {
-		t.Fatalf("helm upgrade: release %s is %v, want deployed", releaseName, fmt.Sprint(rel.Info))
+		t.Fatalf("helm upgrade: release %s is %v, want deployed\n%s", releaseName, fmt.Sprint(rel.Info), log.String())
 	}
 	return rel
 }

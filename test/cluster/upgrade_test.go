@@ -382,10 +382,10 @@ func TestDaemonSetUpgrade(t *testing.T) {
 		for _, c := range clients {
 			server := c.server
 			if err := refreshAlloc(c.a, server); err != nil {
-				t.Errorf("client %d on node %s: Refresh after the upgrade: %v", c.id, c.on.node, err)
+				t.Errorf("client %d (server %s, node %s): Refresh after the upgrade: %v", c.id, server, c.on.node, err)
 			}
 			if err := echoVia(c.a.relay, echo.ip, 2*time.Second); err != nil {
-				t.Errorf("client %d on node %s: relay after the upgrade: %v", c.id, c.on.node, err)
+				t.Errorf("client %d (server %s, node %s): relay after the upgrade: %v", c.id, server, c.on.node, err)
 			}
 		}
 	})

@@ -126,7 +126,9 @@ func (l *Listener) FoldStats(sum *stats.Sum) {
 
 // Start binds env.UDPThreads sockets for lc, serving clients that may reach
 // the peers of al, and starts their workers. Its errors name the listener:
-// an address that does not parse, a port in use.
+// an address that does not parse, a port in use, including one that
+// another process bound with SO_REUSEPORT (unshared: sharing it would
+// split clients between the two).
 func Start(env core.Env, lc config.Listener, al *allowlist.List) (*Listener, error) {
 	ip, err := netip.ParseAddr(lc.Address)
 	if err != nil {
@@ -147,6 +149,9 @@ func Start(env core.Env, lc config.Listener, al *allowlist.List) (*Listener, err
 	l.cfg.Store(&lc)
 	l.relayStats = make([]stats.Worker, max(env.RelayWorkers, 1))
 	l.allowlist.Store(al)
+	if err := unshared(l.addr); err != nil {
+		return nil, fmt.Errorf("listener %q: %w", lc.Name, err)
+	}
 	for range threads {
 		sock, err := openUDPSocket(l.addr, env.SocketBuffer, env.Mode)
 		if err != nil {

@@ -27,6 +27,32 @@ const reusePortBalances = true
 // bytes; larger ones are dropped as truncated. It fits jumbo frames.
 const listenerSlot = 9216
 
+// unshared returns an error when another socket, of another process or
+// of another listener, is bound where a listener is about to bind addr.
+// SO_REUSEPORT lets any socket of the same user join a group on the same
+// address, and the kernel then spreads clients over every socket of the
+// group by hash: a second ternd on the address (another Gateway on the
+// same port of a node's network, whose pods declare no ports when they
+// hand over and so share a node) would silently serve some of this one's
+// clients, with its own config. A socket bound without SO_REUSEPORT cannot
+// share an address, so binding one first, and closing it, finds any
+// holder. Port 0 (a port of the kernel's choosing) cannot be shared and is
+// not checked. The errors name the address; an EADDRINUSE is wrapped.
+func unshared(addr netip.AddrPort) error {
+	if addr.Port() == 0 {
+		return nil
+	}
+	fd, err := udpio.Socket(addr, udpio.SocketOptions{DualStack: true})
+	if errors.Is(err, unix.EADDRINUSE) {
+		return fmt.Errorf("%v is already bound by another socket (another ternd, or another program, on this host's network): %w", addr, err)
+	}
+	if err != nil {
+		return err
+	}
+	unix.Close(fd)
+	return nil
+}
+
 // udpSocket is one SO_REUSEPORT socket of a UDP listener and its worker.
 type udpSocket struct {
 	fd    int

@@ -17,6 +17,10 @@ import (
 // reusePortBalances: elsewhere a listener gets one socket.
 const reusePortBalances = false
 
+// unshared: elsewhere the one socket is bound without SO_REUSEPORT, and
+// its bind fails on an address in use.
+func unshared(netip.AddrPort) error { return nil }
+
 // udpSocket is the portable listener socket: one datagram per system call.
 type udpSocket struct {
 	conn  *net.UDPConn
