@@ -107,6 +107,22 @@ func TestCredentialsSecret(t *testing.T) {
 		}
 	}
 	testenv.Eventually(t, waitTimeout, password("first-Password-7"))
+	served := func(want string) func() error {
+		return func() error {
+			public, private, ok := op.cds.Get("creds-gw", "gw")
+			if !ok {
+				return fmt.Errorf("config discovery serves no config of creds-gw/gw")
+			}
+			if !bytes.Contains(private, []byte(`"password":"`+want+`"`)) {
+				return fmt.Errorf("config discovery's private config of creds-gw/gw lacks password %q: %s", want, private)
+			}
+			if bytes.Contains(public, []byte(want)) {
+				return fmt.Errorf("config discovery's public config of creds-gw/gw holds the password: %s", public)
+			}
+			return nil
+		}
+	}
+	testenv.Eventually(t, waitTimeout, served("first-Password-7"))
 
 	var cm corev1.ConfigMap
 	var dep appsv1.Deployment
@@ -150,6 +166,10 @@ func TestCredentialsSecret(t *testing.T) {
 			t.Fatal(err)
 		}
 		testenv.Eventually(t, waitTimeout, password("second-Password-8"))
+		// The config discovery service's private config (a port-forward's: turncat k8s://)
+		// holds the new password though the ConfigMap's document is unchanged; the public one
+		// holds none.
+		testenv.Eventually(t, waitTimeout, served("second-Password-8"))
 		var cm2 corev1.ConfigMap
 		var dep2 appsv1.Deployment
 		if err := get(c, "creds-gw", "gw", &cm2); err != nil {

@@ -22,6 +22,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/tern-gw/tern/internal/testenv"
+	"github.com/tern-gw/tern/operator/cds"
 )
 
 // The API server gets the CRDs the operator is deployed with (deploy/crds).
@@ -42,7 +43,10 @@ type operator struct {
 	done   chan error
 	rec    *Reconciler
 	pods   *DataplanePods // the index of dataplane pods by IP, as tern-operator's CDS uses it
-	client client.Client  // uncached, so tests see the API server's state, not a cache's
+	// cds holds every rendered Gateway's config as tern-operator's config discovery service
+	// serves it (the reconciler publishes to it as tern-operator's does).
+	cds    *cds.Store
+	client client.Client // uncached, so tests see the API server's state, not a cache's
 	err    error
 }
 
@@ -99,7 +103,8 @@ func (o *operator) run(cfg *rest.Config) error {
 	if offloadReportPort, err = freePort(); err != nil {
 		return err
 	}
-	if o.rec, err = Setup(mgr, Options{ConfigDiscoveryNamespace: testCDSNamespace, OffloadReportPort: offloadReportPort}); err != nil {
+	o.cds = cds.NewStore()
+	if o.rec, err = Setup(mgr, Options{ConfigDiscoveryNamespace: testCDSNamespace, OffloadReportPort: offloadReportPort, Configs: o.cds}); err != nil {
 		return err
 	}
 	if o.pods, err = IndexDataplanePods(context.Background(), mgr); err != nil {

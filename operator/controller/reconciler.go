@@ -115,9 +115,33 @@ type Reconciler struct {
 	own ownWrites
 	// slices is when EndpointSlice events came, for the settleKey render.
 	slices sliceEvents
-	// published and publishedPrivate are what publishConfigs last handed to Options.Configs.
+	// published and publishedPrivate are what publishConfigs last handed to Options.Configs;
+	// cdsMemo, by Gateway ("namespace/name"), what it last made of each Gateway's ConfigMap
+	// document and credentials. All three are publishMu's.
 	publishMu                   sync.Mutex
 	published, publishedPrivate map[string][]byte
+	cdsMemo                     map[string]cdsMemoEntry
+}
+
+// cdsMemoEntry is a Gateway's two CDS configs (render.GatewayResult.CDSConfigs) and what they
+// were made of: the ConfigMap's document, which is the whole dataplane config, and the
+// credentials Secret's values, which only the private one holds.
+type cdsMemoEntry struct {
+	doc, password, secret string
+	public, private       []byte
+}
+
+// cdsMemoFor returns g's entry with only what it is made of filled in.
+func cdsMemoFor(g *render.GatewayResult) cdsMemoEntry {
+	var e cdsMemoEntry
+	if g.ConfigMap != nil {
+		e.doc = g.ConfigMap.Data[render.ConfigKey]
+	}
+	if g.Secret != nil {
+		e.password = string(g.Secret.Data[render.CredentialsKeyPassword])
+		e.secret = string(g.Secret.Data[render.CredentialsKeySharedSecret])
+	}
+	return e
 }
 
 // Reconcile serves the three kinds of request on the work queue:
@@ -400,13 +424,29 @@ func (r *Reconciler) publishConfigs(res *render.Result, only bool) {
 		maps.Copy(configs, r.published)
 		maps.Copy(private, r.publishedPrivate)
 	}
+	// A Gateway whose document and credentials are what they were is not converted again: a
+	// full render publishes every Gateway, and the conversion (a YAML parse of the document)
+	// was most of a render's publishing.
+	memo := r.cdsMemo
+	if !only || memo == nil {
+		r.cdsMemo = make(map[string]cdsMemoEntry, len(res.Gateways))
+	}
 	for i := range res.Gateways {
 		g := &res.Gateways[i]
 		id := g.Namespace + "/" + g.Name
-		c, err := g.CDSConfig()
-		var p []byte
-		if err == nil {
-			p, err = g.CDSConfigWithCredentials()
+		var (
+			c, p []byte
+			err  error
+		)
+		key := cdsMemoFor(g)
+		if e, ok := memo[id]; ok && key.doc != "" && e.doc == key.doc && e.password == key.password && e.secret == key.secret {
+			c, p = e.public, e.private
+		} else {
+			c, p, err = g.CDSConfigs()
+		}
+		if err == nil && c != nil {
+			key.public, key.private = c, p
+			r.cdsMemo[id] = key
 		}
 		if err != nil {
 			r.log.Error(err, "config discovery: cannot serve the rendered config", "gateway", id)

@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"net/http/httptest"
 	"os"
 	"runtime"
 	"slices"
@@ -22,8 +24,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/tern-gw/tern/dataplane/cdsclient"
 	"github.com/tern-gw/tern/internal/testenv"
 	stnrv1 "github.com/tern-gw/tern/operator/api/v1"
+	"github.com/tern-gw/tern/operator/cds"
 	"github.com/tern-gw/tern/operator/render"
 )
 
@@ -41,8 +45,10 @@ const (
 )
 
 // BenchmarkConfigAtScale measures how long an EndpointSlice change takes to reach its
-// Gateway's rendered config (the ConfigMap a ConfigMap-mode dataplane watches, written by the
-// same render step as the config discovery service's configs), one change at a time on a
+// Gateway's rendered config, by both ways a dataplane pod gets it: over the config discovery
+// service (CDS, the default config source: a WebSocket watch per Gateway, as ternd's) and
+// through the Gateway's ConfigMap (what a ConfigMap-mode dataplane watches; the same render
+// step writes both, the CDS config before the objects are applied), one change at a time on a
 // quiet operator and in a burst of scaleBurstChanges issued back to back, and the operator's
 // CPU time (this process's, which the operator dominates: the API server and etcd are
 // processes of their own, whose CPU time the burst's log line gives) and renders per change.
@@ -51,7 +57,8 @@ const (
 //	KUBEBUILDER_ASSETS=$(hack/envtest.sh) go test -run '^$' -bench ConfigAtScale -benchtime 1x ./operator/controller/
 //
 // Reported: quiet-p50-ms, quiet-p99-ms, burst-p50-ms, burst-p99-ms (milliseconds from the
-// EndpointSlice update's return to the ConfigMap watch event carrying the new endpoint),
+// EndpointSlice update's return to the ConfigMap watch event carrying the new endpoint), the
+// same as cds-quiet-p50-ms ... cds-burst-p99-ms (to the CDS message carrying it),
 // cpu-ms/change, renders/change (burst), heap-MB (in use after the objects are loaded).
 func BenchmarkConfigAtScale(b *testing.B) {
 	c := op.start(b)
@@ -64,13 +71,13 @@ func BenchmarkConfigAtScale(b *testing.B) {
 		scaleGateways*scaleRoutesPerGW*scaleEndpointsPerSv, time.Since(start).Round(time.Millisecond))
 
 	cs := kubernetes.NewForConfigOrDie(env.Config(b))
-	w := watchConfigs(b, cs, ns)
-	// Every Gateway's config holds its last endpoint.
+	w, cw := watchConfigs(b, cs, ns), watchCDS(b, ns)
+	// Every Gateway's config holds its last endpoint, in its ConfigMap and over CDS.
 	testenv.Eventually(b, 5*time.Minute, func() error {
 		for g := range scaleGateways {
 			last := endpointIP(g, scaleRoutesPerGW-1, scaleEndpointsPerSv-1)
-			if !w.has(gwName(g), last) {
-				return fmt.Errorf("gateway %s: config without %s yet", gwName(g), last)
+			if !w.has(gwName(g), last) || !cw.has(gwName(g), last) {
+				return fmt.Errorf("gateway %s: config without %s yet (ConfigMap %v, CDS %v)", gwName(g), last, w.has(gwName(g), last), cw.has(gwName(g), last))
 			}
 		}
 		return nil
@@ -99,17 +106,20 @@ func BenchmarkConfigAtScale(b *testing.B) {
 		}
 		return nil
 	})
-	w.wait(b, gwName(0), "10.203.0.1", addEndpoint(b, c, ns, 0, 0, "10.203.0.1"))
+	t0 := addEndpoint(b, c, ns, 0, 0, "10.203.0.1")
+	w.wait(b, gwName(0), "10.203.0.1", t0)
+	cw.wait(b, gwName(0), "10.203.0.1", t0)
 
 	b.ResetTimer()
 	// One change at a time: each waits for its config before the next.
 	cpu0 := cpuTime()
-	var quiet []time.Duration
+	var quiet, quietCDS []time.Duration
 	for i := range scaleQuietChanges {
 		g, r := i%scaleGateways, (i*7)%scaleRoutesPerGW
 		ip := fmt.Sprintf("10.201.%d.%d", i/250, i%250+1)
 		t0 := addEndpoint(b, c, ns, g, r, ip)
 		quiet = append(quiet, w.wait(b, gwName(g), ip, t0))
+		quietCDS = append(quietCDS, cw.wait(b, gwName(g), ip, t0))
 	}
 	quietCPU := cpuTime() - cpu0
 	b.Logf("quiet changes, in order: %v", quiet)
@@ -130,9 +140,10 @@ func BenchmarkConfigAtScale(b *testing.B) {
 		changes = append(changes, change{gwName(g), ip, addEndpoint(b, c, ns, g, r, ip)})
 	}
 	issued := time.Since(burstStart)
-	var burst []time.Duration
+	var burst, burstCDS []time.Duration
 	for _, ch := range changes {
 		burst = append(burst, w.wait(b, ch.gw, ch.ip, ch.at))
+		burstCDS = append(burstCDS, cw.wait(b, ch.gw, ch.ip, ch.at))
 	}
 	burstCPU := cpuTime() - cpu0
 	burstControlPlaneCPU := childrenCPUTime() - cp0
@@ -146,6 +157,10 @@ func BenchmarkConfigAtScale(b *testing.B) {
 	b.ReportMetric(ms2(pct(quiet, 99)), "quiet-p99-ms")
 	b.ReportMetric(ms2(pct(burst, 50)), "burst-p50-ms")
 	b.ReportMetric(ms2(pct(burst, 99)), "burst-p99-ms")
+	b.ReportMetric(ms2(pct(quietCDS, 50)), "cds-quiet-p50-ms")
+	b.ReportMetric(ms2(pct(quietCDS, 99)), "cds-quiet-p99-ms")
+	b.ReportMetric(ms2(pct(burstCDS, 50)), "cds-burst-p50-ms")
+	b.ReportMetric(ms2(pct(burstCDS, 99)), "cds-burst-p99-ms")
 	b.ReportMetric(ms2(quietCPU)/scaleQuietChanges, "cpu-ms/change")
 	b.ReportMetric(renders/scaleBurstChanges, "renders/change")
 	b.Logf("burst: issued in %v, every config had its change %v after the first was issued; control plane (API server and etcd) CPU %v per change",
@@ -153,6 +168,7 @@ func BenchmarkConfigAtScale(b *testing.B) {
 	b.Logf("quiet: %d changes, p50 %v, p99 %v, CPU %v per change; burst: %d changes, p50 %v, p99 %v, CPU %v per change, %v renders",
 		scaleQuietChanges, pct(quiet, 50), pct(quiet, 99), quietCPU/scaleQuietChanges,
 		scaleBurstChanges, pct(burst, 50), pct(burst, 99), burstCPU/scaleBurstChanges, renders)
+	b.Logf("over CDS: quiet p50 %v, p99 %v; burst p50 %v, p99 %v", pct(quietCDS, 50), pct(quietCDS, 99), pct(burstCDS, 50), pct(burstCDS, 99))
 }
 
 const scaleYAML = `apiVersion: v1
@@ -281,9 +297,34 @@ type configWatch struct {
 	cond *sync.Cond
 }
 
-func watchConfigs(b *testing.B, cs kubernetes.Interface, ns string) *configWatch {
+func newConfigWatch() *configWatch {
 	w := &configWatch{seen: map[string]map[string]time.Time{}}
 	w.cond = sync.NewCond(&w.mu)
+	return w
+}
+
+// record notes the endpoint addresses in cfg, a config of Gateway gw that arrived now.
+func (w *configWatch) record(gw, cfg string, now time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	m := w.seen[gw]
+	if m == nil {
+		m = map[string]time.Time{}
+		w.seen[gw] = m
+	}
+	for _, f := range strings.FieldsFunc(cfg, func(r rune) bool { return !strings.ContainsRune("0123456789.", r) }) {
+		if strings.Count(f, ".") == 3 {
+			if _, ok := m[f]; !ok {
+				m[f] = now
+			}
+		}
+	}
+	w.cond.Broadcast()
+}
+
+// watchConfigs follows the Gateways' ConfigMaps in ns, as a ConfigMap-mode dataplane does.
+func watchConfigs(b *testing.B, cs kubernetes.Interface, ns string) *configWatch {
+	w := newConfigWatch()
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
 	wi, err := cs.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{})
@@ -292,29 +333,35 @@ func watchConfigs(b *testing.B, cs kubernetes.Interface, ns string) *configWatch
 	}
 	go func() {
 		for ev := range wi.ResultChan() {
-			cm, ok := ev.Object.(*corev1.ConfigMap)
-			if !ok {
-				continue
+			if cm, ok := ev.Object.(*corev1.ConfigMap); ok {
+				w.record(cm.Name, cm.Data[render.ConfigKey], time.Now())
 			}
-			now := time.Now()
-			cfg := cm.Data[render.ConfigKey]
-			w.mu.Lock()
-			m := w.seen[cm.Name]
-			if m == nil {
-				m = map[string]time.Time{}
-				w.seen[cm.Name] = m
-			}
-			for _, f := range strings.FieldsFunc(cfg, func(r rune) bool { return !strings.ContainsRune("0123456789.", r) }) {
-				if strings.Count(f, ".") == 3 {
-					if _, ok := m[f]; !ok {
-						m[f] = now
-					}
-				}
-			}
-			w.cond.Broadcast()
-			w.mu.Unlock()
 		}
 	}()
+	return w
+}
+
+// watchCDS follows the configs of Gateways 0..scaleGateways-1 in ns as the dataplane pods of
+// the default config source do: one WebSocket watch per Gateway (dataplane/cdsclient, ternd's
+// own client) on tern-operator's config discovery service, served here over loopback HTTP
+// from the test operator's store.
+func watchCDS(b *testing.B, ns string) *configWatch {
+	w := newConfigWatch()
+	srv := httptest.NewServer(cds.NewHandler(op.cds, nil, slog.New(slog.DiscardHandler)))
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	b.Cleanup(func() { cancel(); wg.Wait(); srv.Close() })
+	for g := range scaleGateways {
+		u, err := cdsclient.WatchURL(srv.URL, ns, gwName(g), "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = cdsclient.Watch(ctx, u, func(cfg []byte) { w.record(gwName(g), string(cfg), time.Now()) }, nil)
+		}()
+	}
 	return w
 }
 

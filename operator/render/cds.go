@@ -1,6 +1,7 @@
 package render
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -99,11 +100,7 @@ func (g *GatewayResult) CDSConfigWithCredentials() ([]byte, error) {
 	if g.Config == nil || g.ConfigMap == nil {
 		return nil, nil
 	}
-	cfg := *g.Config
-	if g.Secret != nil {
-		cfg.Auth.Password = string(g.Secret.Data[CredentialsKeyPassword])
-		cfg.Auth.SharedSecret = string(g.Secret.Data[CredentialsKeySharedSecret])
-	}
+	cfg := g.credentialed()
 	return StunnerdJSON(&cfg, []byte(g.ConfigMap.Data[ConfigKey]))
 }
 
@@ -115,6 +112,64 @@ func StunnerdJSON(cfg *config.Config, doc []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dataplane config document: %w", err)
 	}
+	return stunnerdJSON(cfg, tern)
+}
+
+// CDSConfigs returns CDSConfig and CDSConfigWithCredentials together, the
+// bytes of both, cheaper: tern-operator publishes both forms of every
+// Gateway it renders. The ConfigMap's document is Config's JSON written as
+// YAML (MarshalConfig), so instead of parsing that YAML back (most of
+// CDSConfig's cost) the document's JSON is made from Config itself, with
+// the object keys sorted as the YAML parse gives them
+// (TestCDSConfigGolden holds the two to the same bytes). Both are nil when
+// the Gateway did not render.
+func (g *GatewayResult) CDSConfigs() (public, withCredentials []byte, err error) {
+	if g.Config == nil || g.ConfigMap == nil {
+		return nil, nil, nil
+	}
+	tern, err := sortedJSON(g.Config)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dataplane config document: %w", err)
+	}
+	if public, err = stunnerdJSON(g.Config, tern); err != nil {
+		return nil, nil, err
+	}
+	cfg := g.credentialed()
+	if withCredentials, err = stunnerdJSON(&cfg, tern); err != nil {
+		return nil, nil, err
+	}
+	return public, withCredentials, nil
+}
+
+// sortedJSON returns v's JSON with every object's keys in byte order, its
+// numbers written as they were (json.Number).
+func sortedJSON(v any) ([]byte, error) {
+	js, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	d := json.NewDecoder(bytes.NewReader(js))
+	d.UseNumber()
+	var tree any
+	if err := d.Decode(&tree); err != nil {
+		return nil, err
+	}
+	return json.Marshal(tree) // maps marshal with sorted keys
+}
+
+// credentialed is a copy of Config with the password or shared secret of
+// Secret inline.
+func (g *GatewayResult) credentialed() config.Config {
+	cfg := *g.Config
+	if g.Secret != nil {
+		cfg.Auth.Password = string(g.Secret.Data[CredentialsKeyPassword])
+		cfg.Auth.SharedSecret = string(g.Secret.Data[CredentialsKeySharedSecret])
+	}
+	return cfg
+}
+
+// stunnerdJSON is StunnerdJSON with the document already JSON.
+func stunnerdJSON(cfg *config.Config, tern []byte) ([]byte, error) {
 	out := cdsConfig{
 		Version: "v1",
 		Admin: cdsAdmin{
