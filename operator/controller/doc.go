@@ -9,4 +9,9 @@
 // GatewayConfig, a Secret, an EndpointSlice) can affect any number of Gateways; the work queue
 // folds bursts of events into one pending render. Invalid input never fails the reconcile:
 // render turns it into conditions naming the problem. Only API errors are retried.
+//
+// Locks: every mutex of the package guards its own small state (a memo, a map of events, a
+// lane's queue) and is a leaf, held neither while another is taken nor across an API call;
+// the one exception is Reconciler.publishMu, held while the config discovery store
+// (Options.Configs) takes its own lock.
 package controller

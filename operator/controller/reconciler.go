@@ -79,7 +79,7 @@ func (o Options) withDefaults() Options {
 // event asks for. Its namespace is empty, as no Service's is.
 var renderKey = ctrl.Request{NamespacedName: types.NamespacedName{Name: "render"}}
 
-// sliceApplyParallel is how many Gateways' objects a slice render applies at once.
+// sliceApplyParallel is how many Gateways' objects the apply lane applies at once.
 const sliceApplyParallel = 8
 
 // settleKey is the work-queue key of the full render that follows EndpointSlice events
@@ -121,6 +121,27 @@ type Reconciler struct {
 	publishMu                   sync.Mutex
 	published, publishedPrivate map[string][]byte
 	cdsMemo                     map[string]cdsMemoEntry
+	// lane applies slice renders' objects behind the loop (slicesLane).
+	laneOnce sync.Once
+	lane     *applyLane
+}
+
+// slicesLane returns the reconciler's apply lane, made on first use.
+func (r *Reconciler) slicesLane() *applyLane {
+	r.laneOnce.Do(func() {
+		r.lane = newApplyLane(sliceApplyParallel, func(ctx context.Context, it laneItem) []error {
+			_, _, errs := r.applyGateway(ctx, it.g, it.gw)
+			return errs
+		})
+		r.lane.done = func(d time.Duration, err error) {
+			if err != nil {
+				// The settle render that the same events asked for applies it again.
+				r.loop.metrics().updateErrors.Inc()
+				r.log.Error(err, "applying the objects of a slice render", "took", d)
+			}
+		}
+	})
+	return r.lane
 }
 
 // cdsMemoEntry is a Gateway's two CDS configs (render.GatewayResult.CDSConfigs) and what they
@@ -191,6 +212,8 @@ func (r *Reconciler) reconcileAll(ctx context.Context) (ctrl.Result, error) {
 	// What EndpointSlice events asked for so far, this render does; on an error, the retry
 	// of the request does.
 	r.slices.rendering()
+	// The slice renders' applies before this render's: this one is the newest.
+	r.slicesLane().wait()
 	in, err := r.collect(ctx)
 	if err != nil {
 		r.loop.updated(gen, 0, err)
@@ -255,8 +278,9 @@ func (r *Reconciler) reconcileAll(ctx context.Context) (ctrl.Result, error) {
 
 // reconcileSlices renders the Gateways whose rendering reads the EndpointSlices of Service
 // svc and of every other Service whose slice events wait (sliceEvents.take;
-// render.SliceGateways), each as the full render would, and writes their configs and
-// objects as reconcileAll does; it writes no status and prunes nothing, which the settleKey
+// render.SliceGateways), each as the full render would, publishes their configs and hands
+// their objects to the apply lane (applyLane), which applies them as reconcileAll does,
+// behind this loop; it writes no status and prunes nothing, which the settleKey
 // render that the same events asked for does. A Gateway with a conflict gets nothing
 // applied here either.
 func (r *Reconciler) reconcileSlices(ctx context.Context, svc types.NamespacedName) (res ctrl.Result, err error) {
@@ -271,7 +295,9 @@ func (r *Reconciler) reconcileSlices(ctx context.Context, svc types.NamespacedNa
 	}()
 	start := time.Now()
 	gen := r.loop.startRender()
-	// Render only reads the Input, and nothing here writes what it lists: no copies.
+	// Render only reads the Input, and nothing here or in the apply lane (which keeps the
+	// Gateways until it has applied their objects) writes what it lists: no copies. The
+	// informers replace the objects they cache, never change them in place.
 	in, err := r.collect(ctx, client.UnsafeDisableDeepCopy)
 	if err != nil {
 		r.loop.updated(gen, 0, err)
@@ -283,35 +309,21 @@ func (r *Reconciler) reconcileSlices(ctx context.Context, svc types.NamespacedNa
 	if r.opts.Configs != nil {
 		r.publishConfigs(rendered, true)
 	}
+	// The objects go to the apply lane, which applies them behind this loop: the next slice
+	// render, and its configs, need not wait for the API server.
 	gateways := gatewaysByName(sub)
-	// The Gateways' objects are their own, so they are applied side by side: each apply
-	// mostly waits for the API server.
-	var (
-		mu   sync.Mutex
-		errs []error
-		wg   sync.WaitGroup
-		sem  = make(chan struct{}, sliceApplyParallel)
-	)
+	items := make([]laneItem, 0, len(rendered.Gateways))
+	var errs []error
 	for i := range rendered.Gateways {
 		g := &rendered.Gateways[i]
 		gw := gateways[types.NamespacedName{Namespace: g.Namespace, Name: g.Name}]
 		if gw == nil {
-			mu.Lock()
 			errs = append(errs, fmt.Errorf("rendered Gateway %s/%s is not in the input", g.Namespace, g.Name))
-			mu.Unlock()
 			continue
 		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			_, _, gerrs := r.applyGateway(ctx, g, gw)
-			mu.Lock()
-			errs = append(errs, gerrs...)
-			mu.Unlock()
-		}()
+		items = append(items, laneItem{g: g, gw: gw})
 	}
-	wg.Wait()
+	r.slicesLane().submit(ctx, items)
 	err = errors.Join(errs...)
 	r.loop.updated(gen, time.Since(writeStart), err)
 	r.log.V(1).Info("rendered for EndpointSlice changes", "services", len(svcs), "gateways", len(rendered.Gateways), "took", time.Since(start))
