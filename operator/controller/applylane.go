@@ -54,7 +54,9 @@ func newApplyLane(parallel int, apply func(context.Context, laneItem) []error) *
 }
 
 // submit queues items, replacing any queued render of the same Gateway, and returns at once.
-// The applies run with ctx (the controller's: it ends when the manager stops).
+// The applies run with ctx, which must outlive the caller's Reconcile: the controller's
+// context is (it ends when the manager stops), as long as the controller sets no
+// ReconciliationTimeout, which would end it with each Reconcile.
 func (l *applyLane) submit(ctx context.Context, items []laneItem) {
 	if len(items) == 0 {
 		return

@@ -437,8 +437,7 @@ func (r *Reconciler) publishConfigs(res *render.Result, only bool) {
 		maps.Copy(private, r.publishedPrivate)
 	}
 	// A Gateway whose document and credentials are what they were is not converted again: a
-	// full render publishes every Gateway, and the conversion (a YAML parse of the document)
-	// was most of a render's publishing.
+	// full render publishes every Gateway, most of them unchanged.
 	memo := r.cdsMemo
 	if !only || memo == nil {
 		r.cdsMemo = make(map[string]cdsMemoEntry, len(res.Gateways))
