@@ -84,10 +84,8 @@ type cdsCluster struct {
 // (CDSConfigWithCredentials fills them in). Address placeholders
 // become stunnerd's $STUNNER_ADDR.
 func (g *GatewayResult) CDSConfig() ([]byte, error) {
-	if g.Config == nil || g.ConfigMap == nil {
-		return nil, nil
-	}
-	return StunnerdJSON(g.Config, []byte(g.ConfigMap.Data[ConfigKey]))
+	public, _, err := g.CDSConfigs()
+	return public, err
 }
 
 // CDSConfigWithCredentials is CDSConfig with auth.credentials holding the
@@ -97,11 +95,8 @@ func (g *GatewayResult) CDSConfig() ([]byte, error) {
 // Kubernetes API's authentication and TLS (a port-forward, which arrives
 // on the operator pod's loopback): docs/security.md.
 func (g *GatewayResult) CDSConfigWithCredentials() ([]byte, error) {
-	if g.Config == nil || g.ConfigMap == nil {
-		return nil, nil
-	}
-	cfg := g.credentialed()
-	return StunnerdJSON(&cfg, []byte(g.ConfigMap.Data[ConfigKey]))
+	_, withCredentials, err := g.CDSConfigs()
+	return withCredentials, err
 }
 
 // StunnerdJSON returns cfg in STUNner's v1 JSON with doc, Tern's document
@@ -115,14 +110,14 @@ func StunnerdJSON(cfg *config.Config, doc []byte) ([]byte, error) {
 	return stunnerdJSON(cfg, tern)
 }
 
-// CDSConfigs returns CDSConfig and CDSConfigWithCredentials together, the
-// bytes of both, cheaper: tern-operator publishes both forms of every
-// Gateway it renders. The ConfigMap's document is Config's JSON written as
-// YAML (MarshalConfig), so instead of parsing that YAML back (most of
-// CDSConfig's cost) the document's JSON is made from Config itself, with
-// the object keys sorted as the YAML parse gives them
-// (TestCDSConfigGolden holds the two to the same bytes). Both are nil when
-// the Gateway did not render.
+// CDSConfigs returns CDSConfig and CDSConfigWithCredentials together:
+// tern-operator publishes both forms of every Gateway it renders. The
+// ConfigMap's document is Config's JSON written as YAML (MarshalConfig), so
+// instead of parsing that YAML back (a parse costs several times the rest)
+// the document's JSON is made from Config itself, with the object keys
+// sorted as the YAML parse gives them (TestCDSConfigGolden holds the served
+// document to the ConfigMap's, byte for byte). Both are nil when the
+// Gateway did not render.
 func (g *GatewayResult) CDSConfigs() (public, withCredentials []byte, err error) {
 	if g.Config == nil || g.ConfigMap == nil {
 		return nil, nil, nil

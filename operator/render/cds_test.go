@@ -170,11 +170,6 @@ func TestCDSConfigGolden(t *testing.T) {
 					t.Errorf("%s: Gateway %s/%s: credentials.%s = %q, want the Secret's %q", in, g.Namespace, g.Name, key, sc.Auth.Credentials[key], want)
 				}
 			}
-			// Both at once (what tern-operator publishes): the same bytes.
-			both, bothCreds, err := g.CDSConfigs()
-			if err != nil || !bytes.Equal(both, data) || !bytes.Equal(bothCreds, withCreds) {
-				t.Errorf("%s: Gateway %s/%s: CDSConfigs differs from CDSConfig and CDSConfigWithCredentials (%v)", in, g.Namespace, g.Name, err)
-			}
 			want, err := yaml.YAMLToJSON([]byte(g.ConfigMap.Data[ConfigKey]))
 			if err != nil {
 				t.Fatal(err)
